@@ -1,0 +1,1 @@
+"""Everything about bytes and nothing about roles: codecs, frames, versions."""

@@ -1,0 +1,327 @@
+"""AMQP frames: an incremental reader, frame builders and the content assembler.
+
+A frame is a 7-byte header (type octet, channel short, payload size long), the
+payload, and the frame-end octet 0xCE. :class:`FrameReader` parses frames out
+of one growing :class:`bytearray` with an offset, copying each payload once
+and compacting the buffer once per :meth:`~FrameReader.feed`. It checks the
+frame size against ``frame_max`` as soon as a header arrives, before any of
+the payload is buffered.
+
+:class:`ContentAssembler` joins a content-carrying method with its content
+header and body frames into a :class:`Command`.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterator, Mapping, Optional, Union
+
+from txamqp09.wire.base import CONTENT_HEADER, Method, Properties, decode_properties
+from txamqp09.wire.errors import (
+    AMQPNotImplemented,
+    AMQPSyntaxError,
+    FrameError,
+    PreconditionFailed,
+    UnexpectedFrame,
+)
+
+__all__ = [
+    "FRAME_METHOD",
+    "FRAME_HEADER",
+    "FRAME_BODY",
+    "FRAME_HEARTBEAT",
+    "FRAME_END",
+    "FRAME_MIN_SIZE",
+    "FRAME_OVERHEAD",
+    "HEARTBEAT_FRAME",
+    "Frame",
+    "FrameReader",
+    "method_frame",
+    "content_frames",
+    "Command",
+    "ContentAssembler",
+]
+
+FRAME_METHOD = 1
+FRAME_HEADER = 2
+FRAME_BODY = 3
+FRAME_HEARTBEAT = 8
+FRAME_END = 0xCE
+#: The smallest frame_max a peer may negotiate, and the limit before tuning.
+FRAME_MIN_SIZE = 4096
+#: Bytes a frame adds to its payload: 7 of header, 1 of frame-end.
+FRAME_OVERHEAD = 8
+
+_HEADER = struct.Struct(">BHI")
+_END = bytes((FRAME_END,))
+#: The heartbeat frame: type 8, channel 0, empty payload.
+HEARTBEAT_FRAME = _HEADER.pack(FRAME_HEARTBEAT, 0, 0) + _END
+
+_TYPE_NAMES = {
+    4: "out-of-band method",
+    5: "out-of-band header",
+    6: "out-of-band body",
+    7: "trace",
+}
+
+#: (frame type, channel, payload)
+Frame = tuple[int, int, bytes]
+BodyLike = Union[bytes, bytearray, memoryview]
+
+
+class FrameReader:
+    """Parses frames from a byte stream fed to it in chunks of any size.
+
+    :param frame_max: the largest frame accepted, header and frame-end
+        included; may be changed after tuning.
+    :param reserved_types: frame types this version defines but that are not
+        supported here (0-9's out-of-band and trace frames): they are refused
+        with 540 not-implemented instead of 501 frame-error.
+    """
+
+    def __init__(
+        self, frame_max: int = FRAME_MIN_SIZE, reserved_types: frozenset[int] = frozenset()
+    ) -> None:
+        self._buffer = bytearray()
+        self.frame_max = frame_max
+        self._reserved = reserved_types
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as frames."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> Iterator[Frame]:
+        """Add *data*; iterate the result for every frame it completes, in order.
+
+        Iteration raises :class:`FrameError` (501) at the first malformed
+        frame, after yielding the frames before it.
+        """
+        self._buffer += data
+        return self._frames()
+
+    def _frames(self) -> Iterator[Frame]:
+        buffer = self._buffer
+        size = len(buffer)
+        pos = 0
+        view = memoryview(buffer)
+        try:
+            while size - pos >= 7:
+                frame_type, channel, length = _HEADER.unpack_from(buffer, pos)
+                if length + FRAME_OVERHEAD > self.frame_max:
+                    raise FrameError(
+                        f"frame of {length + FRAME_OVERHEAD} bytes exceeds "
+                        f"frame_max {self.frame_max}"
+                    )
+                end = pos + 7 + length
+                if end >= size:
+                    break
+                if buffer[end] != FRAME_END:
+                    raise FrameError(
+                        f"frame-end octet is {buffer[end]:#04x}, not 0xce: the "
+                        "frame's size field does not match its contents"
+                    )
+                self._check_type(frame_type, channel, length)
+                payload = view[pos + 7 : end].tobytes()
+                pos = end + 1
+                yield frame_type, channel, payload
+        finally:
+            view.release()
+            del buffer[:pos]
+
+    def _check_type(self, frame_type: int, channel: int, length: int) -> None:
+        if frame_type in (FRAME_METHOD, FRAME_HEADER, FRAME_BODY):
+            return
+        if frame_type == FRAME_HEARTBEAT:
+            if channel or length:
+                raise FrameError(
+                    "heartbeat frames must be on channel 0 with no payload"
+                )
+            return
+        if frame_type in self._reserved:
+            raise AMQPNotImplemented(
+                f"{_TYPE_NAMES.get(frame_type, 'type %d' % frame_type)} frames "
+                "are not supported"
+            )
+        raise FrameError(f"unknown frame type {frame_type}")
+
+
+_METHOD_HEADER = struct.Struct(">BHI")
+
+
+def method_frame(channel: int, method: Method) -> bytes:
+    """One method frame."""
+    payload = method.encode()
+    return _METHOD_HEADER.pack(FRAME_METHOD, channel, len(payload)) + payload + _END
+
+
+_HEADER_FRAME = struct.Struct(">BHIHHQ")
+
+
+def content_frames(
+    channel: int,
+    method: Method,
+    properties: Union[Properties, bytes],
+    body: BodyLike,
+    frame_max: int,
+) -> bytes:
+    """A method frame, its content header frame and body frames, joined.
+
+    :param properties: the properties, or their already encoded form (flags
+        and property list) when forwarding a received header unchanged.
+    :param frame_max: the negotiated frame_max; 0 means no limit.
+    """
+    payload = method.encode()
+    encoded = properties if isinstance(properties, bytes) else properties.encode()
+    body_size = len(body)
+    parts = [
+        _METHOD_HEADER.pack(FRAME_METHOD, channel, len(payload)),
+        payload,
+        _END,
+        _HEADER_FRAME.pack(
+            FRAME_HEADER, channel, 12 + len(encoded), method.CLASS_ID, 0, body_size
+        ),
+        encoded,
+        _END,
+    ]
+    chunk = frame_max - FRAME_OVERHEAD if frame_max else body_size
+    for start in range(0, body_size, chunk or 1):
+        piece = body[start : start + chunk]
+        parts.append(_HEADER.pack(FRAME_BODY, channel, len(piece)))
+        parts.append(piece)
+        parts.append(_END)
+    return b"".join(parts)
+
+
+class Command:
+    """A method, with its content when the method carries one.
+
+    The content header's properties are decoded the first time
+    :attr:`properties` is read; :attr:`raw_properties` holds them as received
+    (flags and property list) so that a broker can forward them unchanged.
+    """
+
+    __slots__ = ("method", "raw_properties", "body", "_properties", "_cls")
+
+    def __init__(
+        self,
+        method: Method,
+        raw_properties: bytes = b"",
+        body: bytes = b"",
+        properties_class: Optional[type[Properties]] = None,
+    ) -> None:
+        self.method = method
+        self.raw_properties = raw_properties
+        self.body = body
+        self._properties: Optional[Properties] = None
+        self._cls = properties_class
+
+    @property
+    def properties(self) -> Optional[Properties]:
+        """The decoded content properties (None for a method without content).
+
+        :raises AMQPSyntaxError: the properties are malformed (502).
+        """
+        if self._properties is None and self._cls is not None:
+            self._properties = decode_properties(self._cls, self.raw_properties, 0)
+        return self._properties
+
+    def __repr__(self) -> str:
+        if self._cls is None:
+            return f"Command({self.method!r})"
+        return f"Command({self.method!r}, {len(self.body)} body bytes)"
+
+
+class ContentAssembler:
+    """Joins a content method, its header frame and its body frames (one channel).
+
+    :param properties: the version's ``PROPERTIES`` table (class id -> class).
+    :param max_body_size: the largest body accepted; a larger announced size
+        fails with 406 precondition-failed before any body is buffered.
+    """
+
+    __slots__ = ("_properties", "max_body_size", "_method", "_raw", "_size", "_parts", "_received", "_cls")
+
+    def __init__(self, properties: Mapping[int, type[Properties]], max_body_size: int) -> None:
+        self._properties = properties
+        self.max_body_size = max_body_size
+        self._method: Optional[Method] = None
+        self._raw = b""
+        self._size = -1
+        self._parts: list[bytes] = []
+        self._received = 0
+        self._cls: Optional[type[Properties]] = None
+
+    @property
+    def busy(self) -> bool:
+        """A content method is waiting for its header or body."""
+        return self._method is not None
+
+    def reset(self) -> None:
+        """Drop any partly received content."""
+        self._method = None
+        self._raw = b""
+        self._size = -1
+        self._parts = []
+        self._received = 0
+
+    def method(self, method: Method) -> Optional[Command]:
+        """Take a method frame's method; a complete command if it has no content."""
+        if self._method is not None:
+            name = self._method.NAME
+            self.reset()
+            raise UnexpectedFrame(
+                f"{method.NAME} arrived while {name} still waited for its content"
+            )
+        if not method.CONTENT:
+            return Command(method)
+        self._method = method
+        return None
+
+    def header(self, payload: bytes) -> Optional[Command]:
+        """Take a content header payload; the command if its body is empty."""
+        method = self._method
+        if method is None or self._size >= 0:
+            raise UnexpectedFrame("content header frame without a content method before it")
+        if len(payload) < CONTENT_HEADER.size + 2:
+            raise FrameError(f"content header of {len(payload)} bytes is too short")
+        class_id, _weight, size = CONTENT_HEADER.unpack_from(payload)
+        if class_id != method.CLASS_ID:
+            raise UnexpectedFrame(
+                f"content header for class {class_id} follows {method.NAME}"
+            )
+        if size > self.max_body_size:
+            name = method.NAME
+            self.reset()
+            raise PreconditionFailed(
+                f"{name}: message body of {size} bytes exceeds the maximum of "
+                f"{self.max_body_size} bytes",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        self._cls = self._properties.get(class_id)
+        if self._cls is None:
+            raise AMQPSyntaxError(f"class {class_id} has no content properties")
+        self._raw = payload[CONTENT_HEADER.size :]
+        self._size = size
+        return self._finish() if size == 0 else None
+
+    def body(self, payload: bytes) -> Optional[Command]:
+        """Take a body frame payload; the command once the body is complete."""
+        if self._method is None or self._size < 0:
+            raise UnexpectedFrame("body frame without a content header before it")
+        self._received += len(payload)
+        if self._received > self._size:
+            raise FrameError(
+                f"body frames carry {self._received} bytes but the content "
+                f"header announced {self._size}"
+            )
+        self._parts.append(payload)
+        return self._finish() if self._received == self._size else None
+
+    def _finish(self) -> Command:
+        assert self._method is not None
+        body = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+        command = Command(self._method, self._raw, body, self._cls)
+        self.reset()
+        return command
