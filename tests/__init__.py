@@ -1,0 +1,1 @@
+"""txamqp09's test suite; run it with ``trial tests``."""

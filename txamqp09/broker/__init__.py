@@ -1,0 +1,1 @@
+"""The AMQP broker: connection and channel layers over a Twisted-free model."""

@@ -1,0 +1,75 @@
+"""``twistd amqp09``: options and the service the plugin builds.
+
+Examples::
+
+    twistd -n amqp09 --port 5672
+    twistd -n amqp09 --listen tcp:5672:interface=127.0.0.1 --listen tcp:5673
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from twisted.application import service, strports
+from twisted.internet.interfaces import IReactorTime
+from twisted.python import usage
+
+from txamqp09.broker.server import ServerFactory
+
+__all__ = ["Options", "makeService"]
+
+
+class Options(usage.Options):
+    """Command-line options of ``twistd amqp09``."""
+
+    synopsis = "[--port PORT] [--listen ENDPOINT ...]"
+    longdesc = (
+        "Run an AMQP broker that speaks AMQP 0-9, 0-8 and 0-9-1 on the same "
+        "port, chosen per connection by the protocol header."
+    )
+    optParameters = [
+        ["port", "p", None, "TCP port to listen on, on every interface (e.g. 5672)."],
+        ["frame-max", None, 131072, "Largest frame the broker accepts, in bytes.", int],
+        ["channel-max", None, 2047, "Highest channel number a connection may use.", int],
+        ["heartbeat", None, 60, "Heartbeat interval the broker proposes, in seconds (0: off).", int],
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self["listen"] = []
+
+    def opt_listen(self, endpoint: str) -> None:
+        """Listen on a Twisted server endpoint description, e.g.
+        tcp:5672:interface=127.0.0.1 (repeatable)."""
+        self["listen"].append(endpoint)
+
+    def postOptions(self) -> None:
+        if self["port"] is not None:
+            try:
+                port = int(self["port"])
+            except ValueError:
+                raise usage.UsageError(f"--port must be a number, not {self['port']!r}") from None
+            self["listen"].append(f"tcp:{port}")
+        if not self["listen"]:
+            self["listen"].append("tcp:5672")
+        if self["frame-max"] < 4096:
+            raise usage.UsageError("--frame-max must be at least 4096")
+
+
+def makeService(options: Options, clock: Optional[IReactorTime] = None) -> service.MultiService:
+    """The broker: one listening service per endpoint, sharing one factory."""
+    if clock is None:
+        from twisted.internet import reactor
+
+        clock = reactor  # type: ignore[assignment]
+    assert clock is not None
+    factory = ServerFactory(
+        clock,
+        frame_max=options["frame-max"],
+        channel_max=options["channel-max"],
+        heartbeat=options["heartbeat"],
+    )
+    broker: Any = service.MultiService()
+    for description in options["listen"]:
+        strports.service(description, factory).setServiceParent(broker)
+    return broker
