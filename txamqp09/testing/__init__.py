@@ -1,0 +1,1 @@
+"""Public test helpers: brokers on loopback (this project's and RabbitMQ), fakes."""
