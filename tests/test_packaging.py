@@ -1,0 +1,99 @@
+"""The package installs as a user installs it, and CI runs README's command."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import venv
+from pathlib import Path
+
+from twisted.trial.unittest import SynchronousTestCase
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tracked_files() -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [name for name in out.stdout.splitlines() if (ROOT / name).is_file()]
+
+
+class InstalledPluginTests(SynchronousTestCase):
+    """``pip install .`` into a fresh virtualenv installs the twistd plugin."""
+
+    def setUp(self) -> None:
+        if shutil.which("git") is None or not (ROOT / ".git").exists():
+            raise self.skipTest("needs a git checkout to copy the source tree from")
+        self.work = Path(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, self.work, True)
+
+    def _venv(self) -> Path:
+        """A virtualenv that sees the running interpreter's packages as a plain
+        path (so Twisted imports) without their .pth files (so no editable
+        checkout of this project leaks in)."""
+        env_dir = self.work / "venv"
+        venv.create(env_dir, with_pip=False)
+        site = subprocess.run(
+            [str(env_dir / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        Path(site, "host-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        return env_dir
+
+    def _twistd_help(self, python: Path) -> str:
+        result = subprocess.run(
+            [str(python), "-c", "import sys; from twisted.scripts.twistd import run; sys.argv[0] = 'twistd'; run()", "--help"],
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        )
+        return result.stdout + result.stderr
+
+    def test_twistd_lists_amqp09_after_install(self) -> None:
+        source = self.work / "src"
+        for name in _tracked_files():
+            target = source / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target)
+        python = self._venv() / "bin" / "python"
+        self.assertNotIn("amqp09", self._twistd_help(python))
+        subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+             "--no-deps", "--no-build-isolation", str(source)],
+            cwd=self.work,
+            check=True,
+            capture_output=True,
+        )
+        self.assertIn("An AMQP 0-9, 0-8 and 0-9-1 broker.", self._twistd_help(python))
+
+
+class ReadmeCommandTests(SynchronousTestCase):
+    """README.rst gives the two commands, and .ci/run runs the test command."""
+
+    def test_readme_has_both_commands(self) -> None:
+        readme = (ROOT / "README.rst").read_text()
+        self.assertRegex(readme, r"\n    pip install \. && twistd -n amqp09 --port 5672\n")
+        self.assertRegex(readme, r"\n    pip install .*&& trial tests\n")
+
+    def test_ci_extracts_readme_test_command(self) -> None:
+        script = (ROOT / ".ci" / "run").read_text()
+        pattern = re.search(r"sed -n '(s/.*/p)' README.rst", script)
+        assert pattern is not None
+        extracted = subprocess.run(
+            ["sed", "-n", pattern.group(1), "README.rst"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        self.assertTrue(extracted.endswith("trial tests"), extracted)
+        self.assertIn(extracted, (ROOT / "README.rst").read_text())
