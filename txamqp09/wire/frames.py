@@ -174,7 +174,7 @@ def content_frames(
     payload = method.encode()
     encoded = properties if isinstance(properties, bytes) else properties.encode()
     body_size = len(body)
-    parts = [
+    parts: list[BodyLike] = [
         _METHOD_HEADER.pack(FRAME_METHOD, channel, len(payload)),
         payload,
         _END,
