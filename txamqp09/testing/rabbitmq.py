@@ -1,0 +1,340 @@
+"""A private RabbitMQ node on loopback, for interop tests and benchmarks.
+
+:class:`RabbitMQ` starts the Debian package's ``rabbitmq-server`` with a
+directory, node name, Erlang port mapper (epmd) and ports of its own, all
+bound to 127.0.0.1, so that it never disturbs another node on the machine
+and is reachable only from it. Start-up takes several seconds;
+:func:`shared_rabbitmq` starts one node per process, lazily, and stops it
+when the process exits.
+
+Typical use in a trial test::
+
+    from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+
+    class InteropTests(TestCase):
+        skip = rabbitmq_missing()
+
+        def setUp(self):
+            self.port = shared_rabbitmq().port
+
+The node accepts guest/guest on virtual host ``/``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+__all__ = [
+    "RABBITMQ_BIN",
+    "TLSFiles",
+    "RabbitMQ",
+    "RabbitMQError",
+    "rabbitmq_missing",
+    "shared_rabbitmq",
+    "free_port",
+]
+
+#: Where the Debian package keeps the scripts that run the broker directly.
+RABBITMQ_BIN = "/usr/lib/rabbitmq/bin"
+_LOOPBACK = "127.0.0.1"
+_ERL_LOOPBACK_ARGS = "-kernel inet_dist_use_interface {127,0,0,1}"
+_AMQP0_9_1_HEADER = b"AMQP\x00\x00\x09\x01"
+
+
+class RabbitMQError(Exception):
+    """The node did not start or stop as asked; the message tells why."""
+
+
+def rabbitmq_missing() -> Optional[str]:
+    """Why a RabbitMQ node cannot be started here, or None when it can.
+
+    Suitable as a trial ``skip`` attribute.
+    """
+    for program in ("rabbitmq-server", "rabbitmqctl"):
+        if not os.access(os.path.join(RABBITMQ_BIN, program), os.X_OK):
+            return (
+                f"RabbitMQ is not installed ({RABBITMQ_BIN}/{program} is missing); "
+                "install the Debian package rabbitmq-server to run these tests"
+            )
+    if shutil.which("epmd") is None:
+        return "Erlang's epmd is not on PATH; install the Debian package rabbitmq-server"
+    return None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((_LOOPBACK, 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """PEM files for a TLS listener: the CA that signs peers, and the node's own pair.
+
+    :param verify_peer: ask clients for a certificate signed by *ca_file*
+        (connections without one are still accepted).
+    """
+
+    ca_file: str
+    cert_file: str
+    key_file: str
+    verify_peer: bool = True
+
+
+class RabbitMQ:
+    """One RabbitMQ node with its own home, data, logs, epmd and ports.
+
+    :param base_dir: a directory the node may own: home, data and logs go there.
+    :param tls: when given, a TLS listener on :attr:`tls_port` as well.
+    :param config: extra ``rabbitmq.conf`` settings, key to value.
+    :param start_timeout: seconds :meth:`start` waits for the node.
+
+    :ivar port: the AMQP port on 127.0.0.1 (known once constructed).
+    :ivar tls_port: the AMQPS port, or None without *tls*.
+    """
+
+    def __init__(
+        self,
+        base_dir: str,
+        *,
+        tls: Optional[TLSFiles] = None,
+        config: Mapping[str, str] = {},
+        start_timeout: float = 60.0,
+    ) -> None:
+        self.base_dir = os.path.abspath(base_dir)
+        self.tls = tls
+        self.extra_config = dict(config)
+        self.start_timeout = start_timeout
+        self.port = free_port()
+        self.tls_port: Optional[int] = free_port() if tls is not None else None
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
+        self.node_name = f"txamqp09-{os.getpid()}-{self.port}@localhost"
+        self._server: Optional[subprocess.Popen[bytes]] = None
+        self._epmd: Optional[subprocess.Popen[bytes]] = None
+
+    # -- paths and environment -------------------------------------------
+
+    def _path(self, *parts: str) -> str:
+        return os.path.join(self.base_dir, *parts)
+
+    @property
+    def log_file(self) -> str:
+        """The file the node's standard output and error go to."""
+        return self._path("server.out")
+
+    def environment(self) -> dict[str, str]:
+        """The environment the node and ``rabbitmqctl`` run with."""
+        env = dict(os.environ)
+        env.update(
+            HOME=self._path("home"),
+            RABBITMQ_NODENAME=self.node_name,
+            RABBITMQ_NODE_IP_ADDRESS=_LOOPBACK,
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(self.dist_port),
+            RABBITMQ_MNESIA_BASE=self._path("mnesia"),
+            RABBITMQ_LOG_BASE=self._path("log"),
+            RABBITMQ_PID_FILE=self._path("rabbitmq.pid"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=self._path("enabled_plugins"),
+            RABBITMQ_CONFIG_FILE=self._path("rabbitmq"),
+            RABBITMQ_ADVANCED_CONFIG_FILE=self._path("advanced.config"),
+            RABBITMQ_CONF_ENV_FILE=self._path("rabbitmq-env.conf"),
+            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=_ERL_LOOPBACK_ARGS,
+            RABBITMQ_CTL_ERL_ARGS=_ERL_LOOPBACK_ARGS,
+            ERL_EPMD_ADDRESS=_LOOPBACK,
+            ERL_EPMD_PORT=str(self.epmd_port),
+            RUNNING_UNDER_SYSTEMD="true",
+        )
+        env.pop("NOTIFY_SOCKET", None)
+        return env
+
+    def _config_lines(self) -> list[str]:
+        lines = [
+            "listeners.tcp.default = %s:%d" % (_LOOPBACK, self.port),
+            "loopback_users = none",
+            "log.console = true",
+            "log.file = false",
+        ]
+        if self.tls is not None:
+            lines += [
+                "listeners.ssl.default = %s:%d" % (_LOOPBACK, self.tls_port),
+                f"ssl_options.cacertfile = {self.tls.ca_file}",
+                f"ssl_options.certfile = {self.tls.cert_file}",
+                f"ssl_options.keyfile = {self.tls.key_file}",
+                "ssl_options.verify = verify_peer" if self.tls.verify_peer else "ssl_options.verify = verify_none",
+                "ssl_options.fail_if_no_peer_cert = false",
+            ]
+        lines += [f"{key} = {value}" for key, value in self.extra_config.items()]
+        return lines
+
+    def _write_files(self) -> None:
+        for directory in ("home", "mnesia", "log"):
+            os.makedirs(self._path(directory), exist_ok=True)
+        files = {
+            "enabled_plugins": "[].\n",
+            "rabbitmq.conf": "\n".join(self._config_lines()) + "\n",
+            "advanced.config": "[].\n",
+            "rabbitmq-env.conf": "",
+        }
+        for name, text in files.items():
+            with open(self._path(name), "w") as file:
+                file.write(text)
+
+    # -- life cycle --------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """The node's process is alive."""
+        return self._server is not None and self._server.poll() is None
+
+    def start(self) -> None:
+        """Start epmd and the node; return once it answers AMQP on :attr:`port`.
+
+        :raises RabbitMQError: the node exited or did not answer within
+            ``start_timeout`` seconds; the message holds the end of its log.
+        """
+        if self._server is not None:
+            raise RabbitMQError("this node was already started")
+        self._write_files()
+        env = self.environment()
+        self._epmd = subprocess.Popen(
+            ["epmd", "-port", str(self.epmd_port), "-address", _LOOPBACK],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        with open(self.log_file, "wb") as log:
+            self._server = subprocess.Popen(
+                [os.path.join(RABBITMQ_BIN, "rabbitmq-server")],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.base_dir,
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise RabbitMQError(f"RabbitMQ exited during start-up:\n{self.log_tail()}")
+            if _answers_amqp(self.port):
+                return
+            time.sleep(0.1)
+        raise RabbitMQError(
+            f"RabbitMQ did not answer on {_LOOPBACK}:{self.port} within "
+            f"{self.start_timeout} s:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last *lines* lines the node printed."""
+        try:
+            with open(self.log_file, errors="replace") as log:
+                return "".join(log.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def ctl(self, *arguments: str, timeout: float = 60.0) -> str:
+        """Run ``rabbitmqctl`` against this node; return its output.
+
+        :raises RabbitMQError: the command failed.
+        """
+        env = self.environment()
+        ctl_port = str(free_port())
+        env.update(RABBITMQ_CTL_DIST_PORT_MIN=ctl_port, RABBITMQ_CTL_DIST_PORT_MAX=ctl_port)
+        result = subprocess.run(
+            [os.path.join(RABBITMQ_BIN, "rabbitmqctl"), "-n", self.node_name, *arguments],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+        )
+        output = result.stdout.decode("utf-8", "replace")
+        if result.returncode:
+            raise RabbitMQError(
+                f"rabbitmqctl {' '.join(arguments)} failed ({result.returncode}):\n"
+                f"{output}{result.stderr.decode('utf-8', 'replace')}"
+            )
+        return output
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the node (``rabbitmqctl stop``, then signals) and its epmd."""
+        server, self._server = self._server, None
+        if server is not None and server.poll() is None:
+            try:
+                self.ctl("stop", timeout=timeout)
+            except (RabbitMQError, subprocess.TimeoutExpired, OSError):
+                pass
+            _end_process(server, timeout)
+        epmd, self._epmd = self._epmd, None
+        if epmd is not None:
+            _end_process(epmd, 5.0)
+
+
+def _end_process(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait for *process*; terminate it, then kill it, when it lingers."""
+    for signal_it in (None, process.terminate, process.kill):
+        if signal_it is not None:
+            signal_it()
+        try:
+            process.wait(timeout)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _answers_amqp(port: int) -> bool:
+    """A server on *port* answers a 0-9-1 header with a method frame."""
+    try:
+        with socket.create_connection((_LOOPBACK, port), timeout=2.0) as connection:
+            connection.sendall(_AMQP0_9_1_HEADER)
+            first = connection.recv(1)
+    except OSError:
+        return False
+    return first == b"\x01"
+
+
+_shared: Optional[RabbitMQ] = None
+_shared_failure: Optional[RabbitMQError] = None
+
+
+def shared_rabbitmq() -> RabbitMQ:
+    """The node this process shares: started on first use, stopped at exit.
+
+    :raises RabbitMQError: it could not be started (again on every later
+        call, without retrying).
+    """
+    global _shared, _shared_failure
+    if _shared_failure is not None:
+        raise _shared_failure
+    if _shared is None:
+        base_dir = tempfile.mkdtemp(prefix="txamqp09-rabbitmq-")
+        node = RabbitMQ(base_dir)
+        try:
+            node.start()
+        except RabbitMQError as failure:
+            _shared_failure = failure
+            shutil.rmtree(base_dir, ignore_errors=True)
+            raise
+        atexit.register(_stop_and_remove, node)
+        _shared = node
+    return _shared
+
+
+def _stop_and_remove(node: RabbitMQ) -> None:
+    node.stop()
+    shutil.rmtree(node.base_dir, ignore_errors=True)
