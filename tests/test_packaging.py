@@ -68,8 +68,8 @@ class InstalledPluginTests(SynchronousTestCase):
             target = source / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, target)
-        python = self._venv() / "bin" / "python"
-        self.assertNotIn("amqp09", self._twistd_help(python))
+        env_dir = self._venv()
+        python = env_dir / "bin" / "python"
         subprocess.run(
             [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
              "--no-deps", "--no-build-isolation", str(source)],
@@ -78,6 +78,27 @@ class InstalledPluginTests(SynchronousTestCase):
             capture_output=True,
         )
         self.assertIn("An AMQP 0-9, 0-8 and 0-9-1 broker.", self._twistd_help(python))
+        where = subprocess.run(
+            [str(python), "-c", _PLUGIN_FILE],
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        self.assertEqual(len(where), 2, where)
+        for path in where:
+            self.assertTrue(Path(path).resolve().is_relative_to(env_dir.resolve()), path)
+
+
+_PLUGIN_FILE = """
+from twisted.application.service import IServiceMaker
+from twisted.plugin import getPlugins
+import twisted.plugins.txamqp09_plugin as plugin
+import txamqp09
+assert [p for p in getPlugins(IServiceMaker) if p.tapname == "amqp09"]
+print(plugin.__file__)
+print(txamqp09.__file__)
+"""
 
 
 class ReadmeCommandTests(SynchronousTestCase):
@@ -86,7 +107,7 @@ class ReadmeCommandTests(SynchronousTestCase):
     def test_readme_has_both_commands(self) -> None:
         readme = (ROOT / "README.rst").read_text()
         self.assertRegex(readme, r"\n    pip install \. && twistd -n amqp09 --port 5672\n")
-        self.assertRegex(readme, r"\n    pip install .*&& trial tests\n")
+        self.assertRegex(readme, r"\n    pip install .*&& python -m twisted.trial tests\n")
 
     def test_ci_extracts_readme_test_command(self) -> None:
         script = (ROOT / ".ci" / "run").read_text()
@@ -95,5 +116,5 @@ class ReadmeCommandTests(SynchronousTestCase):
         extracted = subprocess.run(
             ["sed", "-n", pattern.group(1), "README.rst"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout.strip()
-        self.assertTrue(extracted.endswith("trial tests"), extracted)
+        self.assertTrue(extracted.endswith("python -m twisted.trial tests"), extracted)
         self.assertIn(extracted, (ROOT / "README.rst").read_text())
