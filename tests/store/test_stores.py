@@ -1,0 +1,214 @@
+"""The store contract, run against the SQLite and in-memory stores."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.defer import inlineCallbacks
+from twisted.trial.unittest import TestCase
+
+from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue, StoredMessage
+from txamqp09.store.memory import MemoryStore
+from txamqp09.store.sqlite import SQLiteStore
+from txamqp09.wire.fields import Int16
+
+
+def message(message_id: int, body: bytes = b"body") -> StoredMessage:
+    return StoredMessage(message_id, "ex", f"key.{message_id}", b"\x10\x00\x02", body)
+
+
+class StoreContract:
+    """Behaviour every store has; subclasses say how to make and reopen one."""
+
+    def make(self) -> Any:
+        raise NotImplementedError
+
+    def reopen(self, store: Any) -> Any:
+        raise NotImplementedError
+
+    @inlineCallbacks
+    def restarted(self, store: Any) -> Any:
+        """Wait until durable, close, open again: (store, recovered)."""
+        yield store.when_durable(store_sequence(store))
+        yield store.close()
+        fresh = self.reopen(store)
+        recovered = fresh.open()
+        self.addCleanup(fresh.close)
+        return fresh, recovered
+
+    @inlineCallbacks
+    def test_topology_survives(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_exchange(DurableExchange("/", "logs", "topic", arguments={"alternate-exchange": b"ae"}))
+        store.add_queue(DurableQueue("/", "q1", arguments={"x-max-priority": Int16(5)}))
+        store.add_queue(DurableQueue("/", "gone"))
+        store.remove_queue("/", "gone")
+        store.add_binding(DurableBinding("/", "logs", "q1", "queue", "a.#"))
+        store.add_binding(DurableBinding("/", "logs", "q1", "queue", "b.*", {"k": 1}))
+        store.remove_binding(DurableBinding("/", "logs", "q1", "queue", "b.*", {"k": 1}))
+        _, recovered = yield self.restarted(store)
+        self.assertEqual([e.name for e in recovered.exchanges], ["logs"])
+        self.assertEqual(recovered.exchanges[0].arguments, {"alternate-exchange": b"ae"})
+        self.assertEqual([q.name for q in recovered.queues], ["q1"])
+        self.assertIsInstance(recovered.queues[0].arguments["x-max-priority"], Int16)
+        self.assertEqual(
+            [(b.source, b.routing_key) for b in recovered.bindings], [("logs", "a.#")]
+        )
+
+    @inlineCallbacks
+    def test_messages_recovered_in_order_and_redelivered(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "a"))
+        store.add_queue(DurableQueue("/", "b"))
+        for n in range(1, 6):
+            store.publish(message(n, b"m%d" % n), [("/", "a"), ("/", "b")])
+        store.remove("/", "a", [2, 4])
+        store.purge("/", "b")
+        _, recovered = yield self.restarted(store)
+        self.assertEqual([m.body for m in recovered.messages[("/", "a")]], [b"m1", b"m3", b"m5"])
+        self.assertEqual(recovered.messages[("/", "b")], [])
+        self.assertTrue(all(m.redelivered for m in recovered.messages[("/", "a")]))
+        self.assertEqual(recovered.next_message_id, 6)
+        first = recovered.messages[("/", "a")][0]
+        self.assertEqual((first.exchange, first.routing_key, first.raw_properties), ("ex", "key.1", b"\x10\x00\x02"))
+
+    @inlineCallbacks
+    def test_deleting_queue_drops_its_messages_and_bindings(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_exchange(DurableExchange("/", "x", "direct"))
+        store.add_queue(DurableQueue("/", "q"))
+        store.add_binding(DurableBinding("/", "x", "q", "queue", "k"))
+        store.publish(message(1), [("/", "q")])
+        store.remove_queue("/", "q")
+        store.add_queue(DurableQueue("/", "q"))
+        _, recovered = yield self.restarted(store)
+        self.assertEqual(recovered.messages[("/", "q")], [])
+        self.assertEqual(recovered.bindings, [])
+
+
+def store_sequence(store: Any) -> int:
+    return store.last_sequence if isinstance(store, SQLiteStore) else 0
+
+
+class MemoryStoreTests(StoreContract, TestCase):
+    def make(self) -> MemoryStore:
+        return MemoryStore()
+
+    def reopen(self, store: MemoryStore) -> MemoryStore:
+        return store
+
+
+class SQLiteStoreTests(StoreContract, TestCase):
+    def make(self) -> SQLiteStore:
+        store = SQLiteStore(Path(self.mktemp()) / "store.db", reactor)
+        self.addCleanup(store.close)
+        return store
+
+    def reopen(self, store: SQLiteStore) -> SQLiteStore:
+        return SQLiteStore(store.path, reactor)
+
+    @inlineCallbacks
+    def test_group_commit_covers_many_operations_with_few_fsyncs(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "q"))
+        sequences = [store.publish(message(n), [("/", "q")]) for n in range(1, 2001)]
+        yield store.when_durable(sequences[-1])
+        self.assertEqual(store.operations, 2001)
+        self.assertLess(store.commits, 50)
+
+    @inlineCallbacks
+    def test_when_durable_fires_only_after_commit(self) -> Any:
+        store = self.make()
+        store.open()
+        sequence = store.add_queue(DurableQueue("/", "q"))
+        waiter = store.when_durable(sequence)
+        self.assertEqual(store.commits, 0)
+        yield waiter
+        self.assertGreaterEqual(store.commits, 1)
+        self.assertTrue(store.when_durable(sequence).called)
+
+    @inlineCallbacks
+    def test_acked_messages_are_deleted_and_space_reclaimed(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "q"))
+        body = os.urandom(4096)
+        for n in range(1, 3001):
+            store.publish(message(n, body), [("/", "q")])
+        store.remove("/", "q", list(range(1, 3001)))
+        yield store.when_durable(store.last_sequence)
+        yield store.close()
+        with __import__("sqlite3").connect(store.path) as db:
+            self.assertEqual(db.execute("SELECT count(*) FROM messages").fetchone()[0], 0)
+            pages, free = (db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "freelist_count"))
+        self.assertLess(free * 4, pages)
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from twisted.internet import reactor
+    from txamqp09.store.interface import DurableQueue, StoredMessage
+    from txamqp09.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(sys.argv[1], reactor)
+    store.open()
+    store.add_queue(DurableQueue("/", "q"))
+    state = {"next": 1}
+
+    def confirmed(_, first, last):
+        sys.stdout.write(f"{first} {last}\\n")
+        sys.stdout.flush()
+
+    def publish_some():
+        first = state["next"]
+        for n in range(first, first + 50):
+            sequence = store.publish(StoredMessage(n, "", "q", b"", b"%d" % n), [("/", "q")])
+        store.when_durable(sequence).addCallback(confirmed, first, first + 49)
+        state["next"] = first + 50
+        reactor.callLater(0, publish_some)
+
+    reactor.callWhenRunning(publish_some)
+    reactor.run()
+    """
+)
+
+
+class CrashRecoveryTests(TestCase):
+    """A writer killed with SIGKILL mid-stream loses nothing it confirmed."""
+
+    def test_kill_9_keeps_every_confirmed_message(self) -> None:
+        path = Path(tempfile.mkdtemp()) / "crash.db"
+        script = Path(self.mktemp())
+        script.write_text(_WRITER)
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        child = subprocess.Popen(
+            [sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True, env=env
+        )
+        confirmed_up_to = 0
+        assert child.stdout is not None
+        for line in child.stdout:
+            confirmed_up_to = int(line.split()[1])
+            if confirmed_up_to >= 2000:
+                break
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        self.assertGreaterEqual(confirmed_up_to, 2000, "the writer stopped before confirming")
+        store = SQLiteStore(path, reactor)
+        recovered = store.open()
+        self.addCleanup(store.close)
+        bodies = [int(m.body) for m in recovered.messages[("/", "q")]]
+        self.assertGreaterEqual(len(bodies), confirmed_up_to)
+        self.assertEqual(bodies, list(range(1, len(bodies) + 1)))

@@ -1,0 +1,1 @@
+"""Durable storage for the broker: an interface, SQLite and in-memory stores."""

@@ -1,0 +1,139 @@
+"""What the broker asks of durable storage, and what it gets back at start-up.
+
+A store keeps the durable topology (exchanges, queues, bindings) and the
+persistent messages routed to durable queues. Every change is an operation
+that returns a sequence number; :meth:`MessageStore.when_durable` fires once
+every operation up to a sequence number is on disk, which is when a publisher
+confirm or tx.commit-ok may be sent.
+
+Stores never block the caller: operations are queued and written in batches
+(one transaction and one fsync for many operations). A message body handed to
+a store is referenced, not copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+from twisted.internet.defer import Deferred
+
+__all__ = [
+    "DurableExchange",
+    "DurableQueue",
+    "DurableBinding",
+    "StoredMessage",
+    "Recovered",
+    "MessageStore",
+]
+
+
+@dataclass(frozen=True)
+class DurableExchange:
+    """A durable exchange as declared."""
+
+    vhost: str
+    name: str
+    type: str
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class DurableQueue:
+    """A durable queue as declared."""
+
+    vhost: str
+    name: str
+    auto_delete: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class DurableBinding:
+    """A binding between durable entities.
+
+    :ivar destination_kind: ``"queue"`` or ``"exchange"``.
+    """
+
+    vhost: str
+    source: str
+    destination: str
+    destination_kind: str
+    routing_key: str
+    arguments: dict[str, Any] = field(default_factory=dict, hash=False)
+
+
+@dataclass
+class StoredMessage:
+    """A persistent message: routing information, raw properties and body.
+
+    :ivar message_id: broker-wide, increasing in publish order; recovery
+        returns each queue's messages in this order.
+    :ivar raw_properties: the content header's property flags and list, as
+        received.
+    :ivar redelivered: set on messages recovered after a restart.
+    """
+
+    message_id: int
+    exchange: str
+    routing_key: str
+    raw_properties: bytes
+    body: bytes
+    redelivered: bool = False
+
+
+@dataclass
+class Recovered:
+    """Everything a store held at start-up.
+
+    :ivar messages: each durable queue's messages, by (vhost, queue), in order.
+    :ivar next_message_id: the first id not used by any stored message.
+    """
+
+    exchanges: list[DurableExchange] = field(default_factory=list)
+    queues: list[DurableQueue] = field(default_factory=list)
+    bindings: list[DurableBinding] = field(default_factory=list)
+    messages: dict[tuple[str, str], list[StoredMessage]] = field(default_factory=dict)
+    next_message_id: int = 1
+
+
+class MessageStore(Protocol):
+    """Durable storage for the broker. Operations return sequence numbers."""
+
+    def open(self) -> Recovered:
+        """Open the store (at start-up, before any other call) and recover."""
+
+    def add_exchange(self, exchange: DurableExchange) -> int:
+        """Record a durable exchange (replacing one of the same name)."""
+
+    def remove_exchange(self, vhost: str, name: str) -> int:
+        """Forget a durable exchange and the bindings that name it."""
+
+    def add_queue(self, queue: DurableQueue) -> int:
+        """Record a durable queue."""
+
+    def remove_queue(self, vhost: str, name: str) -> int:
+        """Forget a durable queue, its bindings and its messages."""
+
+    def add_binding(self, binding: DurableBinding) -> int:
+        """Record a binding."""
+
+    def remove_binding(self, binding: DurableBinding) -> int:
+        """Forget a binding."""
+
+    def publish(self, message: StoredMessage, queues: Sequence[tuple[str, str]]) -> int:
+        """Store *message* as enqueued on each (vhost, queue) of *queues*."""
+
+    def remove(self, vhost: str, queue: str, message_ids: Sequence[int]) -> int:
+        """Remove messages from a queue (acknowledged, dropped or expired)."""
+
+    def purge(self, vhost: str, queue: str) -> int:
+        """Remove every message of a queue."""
+
+    def when_durable(self, sequence: int) -> Deferred[None]:
+        """Fires once every operation up to *sequence* is on disk."""
+
+    def close(self) -> Deferred[None]:
+        """Write what is pending, then close."""

@@ -1,0 +1,110 @@
+"""A store that keeps everything in memory: for tests and for brokers that
+need no durability. Reusing one instance across broker restarts in a test
+simulates a restart with nothing lost."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from twisted.internet.defer import Deferred, succeed
+
+from txamqp09.store.interface import (
+    DurableBinding,
+    DurableExchange,
+    DurableQueue,
+    Recovered,
+    StoredMessage,
+)
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """A :class:`~txamqp09.store.interface.MessageStore` in dictionaries;
+    every operation is durable as soon as it is made."""
+
+    def __init__(self) -> None:
+        self.exchanges: dict[tuple[str, str], DurableExchange] = {}
+        self.queues: dict[tuple[str, str], DurableQueue] = {}
+        self.bindings: set[DurableBinding] = set()
+        self.messages: dict[tuple[str, str], dict[int, StoredMessage]] = {}
+        self._sequence = 0
+        self._next_id = 1
+
+    def _done(self) -> int:
+        self._sequence += 1
+        return self._sequence
+
+    def open(self) -> Recovered:
+        return Recovered(
+            exchanges=list(self.exchanges.values()),
+            queues=list(self.queues.values()),
+            bindings=list(self.bindings),
+            messages={
+                key: [
+                    StoredMessage(m.message_id, m.exchange, m.routing_key, m.raw_properties, m.body, True)
+                    for _, m in sorted(messages.items())
+                ]
+                for key, messages in self.messages.items()
+            },
+            next_message_id=self._next_id,
+        )
+
+    def add_exchange(self, exchange: DurableExchange) -> int:
+        self.exchanges[(exchange.vhost, exchange.name)] = exchange
+        return self._done()
+
+    def remove_exchange(self, vhost: str, name: str) -> int:
+        self.exchanges.pop((vhost, name), None)
+        self.bindings = {
+            b
+            for b in self.bindings
+            if b.vhost != vhost
+            or (b.source != name and not (b.destination == name and b.destination_kind == "exchange"))
+        }
+        return self._done()
+
+    def add_queue(self, queue: DurableQueue) -> int:
+        self.queues[(queue.vhost, queue.name)] = queue
+        self.messages.setdefault((queue.vhost, queue.name), {})
+        return self._done()
+
+    def remove_queue(self, vhost: str, name: str) -> int:
+        self.queues.pop((vhost, name), None)
+        self.messages.pop((vhost, name), None)
+        self.bindings = {
+            b
+            for b in self.bindings
+            if not (b.vhost == vhost and b.destination == name and b.destination_kind == "queue")
+        }
+        return self._done()
+
+    def add_binding(self, binding: DurableBinding) -> int:
+        self.bindings.add(binding)
+        return self._done()
+
+    def remove_binding(self, binding: DurableBinding) -> int:
+        self.bindings.discard(binding)
+        return self._done()
+
+    def publish(self, message: StoredMessage, queues: Sequence[tuple[str, str]]) -> int:
+        for key in queues:
+            self.messages.setdefault(key, {})[message.message_id] = message
+        self._next_id = max(self._next_id, message.message_id + 1)
+        return self._done()
+
+    def remove(self, vhost: str, queue: str, message_ids: Sequence[int]) -> int:
+        messages = self.messages.get((vhost, queue), {})
+        for message_id in message_ids:
+            messages.pop(message_id, None)
+        return self._done()
+
+    def purge(self, vhost: str, queue: str) -> int:
+        self.messages.get((vhost, queue), {}).clear()
+        return self._done()
+
+    def when_durable(self, sequence: int) -> Deferred[None]:
+        return succeed(None)
+
+    def close(self) -> Deferred[None]:
+        return succeed(None)
