@@ -227,19 +227,31 @@ class AMQPConnection(Protocol):
                 return
         if self.state is ConnectionState.CLOSED:
             return
+        self.framesReceived(data)
+
+    def framesReceived(self, data: bytes) -> None:
+        """Parse the frames *data* completes and handle each in order.
+
+        Subclasses with a hot path may parse frames themselves and pass the
+        others to :meth:`frameReceived`.
+        """
         for frame_type, channel, payload in self._reader.feed(data):
-            if frame_type == FRAME_METHOD:
-                self._methodFrame(channel, payload)
-            elif frame_type == FRAME_HEARTBEAT:
-                continue
-            elif self.state is ConnectionState.CLOSING or channel in self.closing_channels:
-                continue
-            elif frame_type == FRAME_HEADER:
-                self._deliver(channel, self._assembler(channel).header(payload))
-            elif frame_type == FRAME_BODY:
-                self._deliver(channel, self._assembler(channel).body(payload))
+            self.frameReceived(frame_type, channel, payload)
             if self.state is ConnectionState.CLOSED:
                 return
+
+    def frameReceived(self, frame_type: int, channel: int, payload: bytes) -> None:
+        """Handle one well-formed frame: methods, content, heartbeats."""
+        if frame_type == FRAME_METHOD:
+            self._methodFrame(channel, payload)
+        elif frame_type == FRAME_HEARTBEAT:
+            return
+        elif self.state is ConnectionState.CLOSING or channel in self.closing_channels:
+            return
+        elif frame_type == FRAME_HEADER:
+            self._deliver(channel, self._assembler(channel).header(payload))
+        elif frame_type == FRAME_BODY:
+            self._deliver(channel, self._assembler(channel).body(payload))
 
     def _awaitHeader(self, data: bytes) -> bytes:
         """Collect the peer's 8-byte header; return what follows it."""

@@ -9,25 +9,52 @@ channel layer.
 from __future__ import annotations
 
 import platform
+import struct
 from typing import Any, Callable, Optional
 
-import twisted
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Factory
 
+import twisted
 from txamqp09 import __version__
+from txamqp09.broker.channel import ServerChannel
+from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AccessRefused,
+    AMQPError,
     AMQPNotImplemented,
     ChannelError,
+    ChannelLevelError,
     CommandInvalid,
     ConnectionLevelError,
+    FrameError,
     InvalidPath,
     NotAllowed,
+    UnexpectedFrame,
 )
-from txamqp09.wire.frames import FRAME_MIN_SIZE, Command
-from txamqp09.wire.versions import PREFERRED, AMQP0_9_1, ProtocolVersion, version_for_header
+from txamqp09.wire.frames import (
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_HEADER,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    FRAME_MIN_SIZE,
+    FRAME_OVERHEAD,
+    Command,
+)
+from txamqp09.wire.versions import (
+    AMQP0_9_1,
+    PREFERRED,
+    ProtocolVersion,
+    version_for_header,
+)
+
+_FRAME_HEADER = struct.Struct(">BHI")
+_METHOD_IDS = struct.Struct(">I")
+_PUBLISH = (60 << 16) | 40
+_ACK = (60 << 16) | 80
+_FRAME_TYPES = frozenset({FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT})
 
 __all__ = ["ServerConnection", "ServerFactory", "server_properties", "parse_plain", "parse_amqplain"]
 
@@ -107,8 +134,14 @@ def guest_only(user: str, password: str) -> str:
 class ServerConnection(AMQPConnection):
     """One client's connection to the broker.
 
+    Once the connection is open, its frame loop (:meth:`framesReceived`)
+    hands basic.publish, its content and basic.ack on open channels straight
+    to the channel's hot-path methods; every other frame takes the general
+    path of :class:`~txamqp09.protocol.AMQPConnection`.
+
+    :param broker: the model the connection works on (a new, empty one if
+        omitted).
     :param authenticate: checks credentials; see :data:`Authenticator`.
-    :param vhosts: the names of the virtual hosts clients may open.
     :param negotiation_timeout: seconds a client has to finish opening.
     """
 
@@ -116,23 +149,34 @@ class ServerConnection(AMQPConnection):
         self,
         clock: IReactorTime,
         *,
+        broker: Optional[Broker] = None,
         authenticate: Authenticator = guest_only,
-        vhosts: frozenset[str] = frozenset({"/"}),
         negotiation_timeout: float = 10.0,
         **options: Any,
     ) -> None:
         super().__init__(clock, **options)
         self._reader.frame_max = self.frame_max
+        self.broker = broker if broker is not None else Broker()
         self.authenticate = authenticate
-        self.vhosts = vhosts
         self.negotiation_timeout = negotiation_timeout
         self.user: Any = None
         self.vhost: Optional[str] = None
         self.client_properties: dict[str, Any] = {}
-        self.channels: set[int] = set()
+        #: The client asked for server-sent basic.cancel (consumer_cancel_notify).
+        self.cancel_notify = False
+        #: The connection's model counterpart (exclusive queues, global qos).
+        self.client = Client()
+        self.model_vhost: Optional[VirtualHost] = None
+        #: Open channels by number (closing ones are not here).
+        self.channels: dict[int, ServerChannel] = {}
+        self._input = bytearray()
         self._negotiation_call: Any = None
 
     def connectionMade(self) -> None:
+        assert self.transport is not None
+        peer = self.transport.getPeer()
+        self.client.name = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        self.transport.registerProducer(self, True)
         self._negotiation_call = self.clock.callLater(
             self.negotiation_timeout, self._negotiationTimedOut
         )
@@ -177,6 +221,9 @@ class ServerConnection(AMQPConnection):
         assert self.version is not None
         self._expect(method, self.user is not None)
         self.client_properties = method.client_properties
+        capabilities = self.client_properties.get("capabilities")
+        if isinstance(capabilities, dict):
+            self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
         if method.mechanism == "PLAIN":
             user, password = parse_plain(method.response)
         elif method.mechanism == "AMQPLAIN":
@@ -221,23 +268,88 @@ class ServerConnection(AMQPConnection):
     def connection_open(self, method: Any) -> None:
         assert self.version is not None
         self._expect(method, self.user is None or self.vhost is not None)
-        if method.virtual_host not in self.vhosts:
+        vhost = self.broker.vhosts.get(method.virtual_host)
+        if vhost is None:
             raise InvalidPath(
                 f"no access to virtual host {method.virtual_host!r}: it does not exist",
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
         self.vhost = method.virtual_host
+        self.model_vhost = vhost
         self.state = ConnectionState.OPEN
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
         self._negotiation_call = None
         self.sendMethod(0, self.version.spec.ConnectionOpenOk())
 
+    # -- frames --------------------------------------------------------------
+
+    def framesReceived(self, data: bytes) -> None:
+        """Parse frames from one buffer, taking the hot path where it applies."""
+        buf = self._input
+        buf += data
+        size = len(buf)
+        pos = 0
+        limit = self.frame_max
+        channels = self.channels
+        try:
+            while size - pos >= 7:
+                frame_type, number, length = _FRAME_HEADER.unpack_from(buf, pos)
+                if length + FRAME_OVERHEAD > limit:
+                    raise FrameError(f"frame of {length + FRAME_OVERHEAD} bytes exceeds frame_max {limit}")
+                end = pos + 7 + length
+                if end >= size:
+                    break
+                if buf[end] != FRAME_END:
+                    raise FrameError(
+                        f"frame-end octet is {buf[end]:#04x}, not 0xce: the frame's size "
+                        "field does not match its contents"
+                    )
+                start = pos + 7
+                pos = end + 1
+                channel = channels.get(number)
+                try:
+                    if channel is not None:
+                        if channel.content is not None:
+                            if frame_type == FRAME_BODY:
+                                channel.bodyFrame(buf, start, end)
+                                continue
+                            if frame_type == FRAME_HEADER:
+                                channel.headerFrame(buf, start, end)
+                                continue
+                            if frame_type == FRAME_METHOD:
+                                raise UnexpectedFrame(
+                                    "a method frame arrived while basic.publish still waited for "
+                                    "its content"
+                                )
+                        elif frame_type == FRAME_METHOD and length >= 4:
+                            ids = _METHOD_IDS.unpack_from(buf, start)[0]
+                            if ids == _PUBLISH:
+                                channel.publishFrame(buf, start + 4, end)
+                                continue
+                            if ids == _ACK:
+                                channel.ackFrame(buf, start + 4, end)
+                                continue
+                    if frame_type not in _FRAME_TYPES:
+                        self._unknownFrameType(frame_type)
+                    self.frameReceived(frame_type, number, bytes(buf[start:end]))
+                except ChannelLevelError as error:
+                    self.channelError(number, error)
+                if self.state is ConnectionState.CLOSED:
+                    break
+        finally:
+            del buf[:pos]
+
+    def _unknownFrameType(self, frame_type: int) -> None:
+        assert self.version is not None
+        if frame_type in self.version.reserved_frame_types:
+            raise AMQPNotImplemented(f"frames of type {frame_type} are not supported")
+        raise FrameError(f"unknown frame type {frame_type}")
+
     # -- channels ------------------------------------------------------------
 
     def commandReceived(self, channel: int, command: Command) -> None:
-        assert self.version is not None
         method = command.method
         if self.state is not ConnectionState.OPEN:
             raise ChannelError(
@@ -245,48 +357,105 @@ class ServerConnection(AMQPConnection):
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
-        spec = self.version.spec
-        if method.NAME == "channel.open":
-            if channel in self.channels:
-                raise ChannelError(f"channel {channel} is already open", 20, 10)
-            self.channels.add(channel)
-            self.sendMethod(channel, spec.ChannelOpenOk())
-        elif method.NAME == "channel.close":
-            self.channels.discard(channel)
-            self.channelClosed(channel)
-            self.sendMethod(channel, spec.ChannelCloseOk())
-        elif method.NAME == "channel.close-ok":
-            self.channels.discard(channel)
-            self.channelClosed(channel)
-        elif channel not in self.channels:
+        handler = _CHANNEL_METHODS.get(method.NAME)
+        if handler is not None:
+            handler(self, channel, method)
+            return
+        server_channel = self.channels.get(channel)
+        if server_channel is None:
             raise ChannelError(
-                f"{method.NAME} on channel {channel}, which is not open",
+                f"{method.NAME} on channel {channel}, which is not open; send channel.open first",
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
-        else:
-            raise AMQPNotImplemented(
-                f"{method.NAME} is not implemented by this server",
-                method.CLASS_ID,
-                method.METHOD_ID,
-            )
+        server_channel.methodReceived(method)
+
+    def _channelOpen(self, number: int, method: Any) -> None:
+        assert self.version is not None and self.model_vhost is not None
+        if number in self.channels:
+            raise ChannelError(f"channel {number} is already open", 20, 10)
+        self.channels[number] = ServerChannel(self, number, self.model_vhost, self.client)
+        self.sendMethod(number, self.version.spec.ChannelOpenOk())
+
+    def _channelClose(self, number: int, method: Any) -> None:
+        assert self.version is not None
+        self._forgetChannel(number)
+        self.channelClosed(number)
+        self.sendMethod(number, self.version.spec.ChannelCloseOk())
+
+    def _channelCloseOk(self, number: int, method: Any) -> None:
+        self._forgetChannel(number)
+        self.channelClosed(number)
+
+    def _forgetChannel(self, number: int) -> None:
+        channel = self.channels.pop(number, None)
+        if channel is not None:
+            channel.close()
+
+    def channelError(self, channel: int, error: ChannelLevelError) -> None:
+        """Close *channel* with a soft error, requeueing what it had unacked."""
+        self._forgetChannel(channel)
+        super().channelError(channel, error)
+
+    # -- flow of output ------------------------------------------------------
+
+    def pauseProducing(self) -> None:
+        """The transport's buffer is full: hold deliveries to this client."""
+        self.client.set_writable(False)
+
+    def resumeProducing(self) -> None:
+        """The transport drained: deliver what waited, gathered in one write."""
+        self.batch.enter()
+        try:
+            self.client.set_writable(True)
+        finally:
+            self.batch.leave()
+
+    def stopProducing(self) -> None:
+        """The transport is going away; :meth:`connectionLost` cleans up."""
+
+    # -- closing -------------------------------------------------------------
+
+    def close(self, error: Optional[AMQPError] = None) -> None:
+        """Close the connection; its channels stop at once (unacked requeued)."""
+        self._closeChannels()
+        super().close(error)
+
+    def _closeChannels(self) -> None:
+        channels, self.channels = self.channels, {}
+        for channel in channels.values():
+            channel.close()
 
     def connectionLost(self, reason: Any = None) -> None:
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
         self._negotiation_call = None
+        self._closeChannels()
+        self.client.close()
         super().connectionLost(reason)
 
 
-class ServerFactory(Factory):
-    """Builds a :class:`ServerConnection` per client with shared options."""
+#: Channel-class methods the connection handles itself, by name.
+_CHANNEL_METHODS: dict[str, Callable[[ServerConnection, int, Any], None]] = {
+    "channel.open": ServerConnection._channelOpen,
+    "channel.close": ServerConnection._channelClose,
+    "channel.close-ok": ServerConnection._channelCloseOk,
+}
 
-    def __init__(self, clock: IReactorTime, **options: Any) -> None:
+
+class ServerFactory(Factory):
+    """Builds a :class:`ServerConnection` per client, sharing one broker model.
+
+    :param broker: the model (a new one with the virtual host ``/`` if omitted).
+    """
+
+    def __init__(self, clock: IReactorTime, broker: Optional[Broker] = None, **options: Any) -> None:
         self.clock = clock
+        self.broker = broker if broker is not None else Broker()
         self.options = options
         self.batch = OutputBatch()
 
     def buildProtocol(self, addr: Any) -> ServerConnection:
-        connection = ServerConnection(self.clock, batch=self.batch, **self.options)
+        connection = ServerConnection(self.clock, broker=self.broker, batch=self.batch, **self.options)
         connection.factory = self
         return connection

@@ -1,0 +1,483 @@
+"""The server side of one channel: commands in, model calls, frames out.
+
+:class:`ServerChannel` handles every exchange, queue, basic, tx, confirm,
+access and channel method of the three versions through a table built once
+per version from the handler names (``exchange_declare`` handles
+exchange.declare). Methods of classes this broker does not serve (file,
+stream, dtx, tunnel, message, test) and 0-9's channel.resume and channel.ok
+are refused with 540 not-implemented.
+
+The publish -> route -> deliver -> ack path does not go through the table:
+the connection's frame loop hands basic.publish, its content frames and
+basic.ack straight to :meth:`ServerChannel.publishFrame`,
+:meth:`~ServerChannel.headerFrame`, :meth:`~ServerChannel.bodyFrame` and
+:meth:`~ServerChannel.ackFrame`, which read their fields from the input
+buffer; deliveries are written with precompiled structs, forwarding the
+publisher's property bytes unchanged.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
+from txamqp09.broker.model.session import unique_name
+from txamqp09.wire.base import CONTENT_HEADER, Method
+from txamqp09.wire.errors import (
+    AMQPNotImplemented,
+    AMQPSyntaxError,
+    CommandInvalid,
+    FrameError,
+    NotFound,
+    PreconditionFailed,
+    UnexpectedFrame,
+)
+from txamqp09.wire.fields import encode_shortstr
+from txamqp09.wire.frames import FRAME_OVERHEAD
+from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
+
+if TYPE_CHECKING:
+    from txamqp09.broker.server import ServerConnection
+
+__all__ = ["ServerChannel"]
+
+_METHOD_FRAME = struct.Struct(">BHI")
+#: frame-end of the method frame, then the content header frame's header.
+_CONTENT_HEADER_FRAME = struct.Struct(">BBHIHHQ")
+#: frame-end of the previous frame, then a body frame's header.
+_BODY_FRAME = struct.Struct(">BBHI")
+_TAG_AND_FLAG = struct.Struct(">QB")
+_ACK_FIELDS = struct.Struct(">QB")
+_CONFIRM_FRAME = struct.Struct(">BHIHHQBB")
+_FRAME_END = 0xCE
+_END = b"\xce"
+_DELIVER_IDS = struct.pack(">HH", 60, 60)
+_GET_OK_IDS = struct.pack(">HH", 60, 71)
+_RETURN_IDS = struct.pack(">HH", 60, 50)
+_MESSAGE_COUNT = struct.Struct(">I")
+_REPLY_CODE = struct.Struct(">H")
+#: Distinct (exchange, routing key) pairs remembered per channel.
+_ENVELOPE_CACHE_SIZE = 1024
+
+#: Handler of one method: (channel, method) -> None.
+Handler = Callable[["ServerChannel", Any], None]
+
+
+def _decode_name(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AMQPSyntaxError("basic.publish: exchange or routing key is not UTF-8", 60, 40) from None
+
+
+class ServerChannel:
+    """One open channel of a :class:`~txamqp09.broker.server.ServerConnection`.
+
+    :param connection: the connection the channel belongs to.
+    :param number: the channel number.
+    :param vhost: the virtual host the connection opened.
+    :param client: the connection's model counterpart.
+    """
+
+    def __init__(
+        self, connection: ServerConnection, number: int, vhost: VirtualHost, client: Client
+    ) -> None:
+        assert connection.version is not None
+        self.connection = connection
+        self.number = number
+        self.version: ProtocolVersion = connection.version
+        self.spec: Any = connection.version.spec
+        self.vhost = vhost
+        self.client = client
+        self.session = Session(
+            vhost, client, self, per_consumer_qos=self.version is AMQP0_9_1
+        )
+        self.handlers = handlers_for(self.version)
+        self._write = connection.write
+        self._properties_class = self.version.properties[60]
+        self._body_max = connection.frame_max - FRAME_OVERHEAD
+        #: basic.publish fields waiting for content: (exchange, routing key,
+        #: envelope bytes, mandatory, immediate); None when no content is due.
+        self.content: Optional[tuple[str, str, bytes, bool, bool]] = None
+        self._raw_properties: Optional[bytes] = None
+        self._remaining = 0
+        self._parts: list[bytes] = []
+        self._envelopes: dict[bytes, tuple[str, str]] = {}
+        self._deliver_prefixes: dict[str, bytes] = {}
+        #: The queue most recently declared here (the empty-name shortcut).
+        self.last_queue = ""
+
+    # -- dispatch --------------------------------------------------------------
+
+    def methodReceived(self, method: Method) -> None:
+        """Handle a method (other than channel.open/close) arriving on this channel."""
+        handler = self.handlers.get(type(method))
+        if handler is None:
+            raise _refusal(method)
+        handler(self, method)
+
+    def _reply(self, method: Method) -> None:
+        self.connection.sendMethod(self.number, method)
+
+    def close(self) -> None:
+        """The channel is closing: settle the model side (requeue unacked, end consumers)."""
+        self.content = None
+        self.session.close()
+
+    # -- hot path: publish ---------------------------------------------------
+
+    def publishFrame(self, buf: bytearray, offset: int, end: int) -> None:
+        """basic.publish fields at *offset* (after the class and method ids)."""
+        exchange_at = offset + 3
+        if exchange_at > end:
+            raise AMQPSyntaxError("basic.publish: frame ends inside its fields", 60, 40)
+        key_at = exchange_at + buf[offset + 2] + 1
+        flags_at = key_at + buf[key_at - 1] if key_at <= end else end
+        if flags_at >= end:
+            raise AMQPSyntaxError("basic.publish: frame ends inside its fields", 60, 40)
+        envelope = bytes(buf[offset + 2 : flags_at])
+        names = self._envelopes.get(envelope)
+        if names is None:
+            names = (
+                _decode_name(buf[exchange_at : key_at - 1]),
+                _decode_name(buf[key_at:flags_at]),
+            )
+            if len(self._envelopes) >= _ENVELOPE_CACHE_SIZE:
+                self._envelopes.clear()
+            self._envelopes[envelope] = names
+        flags = buf[flags_at]
+        self.content = (names[0], names[1], envelope, bool(flags & 1), bool(flags & 2))
+
+    def headerFrame(self, buf: bytearray, start: int, end: int) -> None:
+        """The content header of the pending basic.publish."""
+        if self._raw_properties is not None:
+            raise UnexpectedFrame("a second content header arrived for one basic.publish")
+        if end - start < CONTENT_HEADER.size + 2:
+            raise FrameError(f"content header of {end - start} bytes is too short")
+        class_id, _weight, size = CONTENT_HEADER.unpack_from(buf, start)
+        if class_id != 60:
+            raise UnexpectedFrame(f"content header for class {class_id} follows basic.publish")
+        if size > self.connection.max_body_size:
+            self.content = None
+            raise PreconditionFailed(
+                f"message body of {size} bytes exceeds the maximum of "
+                f"{self.connection.max_body_size} bytes",
+                60,
+                40,
+            )
+        self._raw_properties = bytes(buf[start + CONTENT_HEADER.size : end])
+        self._remaining = size
+        if size == 0:
+            self._published(b"")
+
+    def bodyFrame(self, buf: bytearray, start: int, end: int) -> None:
+        """A body frame of the pending basic.publish."""
+        if self._raw_properties is None:
+            raise UnexpectedFrame("body frame before the content header of basic.publish")
+        size = end - start
+        remaining = self._remaining - size
+        if remaining < 0:
+            raise FrameError(
+                f"body frames carry {-remaining} bytes more than the content header announced"
+            )
+        if remaining == 0 and not self._parts:
+            self._published(bytes(buf[start:end]))
+            return
+        self._parts.append(bytes(buf[start:end]))
+        self._remaining = remaining
+        if remaining == 0:
+            body = b"".join(self._parts)
+            self._parts = []
+            self._published(body)
+
+    def _published(self, body: bytes) -> None:
+        content = self.content
+        assert content is not None and self._raw_properties is not None
+        exchange, routing_key, envelope, mandatory, immediate = content
+        message = Message(
+            exchange, routing_key, envelope, self._raw_properties, body,
+            self._properties_class, self.client,
+        )
+        self.content = None
+        self._raw_properties = None
+        self.session.publish(exchange, message, mandatory, immediate)
+
+    # -- hot path: ack -------------------------------------------------------
+
+    def ackFrame(self, buf: bytearray, offset: int, end: int) -> None:
+        """basic.ack fields at *offset* (after the class and method ids)."""
+        if offset + _ACK_FIELDS.size > end:
+            raise AMQPSyntaxError("basic.ack: frame ends inside its fields", 60, 80)
+        tag, flags = _ACK_FIELDS.unpack_from(buf, offset)
+        self.session.ack(tag, bool(flags & 1))
+
+    # -- sink: what the model sends ------------------------------------------
+
+    def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
+        """basic.deliver with its content, in one write."""
+        prefix = self._deliver_prefixes[consumer.tag]
+        self._write(
+            self._content(
+                prefix, _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.envelope, message
+            )
+        )
+
+    def _content(self, ids_and_head: bytes, middle: bytes, tail: bytes, message: Message) -> bytes:
+        """A content method (``ids_and_head + middle + tail``) with header and body frames."""
+        number = self.number
+        raw = message.raw_properties
+        body = message.body
+        size = len(body)
+        parts = [
+            _METHOD_FRAME.pack(1, number, len(ids_and_head) + len(middle) + len(tail)),
+            ids_and_head,
+            middle,
+            tail,
+            _CONTENT_HEADER_FRAME.pack(_FRAME_END, 2, number, 12 + len(raw), 60, 0, size),
+            raw,
+        ]
+        chunk = self._body_max
+        for start in range(0, size, chunk):
+            piece = body[start : start + chunk] if size > chunk else body
+            parts.append(_BODY_FRAME.pack(_FRAME_END, 3, number, len(piece)))
+            parts.append(piece)
+        parts.append(_END)
+        return b"".join(parts)
+
+    def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
+        """basic.return with the message's content."""
+        self._write(
+            self._content(
+                _RETURN_IDS, _REPLY_CODE.pack(reply_code) + encode_shortstr(reply_text),
+                message.envelope, message,
+            )
+        )
+
+    def confirmed(self, sequence: int, ack: bool) -> None:
+        """basic.ack (or basic.nack) for one published message."""
+        self._write(_CONFIRM_FRAME.pack(1, self.number, 13, 60, 80 if ack else 120, sequence, 0, _FRAME_END))
+
+    def cancelled(self, consumer: Consumer) -> None:
+        """Tell a client that advertises consumer_cancel_notify that its queue went."""
+        self._deliver_prefixes.pop(consumer.tag, None)
+        if self.connection.cancel_notify:
+            self._reply(self.spec.BasicCancel(consumer_tag=consumer.tag, nowait=True))
+
+    # -- channel -------------------------------------------------------------
+
+    def channel_flow(self, method: Any) -> None:
+        """The client pauses (or resumes) deliveries to this channel."""
+        self.session.flow(method.active)
+        self._reply(self.spec.ChannelFlowOk(active=method.active))
+
+    def channel_flow_ok(self, method: Any) -> None:
+        """The client confirms a channel.flow the server sent."""
+
+    def channel_ping(self, method: Any) -> None:
+        """0-9: answer a ping with a pong."""
+        self._reply(self.spec.ChannelPong())
+
+    def channel_pong(self, method: Any) -> None:
+        """0-9: a pong proves the client alive, as any frame does."""
+
+    def access_request(self, method: Any) -> None:
+        """0-8 / 0-9: grant a ticket for any realm (realms are not enforced)."""
+        self._reply(self.spec.AccessRequestOk(ticket=1))
+
+    # -- exchange ------------------------------------------------------------
+
+    def exchange_declare(self, method: Any) -> None:
+        self.vhost.declare_exchange(
+            method.exchange,
+            method.type,
+            passive=method.passive,
+            durable=method.durable,
+            auto_delete=method.auto_delete,
+            internal=method.internal,
+            arguments=method.arguments,
+        )
+        if not method.nowait:
+            self._reply(self.spec.ExchangeDeclareOk())
+
+    def exchange_delete(self, method: Any) -> None:
+        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
+        if not method.nowait:
+            self._reply(self.spec.ExchangeDeleteOk())
+
+    def exchange_bind(self, method: Any) -> None:
+        self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments)
+        if not method.nowait:
+            self._reply(self.spec.ExchangeBindOk())
+
+    def exchange_unbind(self, method: Any) -> None:
+        self.vhost.unbind_exchange(method.destination, method.source, method.routing_key, method.arguments)
+        if not method.nowait:
+            self._reply(self.spec.ExchangeUnbindOk())
+
+    # -- queue ---------------------------------------------------------------
+
+    def _queue_name(self, name: str) -> str:
+        """*name*, or the queue last declared on this channel when it is empty."""
+        if name:
+            return name
+        if not self.last_queue:
+            raise NotFound("no previously declared queue on this channel; name the queue")
+        return self.last_queue
+
+    def queue_declare(self, method: Any) -> None:
+        name = method.queue
+        if method.passive:
+            name = self._queue_name(name)
+        queue = self.vhost.declare_queue(
+            name,
+            self.client,
+            passive=method.passive,
+            durable=method.durable,
+            exclusive=method.exclusive,
+            auto_delete=method.auto_delete,
+            arguments=method.arguments,
+        )
+        self.last_queue = queue.name
+        if not method.nowait:
+            self._reply(
+                self.spec.QueueDeclareOk(
+                    queue=queue.name,
+                    message_count=queue.message_count,
+                    consumer_count=queue.consumer_count,
+                )
+            )
+
+    def _binding_names(self, method: Any) -> tuple[str, str]:
+        """Queue name and routing key of a bind/unbind, with the empty-name shortcut."""
+        queue = self._queue_name(method.queue)
+        routing_key = method.routing_key if method.queue or method.routing_key else queue
+        return queue, routing_key
+
+    def queue_bind(self, method: Any) -> None:
+        queue, routing_key = self._binding_names(method)
+        self.vhost.bind_queue(queue, method.exchange, routing_key, method.arguments, self.client)
+        if not method.nowait:
+            self._reply(self.spec.QueueBindOk())
+
+    def queue_unbind(self, method: Any) -> None:
+        queue, routing_key = self._binding_names(method)
+        self.vhost.unbind_queue(queue, method.exchange, routing_key, method.arguments, self.client)
+        self._reply(self.spec.QueueUnbindOk())
+
+    def queue_purge(self, method: Any) -> None:
+        count = self.vhost.purge_queue(self._queue_name(method.queue), self.client)
+        if not method.nowait:
+            self._reply(self.spec.QueuePurgeOk(message_count=count))
+
+    def queue_delete(self, method: Any) -> None:
+        count = self.vhost.delete_queue_named(
+            self._queue_name(method.queue),
+            self.client,
+            if_unused=method.if_unused,
+            if_empty=method.if_empty,
+        )
+        if not method.nowait:
+            self._reply(self.spec.QueueDeleteOk(message_count=count))
+
+    # -- basic ---------------------------------------------------------------
+
+    def basic_qos(self, method: Any) -> None:
+        self.session.qos(method.prefetch_size, method.prefetch_count, method.global_)
+        self._reply(self.spec.BasicQosOk())
+
+    def basic_consume(self, method: Any) -> None:
+        queue = self.vhost.queue(self._queue_name(method.queue), self.client)
+        tag = method.consumer_tag or unique_name("amq.ctag-")
+        consumer = self.session.consume(
+            queue, tag, no_ack=method.no_ack, no_local=method.no_local, exclusive=method.exclusive
+        )
+        self._deliver_prefixes[tag] = _DELIVER_IDS + encode_shortstr(tag)
+        if not method.nowait:
+            self._reply(self.spec.BasicConsumeOk(consumer_tag=tag))
+        consumer.start()
+
+    def basic_cancel(self, method: Any) -> None:
+        self.session.cancel(method.consumer_tag)
+        self._deliver_prefixes.pop(method.consumer_tag, None)
+        if not method.nowait:
+            self._reply(self.spec.BasicCancelOk(consumer_tag=method.consumer_tag))
+
+    def basic_get(self, method: Any) -> None:
+        queue = self.vhost.queue(self._queue_name(method.queue), self.client)
+        got = self.session.get(queue, method.no_ack)
+        if got is None:
+            self._reply(self.spec.BasicGetEmpty())
+            return
+        tag, redelivered, message = got
+        self._write(
+            self._content(
+                _GET_OK_IDS,
+                _TAG_AND_FLAG.pack(tag, redelivered),
+                message.envelope + _MESSAGE_COUNT.pack(queue.message_count),
+                message,
+            )
+        )
+
+    def basic_reject(self, method: Any) -> None:
+        self.session.reject(method.delivery_tag, method.requeue)
+
+    def basic_nack(self, method: Any) -> None:
+        self.session.nack(method.delivery_tag, method.multiple, method.requeue)
+
+    def basic_recover(self, method: Any) -> None:
+        """basic.recover; 0-9-1 answers recover-ok, 0-8 and 0-9 have no answer."""
+        self.session.recover(method.requeue)
+        recover_ok = getattr(self.spec, "BasicRecoverOk", None)
+        if recover_ok is not None:
+            self._reply(recover_ok())
+
+    def basic_recover_async(self, method: Any) -> None:
+        self.session.recover(method.requeue)
+
+    # -- tx and confirm ------------------------------------------------------
+
+    def tx_select(self, method: Any) -> None:
+        self.session.tx_select()
+        self._reply(self.spec.TxSelectOk())
+
+    def tx_commit(self, method: Any) -> None:
+        self.session.tx_commit()
+        self._reply(self.spec.TxCommitOk())
+
+    def tx_rollback(self, method: Any) -> None:
+        self.session.tx_rollback()
+        self._reply(self.spec.TxRollbackOk())
+
+    def confirm_select(self, method: Any) -> None:
+        self.session.confirm_select()
+        if not method.nowait:
+            self._reply(self.spec.ConfirmSelectOk())
+
+
+def _refusal(method: Method) -> Exception:
+    """The error for a method no handler serves."""
+    if "server" not in method.CHASSIS:
+        return CommandInvalid(
+            f"{method.NAME} is sent by servers, not clients", method.CLASS_ID, method.METHOD_ID
+        )
+    return AMQPNotImplemented(
+        f"{method.NAME} is not implemented by this broker", method.CLASS_ID, method.METHOD_ID
+    )
+
+
+_TABLES: dict[ProtocolVersion, dict[type[Method], Handler]] = {}
+
+
+def handlers_for(version: ProtocolVersion) -> dict[type[Method], Handler]:
+    """The handler of every method of *version* a channel serves, by method class."""
+    table = _TABLES.get(version)
+    if table is None:
+        table = _TABLES[version] = {}
+        for cls in version.methods.values():
+            if "server" not in cls.CHASSIS or cls.NAME.startswith("connection."):
+                continue
+            handler = getattr(ServerChannel, cls.NAME.replace(".", "_").replace("-", "_"), None)
+            if handler is not None:
+                table[cls] = handler
+    return table

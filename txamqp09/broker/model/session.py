@@ -1,0 +1,443 @@
+"""What the broker knows of a client connection and of each of its channels.
+
+A :class:`Client` stands for one connection: its exclusive queues and the
+connection-wide prefetch window. A :class:`Session` stands for one channel:
+its consumers, the messages delivered to it and not yet settled, its
+prefetch windows, flow state, transaction and publisher confirms. Sessions
+talk back to the server layer through a :class:`Sink`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections import defaultdict
+from typing import TYPE_CHECKING, Iterable, Optional, Protocol
+
+from txamqp09.broker.model.exchange import Exchange
+from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
+from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
+
+if TYPE_CHECKING:
+    from txamqp09.broker.model.vhost import VirtualHost
+
+__all__ = ["Sink", "Client", "Session", "Transaction", "NO_ROUTE", "NO_CONSUMERS", "unique_name"]
+
+#: basic.return reply code and text for a mandatory message no queue took.
+NO_ROUTE = (312, "NO_ROUTE")
+#: basic.return reply code and text for an immediate message no consumer took.
+NO_CONSUMERS = (313, "NO_CONSUMERS")
+
+
+def unique_name(prefix: str) -> str:
+    """A server-generated name: *prefix* and 22 random URL-safe characters."""
+    return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
+
+
+class Sink(Protocol):
+    """How a session reaches its client (implemented by the server channel)."""
+
+    def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
+        """Send basic.deliver with *message* to *consumer*."""
+
+    def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
+        """Send basic.return: *message* could not be routed or delivered."""
+
+    def confirmed(self, sequence: int, ack: bool) -> None:
+        """Send a publisher confirm (basic.ack, or basic.nack when not *ack*)."""
+
+    def cancelled(self, consumer: Consumer) -> None:
+        """*consumer* ended because its queue was deleted."""
+
+
+class Client:
+    """A connection, as the model sees it.
+
+    :param name: how errors and listings name the connection.
+    """
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        #: The connection-wide window (0-8 and 0-9 ``basic.qos global``).
+        self.prefetch = Prefetch()
+        self.sessions: dict[Session, None] = {}
+        self.exclusive_queues: dict[Queue, None] = {}
+        self.writable = True
+
+    def set_writable(self, writable: bool) -> None:
+        """The connection can (or cannot) take more output now."""
+        self.writable = writable
+        for session in list(self.sessions):
+            session.update_sending()
+
+    def refill(self) -> None:
+        """Let every session's consumers take waiting messages."""
+        for session in list(self.sessions):
+            session.refill()
+
+    def close(self) -> None:
+        """The connection ended: close its sessions, delete its exclusive queues."""
+        for session in list(self.sessions):
+            session.close()
+        for queue in list(self.exclusive_queues):
+            queue.vhost.delete_queue(queue)
+
+    def __repr__(self) -> str:
+        return f"<Client {self.name!r}>"
+
+
+class Transaction:
+    """Publishes and settlements of a transactional session, held until commit."""
+
+    def __init__(self) -> None:
+        self.publishes: list[tuple[Exchange, Message, bool, bool]] = []
+        #: (delivery tags, requeue) per ack, reject or nack, in order.
+        self.settlements: list[tuple[list[int], bool]] = []
+        #: Tags already settled in this transaction.
+        self.pending: set[int] = set()
+
+
+class Session:
+    """One channel's state.
+
+    :param per_consumer_qos: ``basic.qos global=false`` limits each new
+        consumer and ``global=true`` the channel (RabbitMQ's reading, for
+        0-9-1); otherwise they limit the channel and the connection, as the
+        0-8 and 0-9 specifications say.
+    """
+
+    def __init__(
+        self, vhost: VirtualHost, client: Client, sink: Sink, *, per_consumer_qos: bool = True
+    ) -> None:
+        self.vhost = vhost
+        self.client = client
+        self.sink = sink
+        self.per_consumer_qos = per_consumer_qos
+        self.consumers: dict[str, Consumer] = {}
+        #: Delivered, unsettled messages by delivery tag, in tag order.
+        self.unacked: dict[int, Delivery] = {}
+        self.last_tag = 0
+        self.prefetch = Prefetch()
+        self._consumer_window = (0, 0)
+        self.flow_active = True
+        self.closed = False
+        #: Deliveries may be sent now (flow on, connection writable, open).
+        self.sending = True
+        self.tx: Optional[Transaction] = None
+        self.confirming = False
+        self.published = 0
+        client.sessions[self] = None
+
+    # -- flow and qos ----------------------------------------------------------
+
+    def update_sending(self) -> None:
+        """Recompute :attr:`sending`; deliver waiting messages when it turns on."""
+        sending = self.flow_active and self.client.writable and not self.closed
+        if sending and not self.sending:
+            self.sending = True
+            self.refill()
+        self.sending = sending
+
+    def flow(self, active: bool) -> None:
+        """channel.flow from the client: pause or resume deliveries."""
+        self.flow_active = active
+        self.update_sending()
+
+    def qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
+        """basic.qos: set a prefetch window (see *per_consumer_qos*)."""
+        if self.per_consumer_qos and not global_:
+            self._consumer_window = (prefetch_count, prefetch_size)
+            return
+        window = self.client.prefetch if global_ else self.prefetch
+        window.count, window.size = prefetch_count, prefetch_size
+        if global_:
+            self.client.refill()
+        else:
+            self.refill()
+
+    def refill(self) -> None:
+        """Deliver waiting messages of this session's queues while there is room."""
+        if not self.sending:
+            return
+        for consumer in list(self.consumers.values()):
+            if consumer.queue.messages:
+                consumer.queue.drain()
+
+    # -- consumers -----------------------------------------------------------
+
+    def consume(
+        self,
+        queue: Queue,
+        tag: str = "",
+        *,
+        no_ack: bool = False,
+        no_local: bool = False,
+        exclusive: bool = False,
+    ) -> Consumer:
+        """basic.consume: add a consumer (a tag is generated when empty).
+
+        Deliveries begin with :meth:`Consumer.start`, once the client has
+        been told about the consumer.
+
+        :raises NotAllowed: the tag is in use on this channel (530).
+        :raises AccessRefused: exclusive use conflicts with other consumers (403).
+        """
+        tag = tag or unique_name("amq.ctag-")
+        if tag in self.consumers:
+            raise NotAllowed(f"attempt to reuse consumer tag {tag!r} on this channel")
+        if queue.has_exclusive_consumer or (exclusive and queue.consumers):
+            raise AccessRefused(
+                f"queue {queue.name!r} in vhost {self.vhost.name!r} in exclusive use: "
+                + ("another consumer holds it exclusively" if queue.has_exclusive_consumer
+                   else "it has consumers already")
+            )
+        consumer = Consumer(
+            tag, queue, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
+            limits=self._limits(),
+        )
+        self.consumers[tag] = consumer
+        queue.add_consumer(consumer)
+        return consumer
+
+    def _limits(self) -> tuple[Prefetch, ...]:
+        if not self.per_consumer_qos:
+            return (self.prefetch, self.client.prefetch)
+        count, size = self._consumer_window
+        if count or size:
+            return (Prefetch(count, size), self.prefetch)
+        return (self.prefetch,)
+
+    def cancel(self, tag: str) -> Optional[Consumer]:
+        """basic.cancel: stop a consumer; None when no consumer has *tag*."""
+        consumer = self.consumers.pop(tag, None)
+        if consumer is not None:
+            consumer.queue.remove_consumer(consumer)
+        return consumer
+
+    def queue_deleted(self, consumer: Consumer) -> None:
+        """*consumer*'s queue was deleted: forget it and tell the client."""
+        if self.consumers.pop(consumer.tag, None) is not None:
+            self.sink.cancelled(consumer)
+
+    # -- publishing ----------------------------------------------------------
+
+    def publish(self, exchange_name: str, message: Message, mandatory: bool, immediate: bool) -> None:
+        """basic.publish, held until commit in a transaction.
+
+        :raises NotFound: no such exchange (404).
+        :raises AccessRefused: the exchange is internal (403).
+        """
+        exchange = self.vhost.exchanges.get(exchange_name)
+        if exchange is None:
+            raise NotFound(f"no exchange {exchange_name!r} in vhost {self.vhost.name!r}")
+        if exchange.internal:
+            raise AccessRefused(
+                f"cannot publish to internal exchange {exchange_name!r} in vhost "
+                f"{self.vhost.name!r}; bind it to another exchange and publish there"
+            )
+        if self.tx is not None:
+            self.tx.publishes.append((exchange, message, mandatory, immediate))
+        else:
+            self._route(exchange, message, mandatory, immediate)
+
+    def _route(self, exchange: Exchange, message: Message, mandatory: bool, immediate: bool) -> None:
+        queues = exchange.route(message)
+        if exchange.exchange_bindings:
+            queues = self.vhost.follow(exchange, queues, message)
+        accepted = True
+        if not queues:
+            if mandatory:
+                self.sink.returned(*NO_ROUTE, message)
+        elif immediate:
+            taken = [queue.publish_immediately(message) for queue in queues]
+            if not any(taken):
+                self.sink.returned(*NO_CONSUMERS, message)
+        else:
+            for queue in queues:
+                accepted = queue.publish(message) and accepted
+        if self.confirming:
+            self.published += 1
+            self.sink.confirmed(self.published, accepted)
+
+    def confirm_select(self) -> None:
+        """confirm.select: confirm every later publish.
+
+        :raises PreconditionFailed: the channel is transactional (406).
+        """
+        if self.tx is not None:
+            raise PreconditionFailed("cannot switch from tx to confirm mode on this channel")
+        self.confirming = True
+
+    # -- getting -------------------------------------------------------------
+
+    def get(self, queue: Queue, no_ack: bool) -> Optional[tuple[int, bool, Message]]:
+        """basic.get: (delivery tag, redelivered, message), or None if empty."""
+        entry = queue.get()
+        if entry is None:
+            return None
+        sequence, message, redelivered = entry
+        tag = self.last_tag = self.last_tag + 1
+        if not no_ack:
+            self.unacked[tag] = Delivery(queue, sequence, message, None)
+        return tag, redelivered, message
+
+    # -- settling ------------------------------------------------------------
+
+    def ack(self, tag: int, multiple: bool = False) -> None:
+        """basic.ack from the client.
+
+        :raises PreconditionFailed: *tag* is not an unsettled delivery (406).
+        """
+        if multiple or self.tx is not None:
+            self._settle_later_or_now(self._select(tag, multiple), False)
+            return
+        delivery = self.unacked.pop(tag, None)
+        if delivery is None:
+            raise self._unknown(tag)
+        consumer = delivery.consumer
+        if consumer is not None:
+            delivery.release()
+            queue = consumer.queue
+            if queue.messages and self.sending:
+                queue.drain()
+            if len(self.consumers) > 1 or not self.per_consumer_qos:
+                self.refill_shared()
+
+    def refill_shared(self) -> None:
+        """Room opened in a window shared by several consumers (or connection-wide)."""
+        if self.per_consumer_qos:
+            self.refill()
+        else:
+            self.client.refill()
+
+    def reject(self, tag: int, requeue: bool) -> None:
+        """basic.reject: drop or requeue one delivery."""
+        self._settle_later_or_now(self._select(tag, False), requeue)
+
+    def nack(self, tag: int, multiple: bool, requeue: bool) -> None:
+        """basic.nack: drop or requeue one or several deliveries."""
+        self._settle_later_or_now(self._select(tag, multiple), requeue)
+
+    def _unknown(self, tag: int) -> PreconditionFailed:
+        return PreconditionFailed(
+            f"unknown delivery tag {tag}: it was not delivered on this channel or is "
+            "already acknowledged, rejected or recovered"
+        )
+
+    def _select(self, tag: int, multiple: bool) -> list[int]:
+        pending = self.tx.pending if self.tx is not None else ()
+        if multiple and tag == 0:
+            return [each for each in self.unacked if each not in pending]
+        if tag not in self.unacked or tag in pending:
+            raise self._unknown(tag)
+        if not multiple:
+            return [tag]
+        selected = []
+        for each in self.unacked:
+            if each > tag:
+                break
+            if each not in pending:
+                selected.append(each)
+        return selected
+
+    def _settle_later_or_now(self, tags: list[int], requeue: bool) -> None:
+        if self.tx is not None:
+            self.tx.settlements.append((tags, requeue))
+            self.tx.pending.update(tags)
+        else:
+            self._settle(tags, requeue)
+
+    def _settle(self, tags: Iterable[int], requeue: bool) -> None:
+        deliveries = [self.unacked.pop(tag) for tag in tags if tag in self.unacked]
+        for delivery in deliveries:
+            delivery.release()
+        if requeue:
+            self._requeue(deliveries)
+        self.refill_shared()
+
+    def _requeue(self, deliveries: list[Delivery]) -> None:
+        by_queue: dict[Queue, list[Delivery]] = defaultdict(list)
+        for delivery in deliveries:
+            by_queue[delivery.queue].append(delivery)
+        for queue, returned in by_queue.items():
+            queue.requeue(returned)
+
+    def recover(self, requeue: bool) -> None:
+        """basic.recover: resend every unsettled delivery, marked redelivered.
+
+        With *requeue* the messages go back to their queues (and may reach
+        another consumer); without it each goes again to the consumer it went
+        to, or back to its queue when that consumer is gone.
+        """
+        deliveries = list(self.unacked.values())
+        self.unacked.clear()
+        if self.tx is not None:
+            self.tx.pending.clear()
+            self.tx.settlements.clear()
+        back: list[Delivery] = []
+        for delivery in deliveries:
+            consumer = delivery.consumer
+            if requeue or consumer is None or self.consumers.get(consumer.tag) is not consumer:
+                delivery.release()
+                back.append(delivery)
+            else:
+                tag = self.last_tag = self.last_tag + 1
+                self.unacked[tag] = delivery
+                self.sink.deliver(consumer, tag, True, delivery.message)
+        self._requeue(back)
+        self.refill_shared()
+
+    # -- transactions --------------------------------------------------------
+
+    def tx_select(self) -> None:
+        """tx.select: hold publishes and settlements until commit.
+
+        :raises PreconditionFailed: the channel is in confirm mode (406).
+        """
+        if self.confirming:
+            raise PreconditionFailed("cannot switch from confirm to tx mode on this channel")
+        if self.tx is None:
+            self.tx = Transaction()
+
+    def _transaction(self, verb: str) -> Transaction:
+        if self.tx is None:
+            raise PreconditionFailed(f"channel is not transactional: send tx.select before tx.{verb}")
+        return self.tx
+
+    def tx_commit(self) -> None:
+        """tx.commit: apply every held settlement and publish, in order."""
+        tx = self._transaction("commit")
+        self.tx = Transaction()
+        for tags, requeue in tx.settlements:
+            self._settle(tags, requeue)
+        for exchange, message, mandatory, immediate in tx.publishes:
+            self._route(exchange, message, mandatory, immediate)
+
+    def tx_rollback(self) -> None:
+        """tx.rollback: forget held publishes and settlements."""
+        self._transaction("rollback")
+        self.tx = Transaction()
+
+    # -- closing -------------------------------------------------------------
+
+    def close(self) -> None:
+        """The channel closed: requeue unsettled messages, end consumers."""
+        if self.closed:
+            return
+        self.closed = True
+        self.sending = False
+        self.tx = None
+        deliveries = list(self.unacked.values())
+        self.unacked.clear()
+        for delivery in deliveries:
+            delivery.release()
+        self._requeue(deliveries)
+        for tag in list(self.consumers):
+            self.cancel(tag)
+        self.client.sessions.pop(self, None)
+        if not self.per_consumer_qos and deliveries:
+            self.client.refill()
+
+    def __repr__(self) -> str:
+        return f"<Session of {self.client!r}: {len(self.consumers)} consumers, {len(self.unacked)} unacked>"

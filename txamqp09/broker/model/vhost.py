@@ -1,0 +1,373 @@
+"""Virtual hosts and the broker that holds them.
+
+A :class:`VirtualHost` owns exchanges, queues and bindings, and performs the
+exchange and queue methods with the checks and reply codes RabbitMQ users
+know: 404 for what does not exist, 406 for an inequivalent redeclaration,
+405 for another connection's exclusive queue, 403 for the reserved ``amq.``
+names and the default exchange, 503 for an unknown exchange type. Deleting
+what does not exist succeeds, as in RabbitMQ.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+from txamqp09.broker.model.exchange import (
+    EXCHANGE_TYPES,
+    Binding,
+    DirectExchange,
+    Exchange,
+)
+from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.queue import Queue
+from txamqp09.broker.model.routing import freeze
+from txamqp09.broker.model.session import Client, unique_name
+from txamqp09.broker.model.store import Store, TransientStore
+from txamqp09.wire.errors import (
+    AccessRefused,
+    CommandInvalid,
+    NotFound,
+    PreconditionFailed,
+    ResourceLocked,
+)
+
+__all__ = ["Broker", "VirtualHost", "DefaultExchange", "STANDARD_EXCHANGES"]
+
+#: The exchanges every virtual host has, by name.
+STANDARD_EXCHANGES = {
+    "amq.direct": "direct",
+    "amq.fanout": "fanout",
+    "amq.topic": "topic",
+    "amq.headers": "headers",
+    "amq.match": "headers",
+}
+#: Queue arguments compared when a queue is declared again.
+_EQUIVALENT_QUEUE_ARGUMENTS = ("x-max-length", "x-max-length-bytes", "x-overflow")
+
+
+class DefaultExchange(DirectExchange):
+    """The nameless exchange: routes to the queue named by the routing key."""
+
+    def __init__(self, queues: Mapping[str, Queue]) -> None:
+        super().__init__("", durable=True)
+        self._queues = queues
+
+    def route(self, message: Message) -> Sequence[Queue]:
+        queue = self._queues.get(message.routing_key)
+        return queue.route if queue is not None else ()
+
+
+def _reserved(name: str) -> bool:
+    return name.startswith("amq.")
+
+
+class VirtualHost:
+    """A namespace of exchanges and queues.
+
+    :param store: told about durable definitions.
+    """
+
+    def __init__(self, name: str, store: Optional[Store] = None) -> None:
+        self.name = name
+        self.store: Store = store if store is not None else TransientStore()
+        self.queues: dict[str, Queue] = {}
+        self.default_exchange = DefaultExchange(self.queues)
+        self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
+        for exchange_name, kind in STANDARD_EXCHANGES.items():
+            self.exchanges[exchange_name] = EXCHANGE_TYPES[kind](exchange_name, durable=True)
+
+    # -- routing -------------------------------------------------------------
+
+    def follow(self, source: Exchange, first: Sequence[Any], message: Message) -> tuple[Queue, ...]:
+        """The queues reached from *source* through exchange-to-exchange bindings.
+
+        *first* is what *source* routes to directly. Every exchange is
+        visited once, so cycles end, and every queue appears once.
+        """
+        queues: dict[Queue, None] = {}
+        seen = {source}
+        pending = list(reversed(first))
+        while pending:
+            destination = pending.pop()
+            if isinstance(destination, Queue):
+                queues[destination] = None
+            elif destination not in seen:
+                seen.add(destination)
+                pending.extend(reversed(destination.route(message)))
+        return tuple(queues)
+
+    # -- exchanges -----------------------------------------------------------
+
+    def exchange(self, name: str) -> Exchange:
+        """The exchange called *name*.
+
+        :raises NotFound: there is none (404).
+        """
+        exchange = self.exchanges.get(name)
+        if exchange is None:
+            raise NotFound(f"no exchange {name!r} in vhost {self.name!r}")
+        return exchange
+
+    def declare_exchange(
+        self,
+        name: str,
+        kind: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: Optional[Mapping[str, Any]] = None,
+    ) -> Exchange:
+        """exchange.declare: the existing exchange if equivalent, else a new one."""
+        if passive:
+            return self.exchange(name)
+        if not name:
+            raise AccessRefused("operation not permitted on the default exchange")
+        cls = EXCHANGE_TYPES.get(kind)
+        if cls is None:
+            raise CommandInvalid(
+                f"invalid exchange type {kind!r}; this broker knows "
+                + ", ".join(sorted(EXCHANGE_TYPES))
+            )
+        existing = self.exchanges.get(name)
+        if existing is not None:
+            what = f"exchange {name!r}"
+            self._equivalent(what, "type", kind, existing.kind)
+            self._equivalent(what, "durable", durable, existing.durable)
+            self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
+            self._equivalent(what, "internal", internal, existing.internal)
+            return existing
+        if _reserved(name):
+            raise AccessRefused(
+                f"exchange name {name!r} contains reserved prefix 'amq.'; choose another name"
+            )
+        exchange = self.exchanges[name] = cls(
+            name, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments
+        )
+        if durable:
+            self.store.exchange_added(self, exchange)
+        return exchange
+
+    def _equivalent(self, what: str, argument: str, received: Any, current: Any) -> None:
+        if received != current:
+            raise PreconditionFailed(
+                f"inequivalent arg {argument!r} for {what} in vhost {self.name!r}: "
+                f"received {received!r} but current is {current!r}"
+            )
+
+    def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
+        """exchange.delete; an exchange that does not exist counts as deleted."""
+        if not name or _reserved(name):
+            raise AccessRefused(f"exchange {name!r} in vhost {self.name!r} cannot be deleted")
+        exchange = self.exchanges.get(name)
+        if exchange is None:
+            return
+        if if_unused and exchange.bindings:
+            raise PreconditionFailed(
+                f"exchange {name!r} in vhost {self.name!r} in use: it has "
+                f"{len(exchange.bindings)} bindings"
+            )
+        self._remove_exchange(exchange)
+
+    def _remove_exchange(self, exchange: Exchange) -> None:
+        del self.exchanges[exchange.name]
+        for binding in list(exchange.bindings.values()):
+            self._unbind(binding)
+        for binding in list(exchange.inbound):
+            self._unbind(binding)
+        if exchange.durable:
+            self.store.exchange_removed(self, exchange)
+
+    def _bindable(self, name: str) -> Exchange:
+        exchange = self.exchange(name)
+        if exchange is self.default_exchange:
+            raise AccessRefused(
+                "operation not permitted on the default exchange: every queue is bound to it "
+                "by its name already"
+            )
+        return exchange
+
+    def bind_exchange(
+        self, destination: str, source: str, routing_key: str, arguments: Mapping[str, Any]
+    ) -> None:
+        """exchange.bind: route messages from *source* to *destination* too."""
+        self._bind(self._bindable(source), self._bindable(destination), routing_key, arguments)
+
+    def unbind_exchange(
+        self, destination: str, source: str, routing_key: str, arguments: Mapping[str, Any]
+    ) -> None:
+        """exchange.unbind; a binding that does not exist counts as removed."""
+        self._unbind_key(self._bindable(source), self._bindable(destination), routing_key, arguments)
+
+    # -- bindings ------------------------------------------------------------
+
+    def _bind(self, source: Exchange, destination: Any, routing_key: str, arguments: Mapping[str, Any]) -> None:
+        binding = Binding(source, destination, routing_key, arguments)
+        if source.bind(binding):
+            if isinstance(destination, Queue):
+                destination.bindings[binding] = None
+            if source.durable and destination.durable:
+                self.store.binding_added(self, binding)
+
+    def _unbind_key(self, source: Exchange, destination: Any, routing_key: str, arguments: Mapping[str, Any]) -> None:
+        binding = source.bindings.get((destination, routing_key, freeze(dict(arguments))))
+        if binding is not None:
+            self._unbind(binding)
+
+    def _unbind(self, binding: Binding) -> None:
+        source = binding.source
+        if source.unbind(binding.key) is None:
+            return
+        if isinstance(binding.destination, Queue):
+            binding.destination.bindings.pop(binding, None)
+        if source.durable and binding.destination.durable:
+            self.store.binding_removed(self, binding)
+        if source.auto_delete and not source.bindings and self.exchanges.get(source.name) is source:
+            self._remove_exchange(source)
+
+    # -- queues --------------------------------------------------------------
+
+    def queue(self, name: str, client: Optional[Client]) -> Queue:
+        """The queue called *name*, if *client* may use it.
+
+        :raises NotFound: there is none (404).
+        :raises ResourceLocked: another connection's exclusive queue (405).
+        """
+        queue = self.queues.get(name)
+        if queue is None:
+            raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
+        if queue.exclusive_owner is not None and queue.exclusive_owner is not client:
+            raise ResourceLocked(
+                f"cannot obtain exclusive access to locked queue {name!r} in vhost "
+                f"{self.name!r}: it is exclusive to another connection"
+            )
+        return queue
+
+    def declare_queue(
+        self,
+        name: str,
+        client: Client,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        arguments: Optional[Mapping[str, Any]] = None,
+    ) -> Queue:
+        """queue.declare: the existing queue if equivalent, else a new one.
+
+        An empty *name* gets a generated ``amq.gen-`` name.
+        """
+        if passive:
+            return self.queue(name, client)
+        if name in self.queues:
+            existing = self.queue(name, client)
+            what = f"queue {name!r}"
+            self._equivalent(what, "durable", durable, existing.durable)
+            self._equivalent(what, "exclusive", exclusive, existing.exclusive)
+            self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
+            given = dict(arguments or {})
+            for argument in _EQUIVALENT_QUEUE_ARGUMENTS:
+                self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
+            return existing
+        if not name:
+            name = unique_name("amq.gen-")
+        elif _reserved(name):
+            raise AccessRefused(
+                f"queue name {name!r} contains reserved prefix 'amq.'; choose another name "
+                "or declare with an empty name to get a generated one"
+            )
+        queue = Queue(
+            self,
+            name,
+            durable=durable,
+            exclusive_owner=client if exclusive else None,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
+        self.queues[name] = queue
+        if exclusive:
+            client.exclusive_queues[queue] = None
+        if durable:
+            self.store.queue_added(self, queue)
+        return queue
+
+    def bind_queue(
+        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: Client
+    ) -> None:
+        """queue.bind: route messages from *exchange* to *queue*."""
+        self._bind(self._bindable(exchange), self.queue(queue, client), routing_key, arguments)
+
+    def unbind_queue(
+        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: Client
+    ) -> None:
+        """queue.unbind; a binding that does not exist counts as removed."""
+        self._unbind_key(self._bindable(exchange), self.queue(queue, client), routing_key, arguments)
+
+    def purge_queue(self, name: str, client: Client) -> int:
+        """queue.purge: drop the ready messages; how many there were."""
+        return self.queue(name, client).purge()
+
+    def delete_queue_named(
+        self, name: str, client: Client, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int:
+        """queue.delete: the number of ready messages deleted with the queue.
+
+        A queue that does not exist counts as deleted (0 messages).
+        """
+        if name not in self.queues:
+            return 0
+        queue = self.queue(name, client)
+        if if_unused and queue.consumers:
+            raise PreconditionFailed(
+                f"queue {name!r} in vhost {self.name!r} in use: it has "
+                f"{len(queue.consumers)} consumers"
+            )
+        if if_empty and queue.messages:
+            raise PreconditionFailed(
+                f"queue {name!r} in vhost {self.name!r} not empty: it has "
+                f"{len(queue.messages)} ready messages"
+            )
+        return self.delete_queue(queue)
+
+    def delete_queue(self, queue: Queue) -> int:
+        """Remove *queue*, its bindings and consumers; its ready message count."""
+        if queue.deleted:
+            return 0
+        queue.deleted = True
+        del self.queues[queue.name]
+        for binding in list(queue.bindings):
+            self._unbind(binding)
+        for consumer in list(queue.consumers):
+            consumer.session.queue_deleted(consumer)
+        queue.consumers.clear()
+        if queue.exclusive_owner is not None:
+            queue.exclusive_owner.exclusive_queues.pop(queue, None)
+        if queue.durable:
+            self.store.queue_removed(self, queue)
+        return queue.purge()
+
+    def __repr__(self) -> str:
+        return f"<VirtualHost {self.name!r}>"
+
+
+class Broker:
+    """Every virtual host of one broker.
+
+    :param vhosts: the names of the virtual hosts to create.
+    :param store: keeps durable definitions (default: nothing is kept).
+    """
+
+    def __init__(self, vhosts: Sequence[str] = ("/",), store: Optional[Store] = None) -> None:
+        self.store: Store = store if store is not None else TransientStore()
+        self.vhosts: dict[str, VirtualHost] = {}
+        for name in vhosts:
+            self.add_vhost(name)
+
+    def add_vhost(self, name: str) -> VirtualHost:
+        """Create the virtual host *name* (or return the existing one)."""
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            vhost = self.vhosts[name] = VirtualHost(name, self.store)
+        return vhost
