@@ -159,14 +159,14 @@ class RabbitMQ:
 
     def _config_lines(self) -> list[str]:
         lines = [
-            "listeners.tcp.default = %s:%d" % (_LOOPBACK, self.port),
+            f"listeners.tcp.default = {_LOOPBACK}:{self.port}",
             "loopback_users = none",
             "log.console = true",
             "log.file = false",
         ]
         if self.tls is not None:
             lines += [
-                "listeners.ssl.default = %s:%d" % (_LOOPBACK, self.tls_port),
+                f"listeners.ssl.default = {_LOOPBACK}:{self.tls_port}",
                 f"ssl_options.cacertfile = {self.tls.ca_file}",
                 f"ssl_options.certfile = {self.tls.cert_file}",
                 f"ssl_options.keyfile = {self.tls.key_file}",

@@ -1,0 +1,57 @@
+"""A Twisted client for AMQP 0-9-1, 0-9 and 0-8.
+
+::
+
+    from twisted.internet import defer, task
+    from txamqp09.client import connect
+
+    async def main(reactor):
+        connection = await connect(reactor, "amqp://guest:guest@localhost/")
+        channel = await connection.channel()
+        await channel.queue_declare("hello")
+        channel.basic_publish(b"world", routing_key="hello")
+        message = await channel.basic_get("hello", no_ack=True)
+        print(message.body)
+        await connection.disconnect()
+
+    task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+
+See docs/client.rst for the guide.
+"""
+
+from txamqp09.client.channel import Channel, ChannelState
+from txamqp09.client.connection import ClientConnection, ClientFactory, connect
+from txamqp09.client.consumer import Consumer
+from txamqp09.client.errors import (
+    AlreadySettled,
+    ChannelClosed,
+    ClientError,
+    ConnectionClosed,
+    MessageNacked,
+    NotInThisVersion,
+    TLSFailed,
+)
+from txamqp09.client.message import Message
+from txamqp09.client.params import ConnectionParameters, TLSOptions, parse_url
+from txamqp09.client.reconnect import ReconnectingClient
+
+__all__ = [
+    "connect",
+    "ClientConnection",
+    "ClientFactory",
+    "ConnectionParameters",
+    "TLSOptions",
+    "parse_url",
+    "Channel",
+    "ChannelState",
+    "Consumer",
+    "Message",
+    "ReconnectingClient",
+    "ClientError",
+    "ChannelClosed",
+    "ConnectionClosed",
+    "TLSFailed",
+    "MessageNacked",
+    "AlreadySettled",
+    "NotInThisVersion",
+]

@@ -1,0 +1,696 @@
+"""Client channels: requests and responses, content, consumers, confirms, flow.
+
+A :class:`Channel` sends methods and matches the server's responses to them
+in order: a method that has responses returns a Deferred firing with the
+response method (or a :class:`~txamqp09.client.message.Message` for one with
+content, such as basic.get-ok), a method without responses returns None.
+Every method of the connection's version is available as a method of the
+channel (``channel.queue_bind(queue=..., exchange=...)``), generated from
+the spec module by :mod:`txamqp09.client.api`; the common operations have
+explicit wrappers here.
+
+Lifecycle, in :class:`ChannelState`: OPENING until channel.open-ok, OPEN,
+CLOSING after this side sent channel.close, CLOSED. Once closed, pending and
+later calls fail with :class:`~txamqp09.client.errors.ChannelClosed` (the
+server's reply code, text, class and method when the server closed it) or
+:class:`~txamqp09.client.errors.ConnectionClosed`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from itertools import count
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, Union
+
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.logger import Logger
+
+from txamqp09.client import framing
+from txamqp09.client.confirms import ConfirmTracker
+from txamqp09.client.consumer import DEFAULT_MAX_BACKLOG, Consumer, DeliveryCallback
+from txamqp09.client.errors import (
+    ChannelClosed,
+    ClientError,
+    NotInThisVersion,
+    channel_closed,
+)
+from txamqp09.client.message import Message
+from txamqp09.client.outcome import Outcome
+from txamqp09.wire.base import Method, Properties
+from txamqp09.wire.errors import ChannelLevelError, CommandInvalid, error_for_code
+from txamqp09.wire.frames import Command, content_frames
+from txamqp09.wire.versions import ProtocolVersion
+
+if TYPE_CHECKING:
+    from txamqp09.client.connection import ClientConnection
+
+__all__ = ["Channel", "ChannelState", "PropertiesLike", "BodyLike"]
+
+_log = Logger()
+
+#: Content properties: a generated Properties object, or its fields as a mapping.
+PropertiesLike = Union[Properties, Mapping[str, Any], None]
+BodyLike = Union[bytes, bytearray, memoryview]
+#: Turns a response command into what the request's Deferred fires with.
+_Unwrap = Callable[["Channel", Command], Any]
+_Handler = Callable[["Channel", Command], None]
+
+
+class ChannelState(enum.Enum):
+    """Where a channel is in its life."""
+
+    OPENING = "opening"
+    OPEN = "open"
+    #: channel.close sent, waiting for close-ok.
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+_OPEN = ChannelState.OPEN
+
+
+class _Request(NamedTuple):
+    responses: tuple[type[Method], ...]
+    deferred: Deferred[Any]
+    unwrap: _Unwrap
+
+
+def _response_value(channel: Channel, command: Command) -> Any:
+    """A response's method, or a settled-by-default Message for one with content."""
+    if command.method.CONTENT:
+        return Message(channel, command)
+    return command.method
+
+
+class Channel:
+    """One AMQP channel of a :class:`~txamqp09.client.connection.ClientConnection`.
+
+    Get one with ``channel = yield connection.channel()`` (or ``await``).
+
+    :ivar number: the channel number.
+    :ivar state: a :class:`ChannelState`.
+    :ivar consumers: the active consumers by tag.
+    :ivar return_handler: called with each message the server returns
+        (basic.return: unroutable mandatory or undeliverable immediate
+        messages); returned messages are logged when it is None.
+    :ivar method_handlers: handlers for other methods the server may send
+        (``"channel.alert"`` on 0-8, the ``message`` class on 0-9, ...) by
+        method name; each is called with the :class:`Command`.
+    """
+
+    #: The handler of each method the server may send, per version.
+    _dispatch_tables: dict[str, dict[type[Method], _Handler]] = {}
+
+    def __init__(self, connection: ClientConnection, number: int) -> None:
+        assert connection.version is not None
+        self.connection = connection
+        self.number = number
+        self.version: ProtocolVersion = connection.version
+        self.spec: Any = self.version.spec
+        self.state = ChannelState.OPENING
+        self.consumers: dict[str, Consumer] = {}
+        self.return_handler: Optional[Callable[[Message], object]] = None
+        self.method_handlers: dict[str, Callable[[Command], object]] = {}
+        self._dispatch = self._dispatchTable(self.version)
+        self._requests: deque[_Request] = deque()
+        self._closed_by: Optional[ClientError] = None
+        self._closing_cleanly = True
+        self._closed: Outcome[ClientError] = Outcome()
+        self._confirms: Optional[ConfirmTracker] = None
+        self._flow_active = True
+        self._held: list[bytes] = []
+        self._publish_frames: dict[tuple[str, str, bool, bool], bytes] = {}
+        self._consumer_tags = count(1)
+
+    def __repr__(self) -> str:
+        return f"<Channel {self.number} ({self.state.value})>"
+
+    # -- generic requests ------------------------------------------------------
+
+    def call(self, method: Method) -> Optional[Deferred[Any]]:
+        """Send *method*; a Deferred for its response when it has one.
+
+        The Deferred fires with the response method (a :class:`Message` for
+        a response with content), or with None at once when the method's
+        ``nowait`` is set. Methods without responses return None.
+
+        :raises ChannelClosed: (or fails the Deferred) the channel is closed.
+        """
+        return self._call(method, _response_value)
+
+    def _call(self, method: Method, unwrap: _Unwrap) -> Optional[Deferred[Any]]:
+        if not method.RESPONSES:
+            self._checkOpen()
+            self.connection.sendMethod(self.number, method)
+            return None
+        if self.state is not _OPEN:
+            return fail(self._unusable())
+        self.connection.sendMethod(self.number, method)
+        if getattr(method, "nowait", False):
+            return succeed(None)
+        return self._expect(method.RESPONSES, unwrap)
+
+    def _expect(self, responses: tuple[type[Method], ...], unwrap: _Unwrap) -> Deferred[Any]:
+        deferred: Deferred[Any] = Deferred()
+        self._requests.append(_Request(responses, deferred, unwrap))
+        return deferred
+
+    def callWithContent(
+        self, method: Method, properties: PropertiesLike = None, body: BodyLike = b""
+    ) -> None:
+        """Send a content-carrying *method* with its properties and body."""
+        self._checkOpen()
+        encoded = self._encodeProperties(method.CLASS_ID, properties)
+        self._send(
+            content_frames(
+                self.number,
+                method,
+                encoded,
+                body if type(body) is bytes else _as_bytes(body),
+                self.connection.body_frame_limit,
+            )
+        )
+
+    def build(self, name: str, **fields: Any) -> Method:
+        """The method *name* of this channel's version, with *fields* set.
+
+        Fields the version lacks are left out when given their default
+        (false or empty) value.
+
+        :raises NotInThisVersion: the version lacks the method, or a field
+            that was given a value.
+        """
+        cls = self.spec.BY_NAME.get(name)
+        if cls is None:
+            raise NotInThisVersion(f"{name} does not exist in AMQP {self.version.name}")
+        known = {field for field, _ in cls.FIELDS}
+        for field in [field for field in fields if field not in known]:
+            if fields.pop(field):
+                raise NotInThisVersion(
+                    f"{name} has no {field} field in AMQP {self.version.name}"
+                )
+        method: Method = cls(**fields)
+        return method
+
+    # -- state -----------------------------------------------------------------
+
+    def _checkOpen(self) -> None:
+        if self.state is not _OPEN:
+            raise self._unusable()
+
+    def _unusable(self) -> ClientError:
+        if self._closed_by is not None:
+            return self._closed_by
+        return ChannelClosed(504, f"channel {self.number} is {self.state.value}")
+
+    @property
+    def closed_by(self) -> Optional[ClientError]:
+        """Why the channel closed (ChannelClosed or ConnectionClosed), or None."""
+        return self._closed_by
+
+    def whenClosed(self) -> Deferred[ClientError]:
+        """Fires with the ChannelClosed or ConnectionClosed that ended the channel."""
+        return self._closed.when()
+
+    def opened(self, command: Command) -> Channel:
+        """channel.open-ok arrived: the channel is usable."""
+        self.state = _OPEN
+        return self
+
+    def open(self) -> Deferred[Channel]:
+        """Send channel.open; fires with this channel once the server opened it."""
+        self.connection.sendMethod(self.number, self.build("channel.open"))
+        return self._expect((self.spec.BY_NAME["channel.open-ok"],), Channel.opened)
+
+    def close(self, reply_code: int = 200, reply_text: str = "normal shutdown") -> Deferred[Any]:
+        """Close the channel; fires once the server confirmed (channel.close-ok).
+
+        Pending calls fail with :class:`ChannelClosed` at once; consumers end.
+        """
+        if self.state in (ChannelState.CLOSING, ChannelState.CLOSED):
+            return self.whenClosed().addCallback(lambda _: None)
+        self._startClosing(ChannelClosed(reply_code, f"{reply_text} (closed by the client)"), True)
+        self.connection.sendMethod(
+            self.number,
+            self.spec.ChannelClose(reply_code=reply_code, reply_text=reply_text[:255]),
+        )
+        return self.whenClosed().addCallback(lambda _: None)
+
+    def _startClosing(self, error: ClientError, clean: bool) -> None:
+        self.state = ChannelState.CLOSING
+        self._closed_by = error
+        self._closing_cleanly = clean
+        self.connection.closing_channels.add(self.number)
+        self._failPending(error, clean)
+
+    def closedByClient(self, error: ChannelLevelError) -> None:
+        """This side sent channel.close because the server broke the protocol."""
+        self._startClosing(channel_closed(error, self.connection.method_names), False)
+
+    def shutdown(self, error: ClientError, clean: bool = False) -> None:
+        """The channel is gone: fail everything pending with *error*.
+
+        :param clean: consumers end their iteration normally instead of
+            raising *error*.
+        """
+        if self.state is ChannelState.CLOSED:
+            return
+        self.state = ChannelState.CLOSED
+        if self._closed_by is None:
+            self._closed_by = error
+        self.connection.forgetChannel(self.number)
+        self._failPending(self._closed_by, clean)
+        self._closed.succeed(self._closed_by)
+
+    def _failPending(self, error: ClientError, clean: bool) -> None:
+        requests, self._requests = self._requests, deque()
+        for request in requests:
+            request.deferred.errback(error)
+        if self._confirms is not None:
+            self._confirms.failAll(error)
+        self._held = []
+        consumers, self.consumers = self.consumers, {}
+        for consumer in consumers.values():
+            consumer.finish(None if clean else error)
+
+    # -- input -----------------------------------------------------------------
+
+    def commandReceived(self, command: Command) -> None:
+        """Handle one command the server sent on this channel."""
+        handler = self._dispatch.get(type(command.method))
+        if handler is None:
+            method = command.method
+            raise CommandInvalid(
+                f"the server sent {method.NAME}, which a client never receives",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        handler(self, command)
+
+    def _onResponse(self, command: Command) -> None:
+        method = command.method
+        requests = self._requests
+        if not requests or type(method) not in requests[0].responses:
+            waiting = requests[0].responses[0].NAME if requests else "nothing"
+            raise CommandInvalid(
+                f"{method.NAME} arrived on channel {self.number} while it waited for {waiting}",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        request = requests.popleft()
+        request.deferred.callback(request.unwrap(self, command))
+
+    def _onClose(self, command: Command) -> None:
+        method: Any = command.method
+        self.connection.sendMethod(self.number, self.spec.ChannelCloseOk())
+        self.connection.channelClosed(self.number)
+        if self.state is ChannelState.CLOSING:
+            # Both sides closed at once: this close answers ours.
+            self.shutdown(self._unusable(), self._closing_cleanly)
+            return
+        error = error_for_code(
+            method.reply_code, method.reply_text, method.class_id, method.method_id, hard=False
+        )
+        self.shutdown(channel_closed(error, self.connection.method_names))
+
+    def _onCloseOk(self, command: Command) -> None:
+        if self.state is not ChannelState.CLOSING:
+            raise CommandInvalid(
+                f"channel.close-ok on channel {self.number}, which did not close", 20, 41
+            )
+        self.connection.channelClosed(self.number)
+        self.shutdown(self._unusable(), self._closing_cleanly)
+
+    def _onFlow(self, command: Command) -> None:
+        active = command.method.active  # type: ignore[attr-defined]
+        self._flow_active = active
+        self.connection.sendMethod(self.number, self.spec.ChannelFlowOk(active=active))
+        if active and self._held:
+            held, self._held = self._held, []
+            self.connection.write(b"".join(held))
+
+    @property
+    def flow_active(self) -> bool:
+        """False while the server has paused this channel's publishing (channel.flow)."""
+        return self._flow_active
+
+    def _onDeliver(self, command: Command) -> None:
+        consumer = self.consumers.get(command.method.consumer_tag)  # type: ignore[attr-defined]
+        if consumer is None:
+            self._onOtherRequest(command)
+            return
+        consumer.deliver(Message(self, command, consumer.no_ack))
+
+    def _onReturn(self, command: Command) -> None:
+        message = Message(self, command, settled=True)
+        if self.return_handler is None:
+            _log.warn(
+                "message returned by the server ({code} {text}) on channel {channel}; "
+                "set Channel.return_handler to handle returns",
+                code=message.method.reply_code,
+                text=message.method.reply_text,
+                channel=self.number,
+            )
+            return
+        try:
+            self.return_handler(message)
+        except Exception:
+            _log.failure("return handler failed on {message}", message=message)
+
+    def _onServerCancel(self, command: Command) -> None:
+        method: Any = command.method
+        consumer = self.consumers.pop(method.consumer_tag, None)
+        if not method.nowait:
+            amqp_class = method.NAME.split(".")[0]
+            self.connection.sendMethod(
+                self.number, self.build(f"{amqp_class}.cancel-ok", consumer_tag=method.consumer_tag)
+            )
+        if consumer is not None:
+            consumer.serverCancelled()
+
+    def _onConfirm(self, command: Command) -> None:
+        method: Any = command.method
+        if self._confirms is None:
+            raise CommandInvalid(
+                f"{method.NAME} on channel {self.number}, which is not in confirm mode",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        if method.NAME == "basic.ack":
+            self._confirms.acked(method.delivery_tag, method.multiple)
+        else:
+            self._confirms.nacked(method.delivery_tag, method.multiple)
+
+    def _onOtherRequest(self, command: Command) -> None:
+        handler = self.method_handlers.get(command.method.NAME)
+        if handler is None:
+            _log.info(
+                "ignored {method} on channel {channel}: no handler in Channel.method_handlers",
+                method=command.method.NAME,
+                channel=self.number,
+            )
+            return
+        handler(command)
+
+    @classmethod
+    def _dispatchTable(cls, version: ProtocolVersion) -> dict[type[Method], _Handler]:
+        table = cls._dispatch_tables.get(version.name)
+        if table is None:
+            table = cls._dispatch_tables[version.name] = _build_dispatch(version)
+        return table
+
+    # -- content ---------------------------------------------------------------
+
+    def _send(self, data: bytes) -> None:
+        if self._flow_active:
+            self.connection.write(data)
+        else:
+            self._held.append(data)
+
+    def _encodeProperties(self, class_id: int, properties: PropertiesLike) -> bytes:
+        if properties is None:
+            return framing.NO_PROPERTIES
+        if isinstance(properties, Properties):
+            return properties.encode()
+        return self.version.properties[class_id](**properties).encode()
+
+    def basic_publish(
+        self,
+        body: BodyLike,
+        exchange: str = "",
+        routing_key: str = "",
+        properties: PropertiesLike = None,
+        *,
+        mandatory: bool = False,
+        immediate: bool = False,
+    ) -> Optional[Deferred[int]]:
+        """Publish a message.
+
+        :param body: the body, as bytes (encode text first).
+        :param properties: ``BasicProperties`` or a mapping of its fields
+            (``{"content_type": "text/plain", "delivery_mode": 2}``).
+        :param mandatory: have the server return the message (to
+            :attr:`return_handler`) when no queue takes it.
+        :returns: None; in confirm mode (:meth:`confirm_select`) a Deferred
+            firing with the message's delivery tag when the server acks it,
+            failing with :class:`~txamqp09.client.errors.MessageNacked` on nack.
+        :raises ChannelClosed: the channel is closed.
+        """
+        if self.state is not _OPEN:
+            raise self._unusable()
+        if type(body) is not bytes:
+            body = _as_bytes(body)
+        key = (exchange, routing_key, mandatory, immediate)
+        method_frame = self._publish_frames.get(key)
+        if method_frame is None:
+            method_frame = self._cachePublishFrame(key)
+        encoded = framing.NO_PROPERTIES if properties is None else self._encodeProperties(60, properties)
+        data = framing.content_frames(
+            method_frame, self.number, encoded, body, self.connection.body_frame_limit
+        )
+        self._send(data)
+        if self._confirms is not None:
+            return self._confirms.published()
+        return None
+
+    #: The same operation, under the name most clients use.
+    publish = basic_publish
+
+    def _cachePublishFrame(self, key: tuple[str, str, bool, bool]) -> bytes:
+        if len(self._publish_frames) >= 256:
+            self._publish_frames.clear()
+        frame = self._publish_frames[key] = framing.publish_method_frame(self.number, *key)
+        return frame
+
+    # -- acknowledgements ------------------------------------------------------
+
+    def ack(self, delivery_tag: int, multiple: bool = False) -> None:
+        """Acknowledge a delivery (and with *multiple* all before it)."""
+        if self.state is not _OPEN:
+            raise self._unusable()
+        self.connection.write(framing.ack_frame(self.number, delivery_tag, multiple))
+
+    def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> None:
+        """Refuse deliveries (basic.nack, 0-9-1 only)."""
+        if "basic.nack" not in self.spec.BY_NAME:
+            raise NotInThisVersion(f"basic.nack does not exist in AMQP {self.version.name}; use reject")
+        self._checkOpen()
+        self.connection.write(framing.nack_frame(self.number, delivery_tag, multiple, requeue))
+
+    def reject(self, delivery_tag: int, requeue: bool = True) -> None:
+        """Refuse one delivery (basic.reject)."""
+        self._checkOpen()
+        self.connection.write(framing.reject_frame(self.number, delivery_tag, requeue))
+
+    # -- explicit wrappers of the common methods ---------------------------------
+
+    def exchange_declare(
+        self,
+        exchange: str,
+        type: str = "direct",
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        nowait: bool = False,
+        arguments: Optional[dict[str, Any]] = None,
+    ) -> Deferred[Any]:
+        """Declare an exchange; fires with exchange.declare-ok."""
+        return self._request(
+            "exchange.declare",
+            exchange=exchange,
+            type=type,
+            passive=passive,
+            durable=durable,
+            auto_delete=auto_delete,
+            internal=internal,
+            nowait=nowait,
+            arguments=arguments or {},
+        )
+
+    def queue_declare(
+        self,
+        queue: str = "",
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        nowait: bool = False,
+        arguments: Optional[dict[str, Any]] = None,
+    ) -> Deferred[Any]:
+        """Declare a queue (the server names it when *queue* is empty).
+
+        Fires with queue.declare-ok: its ``queue``, ``message_count`` and
+        ``consumer_count``.
+        """
+        return self._request(
+            "queue.declare",
+            queue=queue,
+            passive=passive,
+            durable=durable,
+            exclusive=exclusive,
+            auto_delete=auto_delete,
+            nowait=nowait,
+            arguments=arguments or {},
+        )
+
+    def basic_qos(
+        self, prefetch_count: int = 0, *, prefetch_size: int = 0, global_: bool = False
+    ) -> Deferred[Any]:
+        """Limit unacknowledged deliveries to *prefetch_count* messages (0: no limit)."""
+        return self._request(
+            "basic.qos", prefetch_count=prefetch_count, prefetch_size=prefetch_size, global_=global_
+        )
+
+    def basic_consume(
+        self,
+        queue: str = "",
+        callback: Optional[DeliveryCallback] = None,
+        *,
+        no_ack: bool = False,
+        exclusive: bool = False,
+        no_local: bool = False,
+        consumer_tag: str = "",
+        arguments: Optional[dict[str, Any]] = None,
+        nowait: bool = False,
+        max_backlog: int = DEFAULT_MAX_BACKLOG,
+    ) -> Deferred[Consumer]:
+        """Start consuming *queue*; fires with the :class:`Consumer`.
+
+        :param callback: called with each :class:`Message`; without one,
+            iterate the consumer with ``async for``.
+        :param no_ack: the server forgets messages as it sends them.
+        :param max_backlog: deliveries the application may fall behind by
+            before the connection stops reading; see :mod:`~txamqp09.client.consumer`.
+        """
+        tag = consumer_tag or f"txamqp09.{self.number}.{next(self._consumer_tags)}"
+        if tag in self.consumers:
+            return fail(ValueError(f"consumer tag {tag!r} is in use on channel {self.number}"))
+        try:
+            method = self.build(
+                "basic.consume",
+                queue=queue,
+                consumer_tag=tag,
+                no_local=no_local,
+                no_ack=no_ack,
+                exclusive=exclusive,
+                nowait=nowait,
+                arguments=arguments or {},
+            )
+        except NotInThisVersion as error:
+            return fail(error)
+        consumer = Consumer(self, queue, tag, no_ack=no_ack, callback=callback, max_backlog=max_backlog)
+        if self.state is _OPEN:
+            self.consumers[tag] = consumer
+        registered = self.call(method)
+        assert registered is not None
+        return registered.addCallback(lambda _: consumer)
+
+    def cancelConsumer(self, consumer: Consumer) -> Deferred[Any]:
+        """Cancel *consumer*; fires once the server confirmed."""
+        if not consumer.active:
+            return succeed(None)
+        cancelled = self._request(f"{consumer.amqp_class}.cancel", consumer_tag=consumer.tag)
+
+        def forget(result: Any) -> Any:
+            self.consumers.pop(consumer.tag, None)
+            consumer.finish(None)
+            return result
+
+        return cancelled.addCallback(forget)
+
+    def basic_get(self, queue: str = "", *, no_ack: bool = False) -> Deferred[Optional[Message]]:
+        """Fetch one message from *queue*; fires with a :class:`Message`, or None when empty."""
+
+        def unwrap(channel: Channel, command: Command) -> Optional[Message]:
+            if command.method.NAME == "basic.get-empty":
+                return None
+            return Message(channel, command, settled=no_ack)
+
+        try:
+            method = self.build("basic.get", queue=queue, no_ack=no_ack)
+        except NotInThisVersion as error:
+            return fail(error)
+        fetched = self._call(method, unwrap)
+        assert fetched is not None
+        return fetched
+
+    def confirm_select(self, *, nowait: bool = False) -> Deferred[Any]:
+        """Put the channel in confirm mode: :meth:`basic_publish` then returns Deferreds."""
+        if self.state is _OPEN and self._confirms is None and "confirm.select" in self.spec.BY_NAME:
+            self._confirms = ConfirmTracker()
+        return self._request("confirm.select", nowait=nowait)
+
+    @property
+    def unconfirmed(self) -> int:
+        """Messages published in confirm mode and not yet acked or nacked."""
+        return self._confirms.unconfirmed if self._confirms is not None else 0
+
+    def tx_select(self) -> Deferred[Any]:
+        """Make the channel transactional: publishes and acks wait for :meth:`tx_commit`."""
+        return self._request("tx.select")
+
+    def tx_commit(self) -> Deferred[Any]:
+        """Commit the current transaction."""
+        return self._request("tx.commit")
+
+    def tx_rollback(self) -> Deferred[Any]:
+        """Abandon the current transaction's publishes and acks."""
+        return self._request("tx.rollback")
+
+    def _request(self, name: str, **fields: Any) -> Deferred[Any]:
+        try:
+            method = self.build(name, **fields)
+        except NotInThisVersion as error:
+            return fail(error)
+        requested = self.call(method)
+        assert requested is not None
+        return requested
+
+
+def _as_bytes(body: BodyLike) -> bytes:
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    raise TypeError(
+        f"message bodies are bytes, not {type(body).__name__}; encode text first"
+    )
+
+
+#: Handlers of methods the server sends, by name, beyond responses.
+_NAMED_HANDLERS: dict[str, _Handler] = {
+    "channel.close": Channel._onClose,
+    "channel.close-ok": Channel._onCloseOk,
+    "channel.flow": Channel._onFlow,
+    "basic.ack": Channel._onConfirm,
+    "basic.nack": Channel._onConfirm,
+}
+
+
+def _handler_for(cls: type[Method], responses: set[type[Method]]) -> _Handler:
+    name = cls.NAME
+    fields = {field for field, _ in cls.FIELDS}
+    handler = _NAMED_HANDLERS.get(name)
+    if handler is not None:
+        return handler
+    if name.endswith(".deliver") and "consumer_tag" in fields and cls.CONTENT:
+        return Channel._onDeliver
+    if name.endswith(".return") and cls.CONTENT:
+        return Channel._onReturn
+    if name.endswith(".cancel") and "consumer_tag" in fields:
+        return Channel._onServerCancel
+    if cls in responses:
+        return Channel._onResponse
+    return Channel._onOtherRequest
+
+
+def _build_dispatch(version: ProtocolVersion) -> dict[type[Method], _Handler]:
+    """The handler of every non-connection method a server may send in *version*."""
+    responses = {response for cls in version.methods.values() for response in cls.RESPONSES}
+    return {
+        cls: _handler_for(cls, responses)
+        for cls in version.methods.values()
+        if "client" in cls.CHASSIS and not cls.NAME.startswith("connection.")
+    }
