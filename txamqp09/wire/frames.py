@@ -4,8 +4,8 @@ A frame is a 7-byte header (type octet, channel short, payload size long), the
 payload, and the frame-end octet 0xCE. :class:`FrameReader` parses frames out
 of one growing :class:`bytearray` with an offset, copying each payload once
 and compacting the buffer once per :meth:`~FrameReader.feed`. It checks the
-frame size against ``frame_max`` as soon as a header arrives, before any of
-the payload is buffered.
+frame size against ``frame_max``, the frame type, and the heartbeat's channel
+and size as soon as a header arrives, before any of the payload is buffered.
 
 :class:`ContentAssembler` joins a content-carrying method with its content
 header and body frames into a :class:`Command`.
@@ -57,6 +57,7 @@ _END = bytes((FRAME_END,))
 #: The heartbeat frame: type 8, channel 0, empty payload.
 HEARTBEAT_FRAME = _HEADER.pack(FRAME_HEARTBEAT, 0, 0) + _END
 
+_CONTENT_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY))
 _TYPE_NAMES = {
     4: "out-of-band method",
     5: "out-of-band header",
@@ -113,6 +114,8 @@ class FrameReader:
                         f"frame of {length + FRAME_OVERHEAD} bytes exceeds "
                         f"frame_max {self.frame_max}"
                     )
+                if frame_type not in _CONTENT_TYPES:
+                    self._check_type(frame_type, channel, length)
                 end = pos + 7 + length
                 if end >= size:
                     break
@@ -121,7 +124,6 @@ class FrameReader:
                         f"frame-end octet is {buffer[end]:#04x}, not 0xce: the "
                         "frame's size field does not match its contents"
                     )
-                self._check_type(frame_type, channel, length)
                 payload = view[pos + 7 : end].tobytes()
                 pos = end + 1
                 yield frame_type, channel, payload
@@ -130,8 +132,7 @@ class FrameReader:
             del buffer[:pos]
 
     def _check_type(self, frame_type: int, channel: int, length: int) -> None:
-        if frame_type in (FRAME_METHOD, FRAME_HEADER, FRAME_BODY):
-            return
+        """Refuse a frame that is not method, header or body by its header alone."""
         if frame_type == FRAME_HEARTBEAT:
             if channel or length:
                 raise FrameError(
