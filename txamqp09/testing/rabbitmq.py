@@ -80,14 +80,15 @@ def free_port() -> int:
 class TLSFiles:
     """PEM files for a TLS listener: the CA that signs peers, and the node's own pair.
 
-    :param verify_peer: ask clients for a certificate signed by *ca_file*
-        (connections without one are still accepted).
+    :param verify_peer: ask clients for a certificate signed by *ca_file*.
+    :param require_peer_cert: refuse clients that present no certificate.
     """
 
     ca_file: str
     cert_file: str
     key_file: str
     verify_peer: bool = True
+    require_peer_cert: bool = False
 
 
 class RabbitMQ:
@@ -170,8 +171,8 @@ class RabbitMQ:
                 f"ssl_options.cacertfile = {self.tls.ca_file}",
                 f"ssl_options.certfile = {self.tls.cert_file}",
                 f"ssl_options.keyfile = {self.tls.key_file}",
-                "ssl_options.verify = verify_peer" if self.tls.verify_peer else "ssl_options.verify = verify_none",
-                "ssl_options.fail_if_no_peer_cert = false",
+                "ssl_options.verify = " + ("verify_peer" if self.tls.verify_peer else "verify_none"),
+                "ssl_options.fail_if_no_peer_cert = " + str(self.tls.require_peer_cert).lower(),
             ]
         lines += [f"{key} = {value}" for key, value in self.extra_config.items()]
         return lines
@@ -272,13 +273,14 @@ class RabbitMQ:
         return output
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the node (``rabbitmqctl stop``, then signals) and its epmd."""
+        """Stop the node, then its epmd.
+
+        The node gets SIGTERM, on which RabbitMQ shuts down as cleanly as
+        with ``rabbitmqctl stop`` but without starting an Erlang CLI node
+        (about 1 s instead of 6); SIGKILL follows after *timeout* seconds.
+        """
         server, self._server = self._server, None
-        if server is not None and server.poll() is None:
-            try:
-                self.ctl("stop", timeout=timeout)
-            except (RabbitMQError, subprocess.TimeoutExpired, OSError):
-                pass
+        if server is not None:
             _end_process(server, timeout)
         epmd, self._epmd = self._epmd, None
         if epmd is not None:
@@ -286,13 +288,13 @@ class RabbitMQ:
 
 
 def _end_process(process: subprocess.Popen[bytes], timeout: float) -> None:
-    """Wait for *process*; terminate it, then kill it, when it lingers."""
-    for signal_it in (None, process.terminate, process.kill):
-        if signal_it is not None:
-            signal_it()
+    """Terminate *process*; kill it when it lingers past *timeout* seconds."""
+    for end in (process.terminate, process.kill):
+        if process.poll() is not None:
+            return
+        end()
         try:
             process.wait(timeout)
-            return
         except subprocess.TimeoutExpired:
             continue
 
