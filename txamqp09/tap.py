@@ -14,6 +14,7 @@ from twisted.application import service, strports
 from twisted.internet.interfaces import IReactorTime
 from twisted.python import usage
 
+from txamqp09.broker.model import Broker
 from txamqp09.broker.server import ServerFactory
 
 __all__ = ["Options", "makeService"]
@@ -65,6 +66,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     assert clock is not None
     factory = ServerFactory(
         clock,
+        Broker(),
         frame_max=options["frame-max"],
         channel_max=options["channel-max"],
         heartbeat=options["heartbeat"],

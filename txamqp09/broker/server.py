@@ -12,6 +12,7 @@ import platform
 import struct
 from typing import Any, Callable, Optional
 
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Factory
 
@@ -171,6 +172,7 @@ class ServerConnection(AMQPConnection):
         self.channels: dict[int, ServerChannel] = {}
         self._input = bytearray()
         self._negotiation_call: Any = None
+        self._lost_waiters: list[Deferred[None]] = []
 
     def connectionMade(self) -> None:
         assert self.transport is not None
@@ -433,6 +435,21 @@ class ServerConnection(AMQPConnection):
         self._closeChannels()
         self.client.close()
         super().connectionLost(reason)
+        factory = getattr(self, "factory", None)
+        if factory is not None:
+            factory.connections.discard(self)
+        waiters, self._lost_waiters = self._lost_waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+    def whenLost(self) -> Deferred[None]:
+        """A Deferred that fires once the connection is gone."""
+        waiter: Deferred[None] = Deferred()
+        if self.state is ConnectionState.CLOSED:
+            waiter.callback(None)
+        else:
+            self._lost_waiters.append(waiter)
+        return waiter
 
 
 #: Channel-class methods the connection handles itself, by name.
@@ -454,8 +471,11 @@ class ServerFactory(Factory):
         self.broker = broker if broker is not None else Broker()
         self.options = options
         self.batch = OutputBatch()
+        #: The connections that are currently up.
+        self.connections: set[ServerConnection] = set()
 
     def buildProtocol(self, addr: Any) -> ServerConnection:
         connection = ServerConnection(self.clock, broker=self.broker, batch=self.batch, **self.options)
         connection.factory = self
+        self.connections.add(connection)
         return connection

@@ -21,6 +21,7 @@ that presented a client certificate) and turns a response into credentials.
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import struct
 from dataclasses import dataclass
@@ -127,9 +128,9 @@ class PasswordCredentials:
         self.mechanism = mechanism
         self.peer = peer
 
-    def checkPassword(self, password: str) -> bool:
-        """Whether ``password`` equals the one given (IUsernamePassword)."""
-        return self.password == password
+    def checkPassword(self, password: bytes) -> bool:
+        """Whether ``password`` (UTF-8) equals the one given (IUsernamePassword)."""
+        return hmac.compare_digest(self.password.encode("utf-8"), password)
 
 
 @implementer(IExternalCredentials)

@@ -14,7 +14,7 @@ by the credentials checker (loopback only, by default).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from txamqp09.broker.auth.passwords import SHA256, PasswordHash, hash_password
 from txamqp09.broker.auth.permissions import Permissions
@@ -99,7 +99,7 @@ class UserDatabase:
         """Remove a user with their permissions and realm grants."""
         self._require_user(name)
         del self.users[name]
-        self._forget(lambda key: key[0] == name)
+        self._forget(0, name)
 
     def add_vhost(self, vhost: VirtualHost) -> VirtualHost:
         """Add or replace a virtual host."""
@@ -111,12 +111,12 @@ class UserDatabase:
         self._require_vhost(name)
         del self.vhosts[name]
         self.realms.pop(name, None)
-        self._forget(lambda key: key[1] == name)
+        self._forget(1, name)
 
-    def _forget(self, refers: Callable[[tuple[str, ...]], bool]) -> None:
-        for table in (self.permissions, self.grants):
-            for key in [key for key in table if refers(key)]:
-                del table[key]
+    def _forget(self, position: int, name: str) -> None:
+        """Drop the permissions and grants whose key names ``name`` at ``position``."""
+        self.permissions = {key: p for key, p in self.permissions.items() if key[position] != name}
+        self.grants = {key: g for key, g in self.grants.items() if key[position] != name}
 
     def _require_user(self, name: str) -> None:
         if name not in self.users:

@@ -149,9 +149,10 @@ class Session:
         if self.per_consumer_qos and not global_:
             self._consumer_window = (prefetch_count, prefetch_size)
             return
-        window = self.client.prefetch if global_ else self.prefetch
+        connection_wide = global_ and not self.per_consumer_qos
+        window = self.client.prefetch if connection_wide else self.prefetch
         window.count, window.size = prefetch_count, prefetch_size
-        if global_:
+        if connection_wide:
             self.client.refill()
         else:
             self.refill()

@@ -1,0 +1,1 @@
+"""Broker tests: model, server channel layer, and real clients over loopback."""

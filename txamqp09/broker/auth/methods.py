@@ -1,0 +1,242 @@
+"""Which permission and which ticket right each method needs, as a table.
+
+:data:`METHOD_RULES` maps a method's ``NAME`` (``"queue.bind"``) to its
+:class:`MethodRule`. The permission checks follow RabbitMQ's table:
+
+=====================  ====================  ===================  ===================
+method                 configure             write                read
+=====================  ====================  ===================  ===================
+exchange.declare       exchange                                   exchange (with AE)
+  with alternate-exch.                       AE
+exchange.declare       (passive: none)
+exchange.delete        exchange
+exchange.bind/unbind                         destination          source
+queue.declare          queue                                      queue (with DLX)
+  with dead-letter ex.                       DLX
+queue.declare          (passive: none)
+queue.delete           queue
+queue.bind/unbind                            queue                exchange
+queue.purge                                                       queue
+basic.publish                                exchange
+basic.get/consume                                                 queue
+=====================  ====================  ===================  ===================
+
+The ticket rights follow the 0-9 specification: declare and delete need
+*active* (declare with ``passive`` set needs *passive*), queue.bind and
+queue.unbind need *active* on the queue's realm, purge, get and consume need
+*read*, publish needs *write*. The file and stream classes of 0-9 follow
+basic.
+
+:class:`AccessGuard` applies the table for one connection: one call per
+method, ``guard.check(channel, method)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from txamqp09.broker.auth.cred import IAMQPUser
+from txamqp09.broker.auth.permissions import Permission, ResourceKind, checked_name
+from txamqp09.broker.auth.realms import Right
+from txamqp09.broker.auth.tickets import TicketTable
+from txamqp09.wire.errors import AccessRefused, AMQPError, PreconditionFailed
+
+__all__ = [
+    "PermissionCheck",
+    "TicketCheck",
+    "MethodRule",
+    "METHOD_RULES",
+    "AccessGuard",
+    "ALTERNATE_EXCHANGE",
+    "DEAD_LETTER_EXCHANGE",
+]
+
+#: The exchange.declare argument naming an alternate exchange.
+ALTERNATE_EXCHANGE = "alternate-exchange"
+#: The queue.declare argument naming a dead-letter exchange.
+DEAD_LETTER_EXCHANGE = "x-dead-letter-exchange"
+
+_ARGUMENT = "arguments/"
+
+
+@dataclass(frozen=True)
+class PermissionCheck:
+    """One vhost-permission check a method needs.
+
+    :ivar permission: configure, write or read.
+    :ivar kind: the kind of resource checked.
+    :ivar source: the method field naming the resource, or ``arguments/KEY``
+        for a name in the method's arguments table (checked only when present).
+    :ivar only_with: check only when the method's arguments hold this key.
+    """
+
+    permission: Permission
+    kind: ResourceKind
+    source: str
+    only_with: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class TicketCheck:
+    """The access-ticket right a method needs on the realm of one resource."""
+
+    right: Right
+    kind: ResourceKind
+    source: str
+
+
+@dataclass(frozen=True)
+class MethodRule:
+    """Everything a method needs.
+
+    :ivar permissions: vhost-permission checks, all of which must pass.
+    :ivar ticket: the ticket check, for methods carrying a ticket.
+    :ivar passive_field: a bit field which, when set, makes the method a
+        query: no permission is needed and the ticket right becomes passive.
+    """
+
+    permissions: tuple[PermissionCheck, ...] = ()
+    ticket: Optional[TicketCheck] = None
+    passive_field: Optional[str] = None
+
+
+_C, _W, _R = Permission.CONFIGURE, Permission.WRITE, Permission.READ
+_EX, _Q = ResourceKind.EXCHANGE, ResourceKind.QUEUE
+_AE, _DLX = _ARGUMENT + ALTERNATE_EXCHANGE, _ARGUMENT + DEAD_LETTER_EXCHANGE
+
+
+def _rule(
+    *checks: tuple[Any, ...], ticket: Optional[tuple[Right, ResourceKind, str]] = None, passive_field: Optional[str] = None
+) -> MethodRule:
+    """A MethodRule from ``(permission, kind, source[, only_with])`` and ``(right, kind, source)`` tuples."""
+    return MethodRule(
+        tuple(PermissionCheck(*check) for check in checks),
+        TicketCheck(*ticket) if ticket is not None else None,
+        passive_field,
+    )
+
+
+_ACTIVE_QUEUE = (Right.ACTIVE, _Q, "queue")
+_READ_QUEUE = (Right.READ, _Q, "queue")
+_WRITE_EXCHANGE = (Right.WRITE, _EX, "exchange")
+
+#: The checks of every method that needs any, by method NAME.
+METHOD_RULES: Mapping[str, MethodRule] = {
+    "exchange.declare": _rule(
+        (_C, _EX, "exchange"), (_W, _EX, _AE), (_R, _EX, "exchange", ALTERNATE_EXCHANGE),
+        ticket=(Right.ACTIVE, _EX, "exchange"), passive_field="passive",
+    ),
+    "exchange.delete": _rule((_C, _EX, "exchange"), ticket=(Right.ACTIVE, _EX, "exchange")),
+    "exchange.bind": _rule((_W, _EX, "destination"), (_R, _EX, "source")),
+    "exchange.unbind": _rule((_W, _EX, "destination"), (_R, _EX, "source")),
+    "queue.declare": _rule(
+        (_C, _Q, "queue"), (_W, _EX, _DLX), (_R, _Q, "queue", DEAD_LETTER_EXCHANGE),
+        ticket=_ACTIVE_QUEUE, passive_field="passive",
+    ),
+    "queue.delete": _rule((_C, _Q, "queue"), ticket=_ACTIVE_QUEUE),
+    "queue.bind": _rule((_W, _Q, "queue"), (_R, _EX, "exchange"), ticket=_ACTIVE_QUEUE),
+    "queue.unbind": _rule((_W, _Q, "queue"), (_R, _EX, "exchange"), ticket=_ACTIVE_QUEUE),
+    "queue.purge": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
+    "basic.publish": _rule((_W, _EX, "exchange"), ticket=_WRITE_EXCHANGE),
+    "basic.get": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
+    "basic.consume": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
+    "file.publish": _rule((_W, _EX, "exchange"), ticket=_WRITE_EXCHANGE),
+    "file.consume": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
+    "stream.publish": _rule((_W, _EX, "exchange"), ticket=_WRITE_EXCHANGE),
+    "stream.consume": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
+}
+
+_REQUEST_RIGHTS = tuple(Right)
+
+
+def _resource(method: Any, source: str, queue: Optional[str]) -> Optional[str]:
+    """The resource name ``source`` gives for ``method``, or None if absent."""
+    if source.startswith(_ARGUMENT):
+        key = source[len(_ARGUMENT):]
+        value = (method.arguments or {}).get(key)
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, bytes):
+            return value.decode("utf-8", "replace")
+        raise PreconditionFailed(
+            f"argument {key!r} must be a string naming an exchange, not {value!r}",
+            method.CLASS_ID,
+            method.METHOD_ID,
+        )
+    if source == "queue" and queue is not None:
+        return queue
+    return str(getattr(method, source))
+
+
+class AccessGuard:
+    """Checks one connection's methods against permissions and tickets.
+
+    :param user: the connection's avatar.
+    :param vhost: the virtual host the connection opened.
+    :param tickets: the connection's ticket table.
+    """
+
+    def __init__(self, user: IAMQPUser, vhost: str, tickets: TicketTable) -> None:
+        self.user = user
+        self.vhost = vhost
+        self.tickets = tickets
+
+    def check(self, channel: int, method: Any, queue: Optional[str] = None) -> None:
+        """Raise unless the user may run ``method`` on ``channel``.
+
+        :param queue: the queue name the broker will act on, when it differs
+            from ``method.queue`` (an empty name resolved to the channel's last
+            declared queue, or the name generated for queue.declare).
+        :raises AccessRefused: a permission or ticket check failed (channel).
+        :raises NotAllowed: the ticket belongs to another channel (connection).
+        :raises PreconditionFailed: an exchange argument is not a string.
+        """
+        rule = METHOD_RULES.get(method.NAME)
+        if rule is None:
+            return
+        passive = rule.passive_field is not None and getattr(method, rule.passive_field)
+        if rule.ticket is not None:
+            self._check_ticket(channel, method, rule.ticket, passive, queue)
+        if not passive:
+            for check in rule.permissions:
+                self._check_permission(method, check, queue)
+
+    def _check_ticket(
+        self, channel: int, method: Any, check: TicketCheck, passive: bool, queue: Optional[str]
+    ) -> None:
+        name = _resource(method, check.source, queue)
+        assert name is not None
+        right = Right.PASSIVE if passive else check.right
+        try:
+            self.tickets.check_ticket(channel, getattr(method, "ticket", 0), check.kind, name, right)
+        except AMQPError as error:
+            error.class_id, error.method_id = method.CLASS_ID, method.METHOD_ID
+            raise
+
+    def _check_permission(self, method: Any, check: PermissionCheck, queue: Optional[str]) -> None:
+        if check.only_with is not None and check.only_with not in (method.arguments or {}):
+            return
+        name = _resource(method, check.source, queue)
+        if name is None or self.user.allows(check.permission, self.vhost, name):
+            return
+        raise AccessRefused(
+            f"ACCESS_REFUSED - access to {check.kind.value} {checked_name(name)!r} in vhost "
+            f"{self.vhost!r} refused for user {self.user.name!r}: {method.NAME} needs "
+            f"{check.permission.value} permission on it",
+            method.CLASS_ID,
+            method.METHOD_ID,
+        )
+
+    def request_ticket(self, channel: int, method: Any) -> int:
+        """Grant the ticket an access.request asks for; its number for access.request-ok."""
+        wanted = [right for right in _REQUEST_RIGHTS if getattr(method, right.value)]
+        return self.tickets.request(channel, method.realm, wanted)
+
+    def channel_closed(self, channel: int) -> None:
+        """Forget a closed channel's tickets."""
+        self.tickets.channel_closed(channel)
+
+    def close(self) -> None:
+        """Forget all tickets (on connection loss)."""
+        self.tickets.close()

@@ -1,0 +1,159 @@
+"""The security layer in one object, for the server connection to call.
+
+:class:`Security` is built once per broker and shared by every connection::
+
+    security = Security(UserDatabase.default(), reactor)
+
+    # connection.start
+    peer = PeerInfo.from_transport(self.transport)
+    mechanisms = security.mechanisms_field(peer)
+    # connection.start-ok
+    login = yield security.login(method.mechanism, method.response, peer)
+    # connection.open
+    guard = security.open_vhost(login.user, method.virtual_host, tickets=version_has_tickets)
+    # every method
+    guard.check(channel, method)
+    # connection lost
+    guard.close(); login.logout()
+
+See docs/security.rst, "Wiring into the connection".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
+from twisted.internet.defer import Deferred, fail
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly, make_portal
+from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused
+from txamqp09.broker.auth.methods import AccessGuard
+from txamqp09.broker.auth.sasl import MechanismRegistry, PeerInfo
+from txamqp09.broker.auth.throttle import LoginThrottle
+from txamqp09.broker.auth.tickets import RealmUsage, TicketTable
+from txamqp09.broker.auth.users import GUEST, UserDatabase
+from txamqp09.wire.errors import InvalidPath
+
+__all__ = ["Login", "Security", "refusal_text"]
+
+_CONNECTION_OPEN = (10, 40)
+
+
+def refusal_text(mechanism: str) -> str:
+    """The one reply text of every refused login: it says nothing of why."""
+    return (
+        f"ACCESS_REFUSED - Login was refused using authentication mechanism {mechanism}. "
+        "For details see the broker logfile."
+    )
+
+
+@dataclass(frozen=True)
+class Login:
+    """A successful login.
+
+    :ivar user: the avatar.
+    :ivar logout: call it once the connection is lost.
+    """
+
+    user: IAMQPUser
+    logout: Callable[[], None]
+
+
+class Security:
+    """Authentication and authorization for a broker.
+
+    :param database: users, vhosts, permissions, realms.
+    :param clock: for the login throttle.
+    :param mechanisms: the SASL mechanisms to offer.
+    :param loopback_users: users allowed to log in only from this machine.
+    :param accept_ticket_zero: whether 0-8/0-9 clients may work without
+        access.request (ticket 0); 0-9-1 has no tickets and always may.
+    :param throttle: the login throttle (a default one on ``clock`` if None).
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        database: UserDatabase,
+        clock: IReactorTime,
+        *,
+        mechanisms: MechanismRegistry | None = None,
+        loopback_users: Iterable[str] = (GUEST,),
+        accept_ticket_zero: bool = True,
+        throttle: LoginThrottle | None = None,
+    ) -> None:
+        self.database = database
+        self.mechanisms = mechanisms if mechanisms is not None else MechanismRegistry()
+        self.portal, self.realm = make_portal(database, loopback_users)
+        self.throttle = throttle if throttle is not None else LoginThrottle(clock)
+        self.accept_ticket_zero = accept_ticket_zero
+        self.usage = RealmUsage()
+
+    def mechanisms_field(self, peer: PeerInfo) -> bytes:
+        """connection.start's ``mechanisms`` for this peer."""
+        return self.mechanisms.mechanisms_field(peer)
+
+    def login(self, mechanism: str, response: bytes, peer: PeerInfo) -> Deferred[Login]:
+        """Authenticate a connection.start-ok.
+
+        Attempts from a host with recent failures wait first (see
+        :class:`LoginThrottle`). Fails with :class:`LoginRefused` (403, a
+        connection exception): for an unoffered mechanism or a malformed
+        response with a text saying so, for a wrong user or password with
+        :func:`refusal_text`, which does not tell which.
+        """
+        try:
+            credentials = self.mechanisms.credentials(mechanism, response, peer)
+        except LoginRefused as error:
+            self._failed(mechanism, peer, error.reply_text)
+            return fail(error)
+        waited = self.throttle.wait(peer.host)
+        waited.addCallback(lambda _: self.portal.login(credentials, None, IAMQPUser))
+        return waited.addCallbacks(self._logged_in, self._refused, errbackArgs=(mechanism, peer))
+
+    def _logged_in(self, result: tuple[Any, IAMQPUser, Callable[[], None]]) -> Login:
+        _, user, logout = result
+        return Login(user, logout)
+
+    def _refused(self, failure: Failure, mechanism: str, peer: PeerInfo) -> Failure:
+        failure.trap(UnauthorizedLogin, UnhandledCredentials)
+        reason = str(failure.value)
+        self._failed(mechanism, peer, reason)
+        if failure.check(LoopbackOnly):
+            return Failure(LoginRefused(f"ACCESS_REFUSED - {reason}"))
+        return Failure(LoginRefused(refusal_text(mechanism)))
+
+    def _failed(self, mechanism: str, peer: PeerInfo, reason: str) -> None:
+        self.throttle.failed(peer.host)
+        self.log.info(
+            "login refused from {host} using {mechanism}: {reason}",
+            host=peer.host,
+            mechanism=mechanism,
+            reason=reason,
+        )
+
+    def open_vhost(self, user: IAMQPUser, vhost: str, *, tickets: bool) -> AccessGuard:
+        """Check connection.open and make the connection's :class:`AccessGuard`.
+
+        :param tickets: whether the protocol version has access tickets
+            (0-8 and 0-9: True; 0-9-1: False).
+        :raises InvalidPath: the vhost does not exist (402).
+        :raises HardAccessRefused: the user has no permissions on it (403).
+        """
+        if vhost not in self.database.vhosts:
+            raise InvalidPath(f"virtual host {vhost!r} does not exist", *_CONNECTION_OPEN)
+        if not user.may_open_vhost(vhost):
+            raise HardAccessRefused(
+                f"ACCESS_REFUSED - access to vhost {vhost!r} refused for user {user.name!r}: "
+                "they have no permissions on it",
+                *_CONNECTION_OPEN,
+            )
+        accept_zero = self.accept_ticket_zero or not tickets
+        table = TicketTable(self.usage, self.database, user, vhost, accept_zero)
+        return AccessGuard(user, vhost, table)
