@@ -38,7 +38,7 @@ from txamqp09.client.errors import (
 from txamqp09.client.message import Message
 from txamqp09.client.outcome import Outcome
 from txamqp09.wire.base import Method, Properties
-from txamqp09.wire.errors import ChannelLevelError, CommandInvalid, error_for_code
+from txamqp09.wire.errors import ChannelLevelError, CommandInvalid, PreconditionFailed, error_for_code
 from txamqp09.wire.frames import Command, content_frames
 from txamqp09.wire.versions import ProtocolVersion
 
@@ -372,7 +372,7 @@ class Channel:
     def _onConfirm(self, command: Command) -> None:
         method: Any = command.method
         if self._confirms is None:
-            raise CommandInvalid(
+            raise PreconditionFailed(
                 f"{method.NAME} on channel {self.number}, which is not in confirm mode",
                 method.CLASS_ID,
                 method.METHOD_ID,

@@ -1,0 +1,427 @@
+"""Channels offline: requests and responses, closing, content, confirms, flow, the generated API."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from twisted.internet.error import ConnectionDone
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from txamqp09.client.api import channel_class, client_sent_methods, python_name
+from txamqp09.client.channel import Channel, ChannelState
+from txamqp09.client.errors import (
+    AlreadySettled,
+    ChannelClosed,
+    ConnectionClosed,
+    MessageNacked,
+    NotInThisVersion,
+)
+from txamqp09.wire.errors import NotFound
+from txamqp09.wire.fields import Content
+from txamqp09.wire.frames import Command
+from txamqp09.wire.versions import AMQP0_8, AMQP0_9, AMQP0_9_1, VERSIONS, ProtocolVersion
+
+from .support import ScriptedServer
+
+
+def opened(version: ProtocolVersion = AMQP0_9_1, **parameters: Any) -> tuple[ScriptedServer, Channel]:
+    """A scripted server with an open connection and channel 1."""
+    server = ScriptedServer(version, **parameters)
+    server.open()
+    return server, server.openChannel(1)
+
+
+class RequestTests(SynchronousTestCase):
+    def test_responseFiresTheRequest(self) -> None:
+        server, channel = opened()
+        declared = channel.queue_declare("q", durable=True)
+        [(number, declare)] = server.methods()
+        self.assertEqual((number, declare.NAME, declare.queue, declare.durable), (1, "queue.declare", "q", True))
+        server.send(1, server.spec.QueueDeclareOk(queue="q", message_count=3, consumer_count=0))
+        self.assertEqual(self.successResultOf(declared).message_count, 3)
+
+    def test_pipelinedRequestsAreAnsweredInOrder(self) -> None:
+        server, channel = opened()
+        first = channel.exchange_declare("x", "topic")
+        second = channel.queue_bind(queue="q", exchange="x", routing_key="#")
+        self.assertEqual(server.names(), ["exchange.declare", "queue.bind"])
+        server.send(1, server.spec.ExchangeDeclareOk())
+        self.assertNoResult(second)
+        server.send(1, server.spec.QueueBindOk())
+        self.assertEqual(self.successResultOf(first).NAME, "exchange.declare-ok")
+        self.assertEqual(self.successResultOf(second).NAME, "queue.bind-ok")
+
+    def test_nowaitFiresAtOnce(self) -> None:
+        server, channel = opened()
+        self.assertIsNone(self.successResultOf(channel.queue_delete(queue="q", nowait=True)))
+        self.assertEqual(server.names(), ["queue.delete"])
+        # A response now would have no request to answer: nothing waits.
+        self.assertFalse(channel._requests)
+
+    def test_methodWithoutResponseReturnsNone(self) -> None:
+        server, channel = opened()
+        self.assertIsNone(channel.basic_recover_async(requeue=True))
+        self.assertEqual(server.names(), ["basic.recover-async"])
+
+    def test_unexpectedResponseClosesTheConnection(self) -> None:
+        server, channel = opened()
+        channel.queue_declare("q")
+        server.methods()
+        server.send(1, server.spec.ExchangeDeclareOk())
+        [(number, close)] = server.methods()
+        self.assertEqual((number, close.NAME, close.reply_code), (0, "connection.close", 503))
+        self.assertIn("waited for queue.declare-ok", close.reply_text)
+
+    def test_basicGet(self) -> None:
+        server, channel = opened()
+        got = channel.basic_get("q")
+        server.sendContent(1, server.spec.BasicGetOk(delivery_tag=7, exchange="", routing_key="q", message_count=2), b"body")
+        message = self.successResultOf(got)
+        self.assertEqual((message.body, message.delivery_tag, message.method.message_count), (b"body", 7, 2))
+        empty = channel.basic_get("q")
+        server.send(1, server.spec.BasicGetEmpty())
+        self.assertIsNone(self.successResultOf(empty))
+
+    def test_missingFieldOfTheVersionRefused(self) -> None:
+        server, channel = opened(AMQP0_8)
+        self.failureResultOf(channel.basic_consume("q", arguments={"x-priority": 1}), NotInThisVersion)
+        channel.basic_consume("q")
+        self.assertEqual(server.names(), ["basic.consume"])
+
+    def test_methodMissingFromTheVersion(self) -> None:
+        _, channel = opened(AMQP0_9)
+        failure = self.failureResultOf(channel.confirm_select(), NotInThisVersion)
+        self.assertIn("confirm.select does not exist in AMQP 0-9", str(failure.value))
+        self.assertRaises(NotInThisVersion, channel.nack, 1)
+
+
+class ClosingTests(SynchronousTestCase):
+    def serverCloses(self, server: ScriptedServer) -> None:
+        server.send(1, server.spec.ChannelClose(reply_code=404, reply_text="NOT_FOUND - no queue 'q'", class_id=50, method_id=10))
+
+    def test_serverCloseFailsPendingWithItsReply(self) -> None:
+        server, channel = opened()
+        pending = channel.queue_declare("q", passive=True)
+        server.methods()
+        self.serverCloses(server)
+        closed = self.failureResultOf(pending, ChannelClosed).value
+        self.assertEqual(
+            (closed.reply_code, closed.reply_text, closed.class_id, closed.method_id, closed.method_name),
+            (404, "NOT_FOUND - no queue 'q'", 50, 10, "queue.declare"),
+        )
+        self.assertIsInstance(closed.error, NotFound)
+        self.assertEqual(server.names(), ["channel.close-ok"])
+        self.assertIs(channel.state, ChannelState.CLOSED)
+        self.assertNotIn(1, server.client.channels)
+
+    def test_laterCallsFailWithTheSameReply(self) -> None:
+        server, channel = opened()
+        self.serverCloses(server)
+        self.assertEqual(self.failureResultOf(channel.queue_declare("q"), ChannelClosed).value.reply_code, 404)
+        self.assertRaises(ChannelClosed, channel.basic_publish, b"x")
+        self.assertRaises(ChannelClosed, channel.ack, 1)
+        self.assertEqual(self.successResultOf(channel.whenClosed()).reply_code, 404)
+
+    def test_clientClose(self) -> None:
+        server, channel = opened()
+        pending = channel.queue_declare("q")
+        closing = channel.close()
+        self.failureResultOf(pending, ChannelClosed)
+        self.assertEqual(server.names(), ["queue.declare", "channel.close"])
+        # Whatever the server sends before close-ok is dropped.
+        server.sendContent(1, server.spec.BasicDeliver(consumer_tag="t", delivery_tag=1), b"late")
+        server.send(1, server.spec.QueueDeclareOk(queue="q"))
+        self.assertNoResult(closing)
+        server.send(1, server.spec.ChannelCloseOk())
+        self.successResultOf(closing)
+        self.assertIs(channel.state, ChannelState.CLOSED)
+        self.assertRaises(ChannelClosed, channel.basic_publish, b"x")
+
+    def test_crossingClosesEndTheChannel(self) -> None:
+        server, channel = opened()
+        closing = channel.close()
+        self.serverCloses(server)
+        self.successResultOf(closing)
+        server.send(1, server.spec.ChannelCloseOk())
+        self.assertIs(server.client.state.name, "OPEN")
+
+    def test_connectionLossFailsEverything(self) -> None:
+        server, channel = opened()
+        selecting = channel.confirm_select()
+        server.send(1, server.spec.ConfirmSelectOk())
+        self.successResultOf(selecting)
+        pending = channel.queue_declare("q")
+        confirm = channel.basic_publish(b"x")
+        server.lose(Failure(ConnectionDone("bye")))
+        self.failureResultOf(pending, ConnectionClosed)
+        self.failureResultOf(confirm, ConnectionClosed)
+        self.assertRaises(ConnectionClosed, channel.basic_publish, b"x")
+
+    def test_disconnectEndsChannelsCleanly(self) -> None:
+        server, channel = opened()
+        pending = channel.queue_declare("q")
+        server.client.disconnect()
+        failure = self.failureResultOf(pending, ConnectionClosed)
+        self.assertEqual(failure.value.reply_code, 200)
+
+    def test_protocolErrorOnAChannelClosesIt(self) -> None:
+        server, channel = opened()
+        server.send(1, server.spec.BasicAck(delivery_tag=1))
+        [(_, close)] = server.methods()
+        self.assertEqual((close.NAME, close.reply_code, close.class_id, close.method_id), ("channel.close", 406, 60, 80))
+        self.assertIs(channel.state, ChannelState.CLOSING)
+        self.assertRaises(ChannelClosed, channel.basic_publish, b"x")
+        server.send(1, server.spec.ChannelCloseOk())
+        self.assertIs(channel.state, ChannelState.CLOSED)
+
+
+class PublishTests(SynchronousTestCase):
+    def test_publishWithProperties(self) -> None:
+        server, channel = opened()
+        self.assertIsNone(channel.basic_publish(b"hi", "x", "k", {"content_type": "text/plain", "headers": {"a": 1}}, mandatory=True))
+        [(number, command)] = server.received()
+        self.assertEqual((number, command.method.exchange, command.method.routing_key, command.method.mandatory), (1, "x", "k", True))
+        self.assertEqual(command.body, b"hi")
+        self.assertEqual((command.properties.content_type, command.properties.headers), ("text/plain", {"a": 1}))
+
+    def test_propertiesObject(self) -> None:
+        server, channel = opened()
+        channel.publish(bytearray(b"hi"), properties=server.spec.BasicProperties(delivery_mode=2))
+        [(_, command)] = server.received()
+        self.assertEqual((command.body, command.properties.delivery_mode), (b"hi", 2))
+
+    def test_bodySplitToFrameMax(self) -> None:
+        server = ScriptedServer()
+        server.open(frame_max=4096)
+        channel = server.openChannel(1)
+        body = bytes(range(256)) * 40
+        channel.basic_publish(body, routing_key="q")
+        data = server.transport.value()
+        self.assertEqual(data.count(b"\xce\x03\x00\x01"), 3)  # header end + 2 body frames, the third follows a body end
+        [(_, command)] = server.received()
+        self.assertEqual(command.body, body)
+
+    def test_textBodyRefused(self) -> None:
+        _, channel = opened()
+        error = self.assertRaises(TypeError, channel.basic_publish, "text")
+        self.assertIn("encode text first", str(error))
+
+    def test_emptyBody(self) -> None:
+        server, channel = opened()
+        channel.basic_publish(b"", routing_key="q")
+        [(_, command)] = server.received()
+        self.assertEqual(command.body, b"")
+
+
+class ConfirmTests(SynchronousTestCase):
+    def confirming(self) -> tuple[ScriptedServer, Channel]:
+        server, channel = opened()
+        selected = channel.confirm_select()
+        server.send(1, server.spec.ConfirmSelectOk())
+        self.successResultOf(selected)
+        server.methods()
+        return server, channel
+
+    def test_ackFiresWithTheTag(self) -> None:
+        server, channel = self.confirming()
+        first, second = channel.basic_publish(b"1"), channel.basic_publish(b"2")
+        server.send(1, server.spec.BasicAck(delivery_tag=2))
+        self.assertNoResult(first)
+        self.assertEqual(self.successResultOf(second), 2)
+        self.assertEqual(channel.unconfirmed, 1)
+
+    def test_multipleAck(self) -> None:
+        server, channel = self.confirming()
+        published = [channel.basic_publish(b"%d" % n) for n in range(4)]
+        server.send(1, server.spec.BasicAck(delivery_tag=3, multiple=True))
+        self.assertEqual([self.successResultOf(d) for d in published[:3]], [1, 2, 3])
+        self.assertNoResult(published[3])
+        server.send(1, server.spec.BasicAck(delivery_tag=0, multiple=True))
+        self.assertEqual(self.successResultOf(published[3]), 4)
+
+    def test_nackFails(self) -> None:
+        server, channel = self.confirming()
+        published = [channel.basic_publish(b"%d" % n) for n in range(2)]
+        server.send(1, server.spec.BasicNack(delivery_tag=2, multiple=True))
+        for number, deferred in enumerate(published, 1):
+            self.assertEqual(self.failureResultOf(deferred, MessageNacked).value.delivery_tag, number)
+
+    def test_ackWithoutConfirmModeClosesTheChannel(self) -> None:
+        server, channel = opened()
+        server.send(1, server.spec.BasicAck(delivery_tag=1))
+        self.assertEqual(server.names(), ["channel.close"])
+        self.assertIn("not in confirm mode", str(channel.closed_by))
+
+    def test_channelCloseFailsUnconfirmed(self) -> None:
+        server, channel = self.confirming()
+        published = channel.basic_publish(b"x")
+        server.send(1, server.spec.ChannelClose(reply_code=406, reply_text="PRECONDITION_FAILED"))
+        self.assertEqual(self.failureResultOf(published, ChannelClosed).value.reply_code, 406)
+
+
+class TransactionTests(SynchronousTestCase):
+    def test_txMethods(self) -> None:
+        server, channel = opened()
+        selected, committed, rolled_back = channel.tx_select(), channel.tx_commit(), channel.tx_rollback()
+        self.assertEqual(server.names(), ["tx.select", "tx.commit", "tx.rollback"])
+        for ok in (server.spec.TxSelectOk(), server.spec.TxCommitOk(), server.spec.TxRollbackOk()):
+            server.send(1, ok)
+        self.assertEqual(
+            [self.successResultOf(d).NAME for d in (selected, committed, rolled_back)],
+            ["tx.select-ok", "tx.commit-ok", "tx.rollback-ok"],
+        )
+
+
+class FlowTests(SynchronousTestCase):
+    def test_flowPausesPublishing(self) -> None:
+        server, channel = opened()
+        server.send(1, server.spec.ChannelFlow(active=False))
+        [(_, flow_ok)] = server.methods()
+        self.assertEqual((flow_ok.NAME, flow_ok.active), ("channel.flow-ok", False))
+        self.assertFalse(channel.flow_active)
+        channel.basic_publish(b"1")
+        channel.basic_publish(b"2")
+        self.assertEqual(server.transport.value(), b"")
+        server.send(1, server.spec.ChannelFlow(active=True))
+        received = server.received()
+        self.assertEqual(received[0][1].NAME, "channel.flow-ok")
+        self.assertEqual([command.body for _, command in received[1:]], [b"1", b"2"])
+
+
+class ReturnAndCancelTests(SynchronousTestCase):
+    def test_returnReachesTheHandler(self) -> None:
+        server, channel = opened()
+        returned: list[Any] = []
+        channel.return_handler = returned.append
+        server.sendContent(1, server.spec.BasicReturn(reply_code=312, reply_text="NO_ROUTE", exchange="x", routing_key="k"), b"lost")
+        [message] = returned
+        self.assertEqual((message.body, message.method.reply_code, message.routing_key), (b"lost", 312, "k"))
+        self.assertRaises(AlreadySettled, message.ack)
+
+    def test_returnWithoutHandlerIsLogged(self) -> None:
+        server, _ = opened()
+        server.sendContent(1, server.spec.BasicReturn(reply_code=312, reply_text="NO_ROUTE"), b"lost")
+
+    def test_serverCancelEndsTheConsumer(self) -> None:
+        server, channel = opened()
+        consumer = self.successResultOf(self.consume(server, channel))
+        cancelled: list[Any] = []
+        consumer.onCancel(cancelled.append)
+        server.send(1, server.spec.BasicCancel(consumer_tag=consumer.tag, nowait=False))
+        self.assertEqual(server.names(), ["basic.cancel-ok"])
+        self.assertEqual(cancelled, [consumer])
+        self.assertTrue(consumer.cancelled_by_server)
+        self.assertFalse(consumer.active)
+        self.assertNotIn(consumer.tag, channel.consumers)
+
+    def test_serverCancelNowait(self) -> None:
+        server, channel = opened()
+        consumer = self.successResultOf(self.consume(server, channel))
+        server.send(1, server.spec.BasicCancel(consumer_tag=consumer.tag, nowait=True))
+        self.assertEqual(server.names(), [])
+
+    def consume(self, server: ScriptedServer, channel: Channel) -> Any:
+        consuming = channel.basic_consume("q", lambda message: None)
+        [(_, consume)] = server.methods()
+        server.send(1, server.spec.BasicConsumeOk(consumer_tag=consume.consumer_tag))
+        return consuming
+
+    def test_deliveriesReachTheCallbackAndAckOnce(self) -> None:
+        server, channel = opened()
+        messages: list[Any] = []
+        consuming = channel.basic_consume("q", messages.append, consumer_tag="mine")
+        server.send(1, server.spec.BasicConsumeOk(consumer_tag="mine"))
+        consumer = self.successResultOf(consuming)
+        self.assertEqual(consumer.tag, "mine")
+        server.methods()
+        properties = server.spec.BasicProperties(headers={"h": 1}, correlation_id="c")
+        server.sendContent(1, server.spec.BasicDeliver(consumer_tag="mine", delivery_tag=5, redelivered=True, exchange="x", routing_key="k"), b"m", properties)
+        [message] = messages
+        self.assertEqual(
+            (message.body, message.delivery_tag, message.redelivered, message.exchange, message.routing_key, message.consumer_tag),
+            (b"m", 5, True, "x", "k", "mine"),
+        )
+        self.assertEqual((message.headers, message.properties.correlation_id), ({"h": 1}, "c"))
+        message.ack()
+        self.assertRaises(AlreadySettled, message.reject)
+        [(_, ack)] = server.methods()
+        self.assertEqual((ack.NAME, ack.delivery_tag, ack.multiple), ("basic.ack", 5, False))
+
+    def test_nackAndReject(self) -> None:
+        server, channel = opened()
+        channel.nack(3, multiple=True, requeue=False)
+        channel.reject(4, requeue=False)
+        nack, reject = (method for _, method in server.methods())
+        self.assertEqual((nack.delivery_tag, nack.multiple, nack.requeue), (3, True, False))
+        self.assertEqual((reject.delivery_tag, reject.requeue), (4, False))
+
+    def test_noAckDeliveriesAreSettled(self) -> None:
+        server, channel = opened()
+        messages: list[Any] = []
+        channel.basic_consume("q", messages.append, consumer_tag="t", no_ack=True)
+        server.send(1, server.spec.BasicConsumeOk(consumer_tag="t"))
+        server.sendContent(1, server.spec.BasicDeliver(consumer_tag="t", delivery_tag=1), b"m")
+        self.assertRaises(AlreadySettled, messages[0].ack)
+
+    def test_clientCancel(self) -> None:
+        server, channel = opened()
+        consumer = self.successResultOf(self.consume(server, channel))
+        cancelling = consumer.cancel()
+        [(_, cancel)] = server.methods()
+        self.assertEqual((cancel.NAME, cancel.consumer_tag), ("basic.cancel", consumer.tag))
+        server.send(1, server.spec.BasicCancelOk(consumer_tag=consumer.tag))
+        self.successResultOf(cancelling)
+        self.assertFalse(consumer.active)
+        self.successResultOf(consumer.cancel())
+
+    def test_unknownRequestsGoToMethodHandlers(self) -> None:
+        server, channel = opened(AMQP0_8)
+        alerts: list[Command] = []
+        channel.method_handlers["channel.alert"] = alerts.append
+        server.send(1, server.spec.ChannelAlert(reply_code=1, reply_text="note", details={}))
+        self.assertEqual(alerts[0].method.reply_text, "note")
+
+
+class GeneratedAPITests(SynchronousTestCase):
+    """Every client-sent method of every version is a channel method."""
+
+    def test_everyMethodIsCallable(self) -> None:
+        for version in VERSIONS.values():
+            cls = channel_class(version)
+            for method_class in client_sent_methods(version):
+                self.assertTrue(callable(getattr(cls, python_name(method_class))), method_class.NAME)
+
+    def test_docstringAndTypedKeywordSignature(self) -> None:
+        cls = channel_class(AMQP0_9_1)
+        bind = cls.queue_bind  # type: ignore[attr-defined]
+        self.assertTrue(bind.__doc__.startswith(AMQP0_9_1.spec.QueueBind.__doc__))
+        self.assertIn("queue.bind-ok", bind.__doc__)
+        parameters = inspect.signature(bind).parameters
+        self.assertEqual(parameters["routing_key"].kind, inspect.Parameter.KEYWORD_ONLY)
+        self.assertEqual(parameters["routing_key"].annotation, "str")
+        self.assertEqual(parameters["nowait"].default, False)
+
+    def test_explicitWrappersWin(self) -> None:
+        self.assertIs(channel_class(AMQP0_9_1).queue_declare, Channel.queue_declare)
+
+    def test_unknownFieldIsATypeError(self) -> None:
+        _, channel = opened()
+        self.assertRaises(TypeError, channel.queue_bind, queue="q", no_such_field=1)  # type: ignore[attr-defined]
+
+    def test_classesOfZeroNine(self) -> None:
+        server, channel = opened(AMQP0_9)
+        names = ["file_qos", "stream_consume", "dtx_select", "tunnel_request", "message_transfer", "access_request"]
+        for name in names:
+            self.assertTrue(hasattr(channel, name), name)
+        qos = channel.file_qos(prefetch_count=3)  # type: ignore[attr-defined]
+        server.send(1, server.spec.FileQosOk())
+        self.assertEqual(self.successResultOf(qos).NAME, "file.qos-ok")
+        channel.tunnel_request(body=b"payload", properties={"durable": 1}, meta_data={"k": "v"})  # type: ignore[attr-defined]
+        transfer = channel.message_transfer(destination="d", body=Content(b"b"))  # type: ignore[attr-defined]
+        server.send(1, server.spec.MessageOk())
+        self.assertEqual(self.successResultOf(transfer).NAME, "message.ok")
+        tunnel, message = server.received()[1:]
+        self.assertEqual((tunnel[1].method.NAME, tunnel[1].body, tunnel[1].method.meta_data), ("tunnel.request", b"payload", {"k": b"v"}))
+        self.assertEqual((message[1].NAME, message[1].body), ("message.transfer", Content(b"b")))
