@@ -1,0 +1,1 @@
+"""Tests of txamqp09.broker.auth: users, SASL, cred, permissions, tickets, TLS."""
