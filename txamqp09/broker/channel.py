@@ -25,6 +25,7 @@ from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHos
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import CONTENT_HEADER, Method
 from txamqp09.wire.errors import (
+    AMQPError,
     AMQPNotImplemented,
     AMQPSyntaxError,
     CommandInvalid,
@@ -115,7 +116,11 @@ class ServerChannel:
         handler = self.handlers.get(type(method))
         if handler is None:
             raise _refusal(method)
-        handler(self, method)
+        try:
+            handler(self, method)
+        except AMQPError as error:
+            _blame(error, method.CLASS_ID, method.METHOD_ID)
+            raise
 
     def _reply(self, method: Method) -> None:
         self.connection.sendMethod(self.number, method)
@@ -201,7 +206,11 @@ class ServerChannel:
         )
         self.content = None
         self._raw_properties = None
-        self.session.publish(exchange, message, mandatory, immediate)
+        try:
+            self.session.publish(exchange, message, mandatory, immediate)
+        except AMQPError as error:
+            _blame(error, 60, 40)
+            raise
 
     # -- hot path: ack -------------------------------------------------------
 
@@ -210,7 +219,11 @@ class ServerChannel:
         if offset + _ACK_FIELDS.size > end:
             raise AMQPSyntaxError("basic.ack: frame ends inside its fields", 60, 80)
         tag, flags = _ACK_FIELDS.unpack_from(buf, offset)
-        self.session.ack(tag, bool(flags & 1))
+        try:
+            self.session.ack(tag, bool(flags & 1))
+        except AMQPError as error:
+            _blame(error, 60, 80)
+            raise
 
     # -- sink: what the model sends ------------------------------------------
 
@@ -453,6 +466,12 @@ class ServerChannel:
         self.session.confirm_select()
         if not method.nowait:
             self._reply(self.spec.ConfirmSelectOk())
+
+
+def _blame(error: AMQPError, class_id: int, method_id: int) -> None:
+    """Name the method that caused *error*, unless it names one already."""
+    if not error.class_id:
+        error.class_id, error.method_id = class_id, method_id
 
 
 def _refusal(method: Method) -> Exception:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 
@@ -68,8 +68,11 @@ class LoginThrottle:
         return min(self.cap, self.base * 2 ** min(record.failures - 1, 64))
 
     def wait(self, host: str) -> Deferred[None]:
-        """A Deferred that fires when an attempt from ``host`` may be checked."""
-        return deferLater(self.clock, self.delay(host), lambda: None)
+        """A Deferred that fires when an attempt from ``host`` may be checked (now, if no delay)."""
+        delay = self.delay(host)
+        if not delay:
+            return succeed(None)
+        return deferLater(self.clock, delay, lambda: None)
 
     def failed(self, host: str) -> None:
         """Record a failed login from ``host``."""
