@@ -5,14 +5,12 @@ from __future__ import annotations
 import functools
 from typing import Any, Awaitable, Callable, Optional, TypeVar
 
-from twisted.internet import reactor
-from twisted.internet.defer import Deferred, ensureDeferred, gatherResults
-from twisted.internet.protocol import Factory
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.error import ConnectionLost
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
-from txamqp09.broker.server import ServerFactory
 from txamqp09.client.channel import Channel
 from txamqp09.client.connection import ClientConnection
 from txamqp09.client.params import ConnectionParameters
@@ -29,7 +27,7 @@ from txamqp09.wire.frames import (
 )
 from txamqp09.wire.versions import AMQP0_9_1, HEADER_SIZE, ProtocolVersion
 
-__all__ = ["inline", "ScriptedServer", "LoopbackBroker", "HEARTBEAT"]
+__all__ = ["inline", "ScriptedServer", "HEARTBEAT"]
 
 T = TypeVar("T")
 
@@ -143,51 +141,4 @@ class ScriptedServer:
 
     def lose(self, reason: Optional[Failure] = None) -> None:
         """The transport goes away."""
-        from twisted.internet.error import ConnectionLost
-
         self.client.connectionLost(reason or Failure(ConnectionLost("gone")))
-
-
-class _TrackingFactory(ServerFactory):
-    """A broker factory that remembers its connections, to wait for their end."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lost: list[Deferred[None]] = []
-
-    def buildProtocol(self, addr: Any) -> Any:
-        connection = super().buildProtocol(addr)
-        ended: Deferred[None] = Deferred()
-        self.lost.append(ended)
-        lost = connection.connectionLost
-
-        def connectionLost(reason: Any = None) -> None:
-            lost(reason)
-            ended.callback(None)
-
-        connection.connectionLost = connectionLost  # type: ignore[method-assign]
-        return connection
-
-
-class LoopbackBroker:
-    """This project's broker listening on 127.0.0.1 for one test.
-
-    :param listen: how to listen; plain TCP by default, e.g. TLS with
-        ``lambda factory: reactor.listenSSL(0, factory, options, interface="127.0.0.1")``.
-    """
-
-    def __init__(self, listen: Optional[Callable[[Factory], Any]] = None, **options: Any) -> None:
-        self.factory = _TrackingFactory(reactor, **options)
-        listen = listen or (lambda factory: reactor.listenTCP(0, factory, interface="127.0.0.1"))
-        self._port = listen(self.factory)
-        self.port: int = self._port.getHost().port
-
-    def stop(self) -> Deferred[Any]:
-        """Stop listening; wait until every server-side connection has ended."""
-        return gatherResults([Deferred.fromCoroutine(_maybe(self._port.stopListening())), *self.factory.lost])
-
-
-async def _maybe(result: Any) -> Any:
-    if isinstance(result, Deferred):
-        return await result
-    return result

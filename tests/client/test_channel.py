@@ -21,7 +21,13 @@ from txamqp09.client.errors import (
 from txamqp09.wire.errors import NotFound
 from txamqp09.wire.fields import Content
 from txamqp09.wire.frames import Command
-from txamqp09.wire.versions import AMQP0_8, AMQP0_9, AMQP0_9_1, VERSIONS, ProtocolVersion
+from txamqp09.wire.versions import (
+    AMQP0_8,
+    AMQP0_9,
+    AMQP0_9_1,
+    VERSIONS,
+    ProtocolVersion,
+)
 
 from .support import ScriptedServer
 

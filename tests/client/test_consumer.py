@@ -1,0 +1,182 @@
+"""Consumers offline: async iteration, callbacks, and backpressure on the transport."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.trial.unittest import SynchronousTestCase
+
+from txamqp09.client.channel import Channel
+from txamqp09.client.consumer import Consumer
+from txamqp09.client.errors import ChannelClosed, ConnectionClosed
+
+from .support import ScriptedServer
+
+
+class ConsumerTestCase(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.server = ScriptedServer()
+        self.server.open()
+        self.channel: Channel = self.server.openChannel(1)
+
+    def consume(self, callback: Any = None, max_backlog: int = 1000) -> Consumer:
+        consuming = self.channel.basic_consume("q", callback, consumer_tag="c", max_backlog=max_backlog)
+        self.server.send(1, self.server.spec.BasicConsumeOk(consumer_tag="c"))
+        self.server.methods()
+        return self.successResultOf(consuming)
+
+    def deliver(self, tag: int, body: bytes = b"m") -> None:
+        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), body)
+
+    def next(self, consumer: Consumer) -> Deferred[Any]:
+        return ensureDeferred(consumer.__anext__())
+
+    @property
+    def paused(self) -> bool:
+        return self.server.transport.producerState == "paused"
+
+
+class IterationTests(ConsumerTestCase):
+    def test_bufferedThenAwaited(self) -> None:
+        consumer = self.consume()
+        self.deliver(1, b"a")
+        self.assertEqual(self.successResultOf(self.next(consumer)).body, b"a")
+        waiting = self.next(consumer)
+        self.assertNoResult(waiting)
+        self.deliver(2, b"b")
+        self.assertEqual(self.successResultOf(waiting).body, b"b")
+
+    def test_asyncForUntilCancelled(self) -> None:
+        consumer = self.consume()
+
+        async def collect() -> list[bytes]:
+            bodies = []
+            async for message in consumer:
+                bodies.append(message.body)
+                message.ack()
+            return bodies
+
+        collected = ensureDeferred(collect())
+        self.deliver(1, b"a")
+        self.deliver(2, b"b")
+        cancelling = consumer.cancel()
+        self.deliver(3, b"c")  # in flight before cancel-ok: still delivered
+        self.server.send(1, self.server.spec.BasicCancelOk(consumer_tag="c"))
+        self.successResultOf(cancelling)
+        self.assertEqual(self.successResultOf(collected), [b"a", b"b", b"c"])
+        self.assertEqual(self.server.names(), ["basic.ack", "basic.ack", "basic.cancel", "basic.ack"])
+
+    def test_bufferDrainsBeforeTheEnd(self) -> None:
+        consumer = self.consume()
+        self.deliver(1)
+        self.server.send(1, self.server.spec.BasicCancel(consumer_tag="c", nowait=True))
+        self.assertEqual(self.successResultOf(self.next(consumer)).delivery_tag, 1)
+        self.failureResultOf(self.next(consumer), StopAsyncIteration)
+
+    def test_channelCloseRaisesInTheLoop(self) -> None:
+        consumer = self.consume()
+        waiting = self.next(consumer)
+        self.server.send(1, self.server.spec.ChannelClose(reply_code=404, reply_text="NOT_FOUND - queue deleted"))
+        self.assertEqual(self.failureResultOf(waiting, ChannelClosed).value.reply_code, 404)
+        self.failureResultOf(self.next(consumer), ChannelClosed)
+
+    def test_connectionLossRaisesInTheLoop(self) -> None:
+        consumer = self.consume()
+        waiting = self.next(consumer)
+        self.server.lose()
+        self.failureResultOf(waiting, ConnectionClosed)
+
+    def test_clientCloseEndsTheLoop(self) -> None:
+        consumer = self.consume()
+        waiting = self.next(consumer)
+        self.channel.close()
+        self.failureResultOf(waiting, StopAsyncIteration)
+
+    def test_oneAwaiterAtATime(self) -> None:
+        consumer = self.consume()
+        self.next(consumer)
+        self.failureResultOf(self.next(consumer), RuntimeError)
+
+    def test_callbackConsumerIsNotIterable(self) -> None:
+        consumer = self.consume(lambda message: None)
+        self.assertRaises(TypeError, consumer.__aiter__)
+
+
+class BackpressureTests(ConsumerTestCase):
+    def test_slowIteratorPausesReading(self) -> None:
+        consumer = self.consume(max_backlog=4)
+        for tag in range(1, 4):
+            self.deliver(tag)
+        self.assertFalse(self.paused)
+        self.deliver(4)
+        self.assertTrue(self.paused)
+        self.assertEqual(consumer.backlog, 4)
+        self.next(consumer)
+        self.assertTrue(self.paused)
+        self.next(consumer)
+        self.assertFalse(self.paused)
+
+    def test_unfinishedCallbacksPauseReading(self) -> None:
+        working: list[Deferred[None]] = []
+
+        def handle(message: Any) -> Deferred[None]:
+            working.append(Deferred())
+            return working[-1]
+
+        consumer = self.consume(handle, max_backlog=2)
+        self.deliver(1)
+        self.deliver(2)
+        self.assertTrue(self.paused)
+        self.assertEqual(consumer.backlog, 2)
+        working[0].callback(None)
+        self.assertFalse(self.paused)
+
+    def test_coroutineCallbacksCount(self) -> None:
+        gate: Deferred[None] = Deferred()
+
+        async def handle(message: Any) -> None:
+            await gate
+            message.ack()
+
+        consumer = self.consume(handle, max_backlog=1)
+        self.deliver(1)
+        self.assertTrue(self.paused)
+        gate.callback(None)
+        self.assertFalse(self.paused)
+        self.assertEqual(consumer.backlog, 0)
+        self.assertEqual(self.server.names(), ["basic.ack"])
+
+    def test_failingCallbacksAreLoggedAndCounted(self) -> None:
+        def handle(message: Any) -> None:
+            raise ValueError("boom")
+
+        async def handle_later(message: Any) -> None:
+            raise KeyError("later")
+
+        self.consume(handle)
+        self.deliver(1)
+        self.assertEqual(len(self.flushLoggedErrors(ValueError)), 1)
+        self.channel.basic_consume("q", handle_later, consumer_tag="d")
+        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
+        self.assertEqual(len(self.flushLoggedErrors(KeyError)), 1)
+        self.assertEqual(self.channel.consumers["d"].backlog, 0)
+
+    def test_twoConsumersHoldReadingTogether(self) -> None:
+        first = self.consume(max_backlog=1)
+        self.channel.basic_consume("q", consumer_tag="d", max_backlog=1)
+        self.server.send(1, self.server.spec.BasicConsumeOk(consumer_tag="d"))
+        second = self.channel.consumers["d"]
+        self.deliver(1)
+        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
+        self.next(first)
+        self.assertTrue(self.paused)
+        self.next(second)
+        self.assertFalse(self.paused)
+
+    def test_endingReleasesReading(self) -> None:
+        self.consume(max_backlog=1)
+        self.deliver(1)
+        self.assertTrue(self.paused)
+        self.server.send(1, self.server.spec.BasicCancel(consumer_tag="c", nowait=True))
+        self.assertFalse(self.paused)

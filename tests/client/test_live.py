@@ -1,0 +1,359 @@
+"""The client against real brokers over loopback: this project's broker and RabbitMQ.
+
+:class:`LiveTests` holds the cases; :class:`OwnBrokerTests` runs them against
+:class:`~txamqp09.testing.broker.LoopbackBroker` in this process and
+:class:`RabbitMQTests` against the private RabbitMQ node of
+:mod:`txamqp09.testing.rabbitmq` (skipped when RabbitMQ is not installed).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.task import deferLater
+from twisted.trial.unittest import TestCase
+
+from txamqp09.client import (
+    Channel,
+    ChannelClosed,
+    ClientConnection,
+    ConnectionClosed,
+    Message,
+    connect,
+)
+from txamqp09.testing.broker import LoopbackBroker
+from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+from txamqp09.wire.errors import NotFound
+
+from .support import inline
+
+
+class LiveTests:
+    """Cases that need a broker; a subclass provides :meth:`url`."""
+
+    timeout = 30
+
+    def url(self) -> str:
+        raise NotImplementedError
+
+    async def connect(self, **changes: Any) -> ClientConnection:
+        connection = await connect(reactor, self.url(), **changes)
+        self.addCleanup(connection.disconnect)  # type: ignore[attr-defined]
+        return connection
+
+    async def channel(self, **changes: Any) -> Channel:
+        return await (await self.connect(**changes)).channel()
+
+    async def privateQueue(self, channel: Channel) -> str:
+        """A server-named exclusive queue, gone with the connection."""
+        declared = await channel.queue_declare("", exclusive=True)
+        return declared.queue  # type: ignore[no-any-return]
+
+    # -- connections -----------------------------------------------------------
+
+    @inline
+    async def test_everyVersionPublishesAndGets(self) -> None:
+        for version in ("0-9-1", "0-9", "0-8"):
+            channel = await self.channel(version=version)
+            queue = await self.privateQueue(channel)
+            channel.basic_publish(version.encode(), routing_key=queue)
+            message = await channel.basic_get(queue)
+            self.assertEqual(message.body, version.encode())  # type: ignore[attr-defined]
+            message.ack()
+
+    @inline
+    async def test_heartbeatAndFrameMaxNegotiated(self) -> None:
+        connection = await self.connect(heartbeat=7, frame_max=8192)
+        self.assertEqual((connection.negotiated_heartbeat, connection.frame_max), (7, 8192))  # type: ignore[attr-defined]
+
+    @inline
+    async def test_wrongPasswordFails(self) -> None:
+        for mechanism in ("PLAIN", "AMQPLAIN"):
+            refused = connect(reactor, self.url(), password="wrong", mechanism=mechanism)
+            closed = await self.assertFailure(refused, ConnectionClosed)  # type: ignore[attr-defined]
+            self.assertEqual(closed.reply_code, 403, str(closed))  # type: ignore[attr-defined]
+
+    @inline
+    async def test_unknownVirtualHostFails(self) -> None:
+        refused = connect(reactor, self.url(), virtual_host="no-such-vhost")
+        closed = await self.assertFailure(refused, ConnectionClosed)  # type: ignore[attr-defined]
+        self.assertIn("no-such-vhost", closed.reply_text)  # type: ignore[attr-defined]
+
+    @inline
+    async def test_disconnectIsClean(self) -> None:
+        connection = await self.connect()
+        channel = await connection.channel()
+        ended = await connection.disconnect()
+        self.assertEqual(ended.reply_code, 200)  # type: ignore[attr-defined]
+        self.assertIsInstance(channel.closed_by, ConnectionClosed)  # type: ignore[attr-defined]
+
+    # -- channels ----------------------------------------------------------------
+
+    @inline
+    async def test_channelErrorFailsPendingAndLaterCalls(self) -> None:
+        connection = await self.connect()
+        channel = await connection.channel()
+        missing = f"missing-{uuid.uuid4()}"
+        closed = await self.assertFailure(channel.queue_declare(missing, passive=True), ChannelClosed)  # type: ignore[attr-defined]
+        self.assertEqual((closed.reply_code, closed.method_name), (404, "queue.declare"))  # type: ignore[attr-defined]
+        self.assertIsInstance(closed.error, NotFound)  # type: ignore[attr-defined]
+        self.assertIn(missing, closed.reply_text)  # type: ignore[attr-defined]
+        await self.assertFailure(channel.queue_declare("x"), ChannelClosed)  # type: ignore[attr-defined]
+        # The connection goes on.
+        other = await connection.channel()
+        await other.queue_declare("", exclusive=True)
+
+    @inline
+    async def test_closeChannel(self) -> None:
+        connection = await self.connect()
+        channel = await connection.channel()
+        await channel.close()
+        self.assertNotIn(channel.number, connection.channels)  # type: ignore[attr-defined]
+        await (await connection.channel()).queue_declare("", exclusive=True)
+
+    # -- content -----------------------------------------------------------------
+
+    @inline
+    async def test_propertiesAndBodyRoundTrip(self) -> None:
+        channel = await self.channel()
+        queue = await self.privateQueue(channel)
+        sent = {
+            "content_type": "application/json",
+            "content_encoding": "utf-8",
+            "headers": {"int": 1, "text": "é", "flag": True, "nested": {"list": [1, "two"]}},
+            "delivery_mode": 2,
+            "priority": 5,
+            "correlation_id": "corr",
+            "reply_to": "back",
+            "expiration": "60000",
+            "message_id": "id-1",
+            "timestamp": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
+            "type": "kind",
+            "app_id": "tests",
+        }
+        body = bytes(range(256))
+        channel.basic_publish(body, routing_key=queue, properties=sent)
+        message = await channel.basic_get(queue, no_ack=True)
+        self.assertEqual(message.body, body)  # type: ignore[attr-defined]
+        received = message.properties.fields()  # type: ignore[attr-defined]
+        sent["headers"] = {"int": 1, "text": "é".encode(), "flag": True, "nested": {"list": [1, b"two"]}}
+        self.assertEqual({name: received[name] for name in sent}, sent)  # type: ignore[attr-defined]
+
+    @inline
+    async def test_largeBodiesAreSplitToFrameMax(self) -> None:
+        channel = await self.channel(frame_max=4096)
+        queue = await self.privateQueue(channel)
+        body = uuid.uuid4().bytes * 20000
+        channel.basic_publish(body, routing_key=queue)
+        message = await channel.basic_get(queue, no_ack=True)
+        self.assertEqual(message.body, body)  # type: ignore[attr-defined]
+
+    @inline
+    async def test_topicRouting(self) -> None:
+        channel = await self.channel()
+        exchange = f"topic-{uuid.uuid4()}"
+        await channel.exchange_declare(exchange, "topic", auto_delete=True)
+        queue = await self.privateQueue(channel)
+        await channel.queue_bind(queue=queue, exchange=exchange, routing_key="a.*")  # type: ignore[attr-defined]
+        channel.basic_publish(b"yes", exchange, "a.b")
+        channel.basic_publish(b"no", exchange, "b.a")
+        first = await channel.basic_get(queue, no_ack=True)
+        self.assertEqual((first.body, first.routing_key), (b"yes", "a.b"))  # type: ignore[attr-defined]
+        self.assertIsNone(await channel.basic_get(queue))
+        await channel.exchange_delete(exchange=exchange)  # type: ignore[attr-defined]
+
+    @inline
+    async def test_rejectAndNack(self) -> None:
+        channel = await self.channel()
+        queue = await self.privateQueue(channel)
+        for body in (b"1", b"2"):
+            channel.basic_publish(body, routing_key=queue)
+        first = await channel.basic_get(queue)
+        first.reject(requeue=True)  # type: ignore[attr-defined]
+        again = await channel.basic_get(queue)
+        self.assertEqual((again.body, again.redelivered), (b"1", True))  # type: ignore[attr-defined]
+        again.nack(requeue=False)  # type: ignore[attr-defined]
+        second = await channel.basic_get(queue)
+        second.reject(requeue=False)  # type: ignore[attr-defined]
+        self.assertIsNone(await channel.basic_get(queue))
+
+    @inline
+    async def test_mandatoryUnroutableIsReturned(self) -> None:
+        channel = await self.channel()
+        returned: Deferred[Message] = Deferred()
+        channel.return_handler = returned.callback
+        channel.basic_publish(b"lost", routing_key=f"nobody-{uuid.uuid4()}", mandatory=True)
+        message = await returned
+        self.assertEqual((message.body, message.method.reply_code), (b"lost", 312))
+
+    # -- consumers ---------------------------------------------------------------
+
+    @inline
+    async def test_asyncIteratorConsumesAndAcks(self) -> None:
+        channel = await self.channel()
+        queue = await self.privateQueue(channel)
+        consumer = await channel.basic_consume(queue)
+        for number in range(20):
+            channel.basic_publish(b"%d" % number, routing_key=queue)
+        bodies = []
+        async for message in consumer:
+            bodies.append(message.body)
+            message.ack()
+            if len(bodies) == 20:
+                await consumer.cancel()
+        self.assertEqual(bodies, [b"%d" % number for number in range(20)])
+        self.assertEqual((await channel.queue_declare(queue, passive=True)).message_count, 0)
+
+    @inline
+    async def test_prefetchLimitsUnacknowledged(self) -> None:
+        channel = await self.channel()
+        queue = await self.privateQueue(channel)
+        for number in range(6):
+            channel.basic_publish(b"%d" % number, routing_key=queue)
+        await channel.basic_qos(2)
+        held: list[Message] = []
+        await channel.basic_consume(queue, held.append)
+        await self.roundTrip(channel, queue)
+        self.assertEqual(len(held), 2)
+        held[1].ack(multiple=True)
+        await self.roundTrip(channel, queue)
+        self.assertEqual([message.body for message in held], [b"0", b"1", b"2", b"3"])
+
+    async def roundTrip(self, channel: Channel, queue: str) -> None:
+        """Let deliveries in flight arrive."""
+        await channel.queue_declare(queue, passive=True)
+        await deferLater(reactor, 0.05, lambda: None)
+
+    @inline
+    async def test_slowConsumerPausesReading(self) -> None:
+        connection = await self.connect()
+        channel = await connection.channel()
+        queue = await self.privateQueue(channel)
+        consumer = await channel.basic_consume(queue, no_ack=True, max_backlog=10)
+        for number in range(100):
+            channel.basic_publish(b"%d" % number, routing_key=queue)
+        while not connection.reading_paused:
+            await deferLater(reactor, 0.01, lambda: None)
+        self.assertGreaterEqual(consumer.backlog, 10)  # type: ignore[attr-defined]
+        bodies = [(await consumer.__anext__()).body for _ in range(100)]
+        self.assertEqual(bodies, [b"%d" % number for number in range(100)])
+        self.assertFalse(connection.reading_paused)
+
+    @inline
+    async def test_deletedQueueCancelsItsConsumer(self) -> None:
+        connection = await self.connect()
+        channel = await connection.channel()
+        queue = await self.privateQueue(channel)
+        consumer = await channel.basic_consume(queue)
+        cancelled: Deferred[Any] = Deferred()
+        consumer.onCancel(cancelled.callback)
+        await (await connection.channel()).queue_delete(queue=queue)  # type: ignore[attr-defined]
+        self.assertIs(await cancelled, consumer)
+        self.assertTrue(consumer.cancelled_by_server)
+        await self.assertFailure(Deferred.fromCoroutine(consumer.__anext__()), StopAsyncIteration)  # type: ignore[attr-defined]
+
+    @inline
+    async def test_rpcWithAReplyQueue(self) -> None:
+        connection = await self.connect()
+        server_channel = await connection.channel()
+        requests = await self.privateQueue(server_channel)
+
+        def answer(request: Message) -> None:
+            number = int(request.body)
+            server_channel.basic_publish(
+                b"%d" % (number * number),
+                routing_key=request.properties.reply_to,  # type: ignore[attr-defined]
+                properties={"correlation_id": request.properties.correlation_id},  # type: ignore[attr-defined]
+            )
+            request.ack()
+
+        await server_channel.basic_consume(requests, answer)
+        client_channel = await connection.channel()
+        replies = await self.privateQueue(client_channel)
+        waiting: dict[str, Deferred[Message]] = {}
+        await client_channel.basic_consume(
+            replies, lambda reply: waiting.pop(reply.properties.correlation_id).callback(reply), no_ack=True  # type: ignore[attr-defined]
+        )
+        calls = []
+        for number in range(5):
+            correlation = str(uuid.uuid4())
+            waiting[correlation] = Deferred()
+            calls.append(waiting[correlation])
+            client_channel.basic_publish(
+                b"%d" % number, routing_key=requests, properties={"reply_to": replies, "correlation_id": correlation}
+            )
+        answers = await gatherResults(calls)
+        self.assertEqual([reply.body for reply in answers], [b"0", b"1", b"4", b"9", b"16"])
+
+    # -- confirms and transactions -----------------------------------------------
+
+    @inline
+    async def test_publisherConfirms(self) -> None:
+        channel = await self.channel()
+        queue = await self.privateQueue(channel)
+        await channel.confirm_select()
+        confirmed = await gatherResults([channel.basic_publish(b"x", routing_key=queue) for _ in range(200)])  # type: ignore[list-item]
+        self.assertEqual(confirmed, list(range(1, 201)))
+        self.assertEqual(channel.unconfirmed, 0)  # type: ignore[attr-defined]
+        self.assertEqual((await channel.queue_declare(queue, passive=True)).message_count, 200)
+
+    @inline
+    async def test_transactions(self) -> None:
+        connection = await self.connect()
+        channel = await connection.channel()
+        queue = await self.privateQueue(channel)
+        observer = await connection.channel()
+        await channel.tx_select()
+        channel.basic_publish(b"rolled back", routing_key=queue)
+        await channel.tx_rollback()
+        channel.basic_publish(b"committed", routing_key=queue)
+        self.assertEqual((await observer.queue_declare(queue, passive=True)).message_count, 0)
+        await channel.tx_commit()
+        message = await observer.basic_get(queue, no_ack=True)
+        self.assertEqual(message.body, b"committed")  # type: ignore[attr-defined]
+
+
+class OwnBrokerTests(LiveTests, TestCase):
+    """Against this project's broker, in this process."""
+
+    def setUp(self) -> None:
+        self.broker = LoopbackBroker()
+        self.broker.start()
+        self.addCleanup(self.broker.stop)
+
+    def url(self) -> str:
+        return self.broker.url
+
+
+class RabbitMQTests(LiveTests, TestCase):
+    """Against a private RabbitMQ node."""
+
+    skip = rabbitmq_missing()
+
+    def setUp(self) -> None:
+        self.node = shared_rabbitmq()
+
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.node.port}/"
+
+    @inline
+    async def test_blockedAndUnblocked(self) -> None:
+        connection = await self.connect()
+        changes: list[Any] = []
+        changed: list[Deferred[None]] = [Deferred(), Deferred()]
+        connection.addBlockedListener(lambda reason: (changes.append(reason), changed[len(changes) - 1].callback(None)))
+        channel = await connection.channel()
+        await channel.queue_declare("", exclusive=True)
+        self.node.ctl("set_vm_memory_high_watermark", "0")
+        try:
+            channel.basic_publish(b"x", routing_key="nowhere")
+            await changed[0]
+        finally:
+            self.node.ctl("set_vm_memory_high_watermark", "0.4")
+        await changed[1]
+        self.assertEqual(changes[1], None)
+        self.assertIn("memory", changes[0])
