@@ -31,12 +31,15 @@ from txamqp09.wire.errors import AMQPSyntaxError
 
 SPEC_DIR = codegen.default_spec_dir()
 
-#: module -> (structure XML, overlay XMLs) it is generated from.
+#: version -> (module, structure XML, overlay XMLs) it is generated from.
 MODULES: dict[str, tuple[ModuleType, str, tuple[str, ...]]] = {
     "0-8": (_amqp0_8, "amqp0-8.xml", ()),
     "0-9": (_amqp0_9, "amqp0-9.xml", ()),
     "0-9-1": (_amqp0_9_1, "amqp0-9-1-rabbitmq.xml", ("amqp0-9-1-rabbitmq-overlay.xml",)),
 }
+#: version -> its own full specification, which adds synchronous flags and
+#: responses the stripped XML lost (0-9-1's basic.recover).
+FULL = {"0-9-1": "amqp0-9-1.full.xml"}
 
 
 def _norm(name: str) -> str:
@@ -50,7 +53,7 @@ def _camel(name: str) -> str:
 class _XMLSpec:
     """What one spec file declares, read with ElementTree alone."""
 
-    def __init__(self, *paths: Path) -> None:
+    def __init__(self, *paths: Path, full: Path | None = None) -> None:
         roots = [ET.parse(path).getroot() for path in paths]
         self.domains: dict[str, str] = {}
         self.classes: dict[str, tuple[int, list[ET.Element]]] = {}
@@ -68,6 +71,20 @@ class _XMLSpec:
                     key = (cname, _norm(method.get("name", "")))
                     if method.get("index") and key not in self.methods:
                         self.methods[key] = method
+        self.synchronous = {k: m.get("synchronous") == "1" for k, m in self.methods.items()}
+        self.responses = {
+            k: {_norm(r.get("name", "")) for r in m.findall("response")}
+            for k, m in self.methods.items()
+        }
+        if full is not None:
+            for klass in ET.parse(full).getroot().findall("class"):
+                for method in klass.findall("method"):
+                    key = (_norm(klass.get("name", "")), _norm(method.get("name", "")))
+                    if key in self.methods:
+                        self.synchronous[key] |= method.get("synchronous") == "1"
+                        self.responses[key] |= {
+                            _norm(r.get("name", "")) for r in method.findall("response")
+                        }
 
     def primitive(self, field: ET.Element) -> str:
         """The primitive type of a field, following domains."""
@@ -135,7 +152,8 @@ class CompletenessTests(SynchronousTestCase):
 
     def test_every_class_and_method(self) -> None:
         for version, (module, structure, overlays) in MODULES.items():
-            xml = _XMLSpec(SPEC_DIR / structure, *(SPEC_DIR / o for o in overlays))
+            full = SPEC_DIR / FULL[version] if version in FULL else None
+            xml = _XMLSpec(SPEC_DIR / structure, *(SPEC_DIR / o for o in overlays), full=full)
             classes = {k.NAME: k for k in module.CLASSES}
             self.assertEqual(set(classes), set(xml.classes), version)
             for cname, (index, props) in xml.classes.items():
@@ -164,7 +182,7 @@ class CompletenessTests(SynchronousTestCase):
                 self.assertEqual(cls.METHOD_ID, int(element.get("index", "")), where)
                 self.assertEqual(cls.CLASS_ID, xml.classes[cname][0], where)
                 self.assertIs(module.METHODS[method_index(cls.CLASS_ID, cls.METHOD_ID)], cls)
-                self.assertEqual(cls.SYNCHRONOUS, element.get("synchronous") == "1", where)
+                self.assertEqual(cls.SYNCHRONOUS, xml.synchronous[(cname, mname)], where)
                 self.assertEqual(cls.CONTENT, element.get("content") == "1", where)
                 self.assertEqual(
                     [kind for _, kind in cls.FIELDS],
@@ -173,7 +191,7 @@ class CompletenessTests(SynchronousTestCase):
                 )
                 self.assertEqual(
                     {r.NAME for r in cls.RESPONSES},
-                    {f"{cname}.{_norm(r.get('name', ''))}" for r in element.findall("response")},
+                    {f"{cname}.{r}" for r in xml.responses[(cname, mname)]},
                     where,
                 )
 
@@ -244,6 +262,12 @@ class CompletenessTests(SynchronousTestCase):
             [kind for _, kind in spec["exchange.bind"].FIELDS],
             ["short", "shortstr", "shortstr", "shortstr", "bit", "table"],
         )
+
+    def test_basic_recover_waits_for_recover_ok(self) -> None:
+        """The stripped 0-9-1 XML lost this; the full spec and RabbitMQ have it."""
+        self.assertTrue(_amqp0_9_1.BasicRecover.SYNCHRONOUS)
+        self.assertEqual(_amqp0_9_1.BasicRecover.RESPONSES, (_amqp0_9_1.BasicRecoverOk,))
+        self.assertEqual(_amqp0_9_1.BasicRecoverAsync.RESPONSES, ())
 
     def test_plain_0_9_1_is_a_subset(self) -> None:
         """Every method of spec/amqp0-9-1.xml exists with the same ids and types."""

@@ -841,7 +841,7 @@ class ChannelFlowOk(Method):
     NAME = "channel.flow-ok"
     CLASS_ID = 20
     METHOD_ID = 21
-    SYNCHRONOUS = False
+    SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
     FIELDS = (('active', 'bit'), )
@@ -2883,7 +2883,7 @@ class BasicRecover(Method):
     NAME = "basic.recover"
     CLASS_ID = 60
     METHOD_ID = 110
-    SYNCHRONOUS = False
+    SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
     FIELDS = (('requeue', 'bit'), )
@@ -3220,6 +3220,7 @@ BasicQos.RESPONSES = (BasicQosOk, )
 BasicConsume.RESPONSES = (BasicConsumeOk, )
 BasicCancel.RESPONSES = (BasicCancelOk, )
 BasicGet.RESPONSES = (BasicGetOk, BasicGetEmpty, )
+BasicRecover.RESPONSES = (BasicRecoverOk, )
 TxSelect.RESPONSES = (TxSelectOk, )
 TxCommit.RESPONSES = (TxCommitOk, )
 TxRollback.RESPONSES = (TxRollbackOk, )

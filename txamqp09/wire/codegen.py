@@ -79,6 +79,11 @@ class VersionSources:
     tables: str
     #: A spec whose field names replace this one's ``reserved`` names.
     names_from: Optional[str] = None
+    #: The docs are this very version's full specification, so a method
+    #: they mark synchronous, or give a response, is so here too (the
+    #: stripped 0-9-1 XML lost basic.recover's ``synchronous`` flag and its
+    #: recover-ok response).
+    docs_complete_structure: bool = False
 
 
 VERSIONS: dict[str, VersionSources] = {
@@ -93,6 +98,7 @@ VERSIONS: dict[str, VersionSources] = {
         ("amqp0-9-1.full.xml",),
         "RABBITMQ",
         names_from="amqp0-9.xml",
+        docs_complete_structure=True,
     ),
 }
 
@@ -333,17 +339,38 @@ def _rename_reserved(classes: list[ClassSpec], earlier: ET.Element) -> None:
                     fld.name = old[n].name
 
 
+def _complete_methods(classes: list[ClassSpec], full: ET.Element) -> None:
+    """Add synchronous flags and responses that a full spec has and *classes* lack."""
+    methods = {
+        (_norm(k.get("name", "")), _norm(m.get("name", ""))): m
+        for k in full.findall("class")
+        for m in k.findall("method")
+    }
+    for klass in classes:
+        for method in klass.methods:
+            element = methods.get((klass.name, method.name))
+            if element is None:
+                continue
+            method.synchronous = method.synchronous or _flag(element, "synchronous")
+            for response in element.findall("response"):
+                name = _norm(response.get("name", ""))
+                if name not in method.responses:
+                    method.responses.append(name)
+
+
 def load_spec(spec_dir: Path, version: str) -> Spec:
     """Read one version's structure, overlays and documentation."""
     sources = VERSIONS[version]
+    docs = [ET.parse(spec_dir / name).getroot() for name in sources.docs]
     return parse_spec(
         ET.parse(spec_dir / sources.structure).getroot(),
         version,
         overlays=[ET.parse(spec_dir / name).getroot() for name in sources.overlays],
-        docs=[ET.parse(spec_dir / name).getroot() for name in sources.docs],
+        docs=docs,
         names_from=(
             ET.parse(spec_dir / sources.names_from).getroot() if sources.names_from else None
         ),
+        complete_from=docs if sources.docs_complete_structure else (),
         sources=[sources.structure, *sources.overlays, *sources.docs],
     )
 
@@ -355,6 +382,7 @@ def parse_spec(
     overlays: Iterable[ET.Element] = (),
     docs: Iterable[ET.Element] = (),
     names_from: Optional[ET.Element] = None,
+    complete_from: Iterable[ET.Element] = (),
     sources: Iterable[str] = (),
 ) -> Spec:
     """Build a :class:`Spec` from parsed XML (or the XML text of a structure).
@@ -366,6 +394,9 @@ def parse_spec(
     :param docs: full specifications to take labels and doc texts from.
     :param names_from: an earlier spec whose field names replace this one's
         ``reserved`` names.
+    :param complete_from: full specifications of this same version whose
+        ``synchronous`` flags and ``<response>`` elements are added to the
+        structure's methods where it lacks them.
     :param sources: file names to credit in the generated module's docstring.
     """
     if isinstance(root, str):
@@ -391,6 +422,8 @@ def parse_spec(
     ]
     if names_from is not None:
         _rename_reserved(classes, names_from)
+    for full in complete_from:
+        _complete_methods(classes, full)
     for klass in classes:
         klass.label, klass.doc = index.get(klass.name)
         for prop in klass.properties:
