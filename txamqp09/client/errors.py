@@ -10,7 +10,7 @@ class and method ids the close named, and the matching
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 from OpenSSL import SSL
 from service_identity import VerificationError
@@ -64,7 +64,8 @@ class _Closed(ClientError):
 
     def __str__(self) -> str:
         caused = f" (caused by {self.method_name})" if self.method_name else ""
-        return f"{self.scope} closed: {self.reply_code} {self.reply_text}{caused}"
+        code = f"{self.reply_code} " if self.reply_code else ""
+        return f"{self.scope} closed: {code}{self.reply_text}{caused}"
 
 
 class ChannelClosed(_Closed):
@@ -158,7 +159,10 @@ def connection_closed(
 
 
 def _ssl_text(error: Optional[BaseException]) -> str:
-    """OpenSSL's error list as one readable line."""
+    """OpenSSL's error list, or the name check's mismatches, as one readable line."""
+    if isinstance(error, VerificationError):
+        names = ", ".join(_mismatched_name(mismatch) for mismatch in error.errors)
+        return f"the server's certificate is not valid for {names}"
     details = error.args[0] if error is not None and error.args else []
     if isinstance(details, list) and details:
         return "; ".join(
@@ -166,3 +170,12 @@ def _ssl_text(error: Optional[BaseException]) -> str:
             for entry in details
         )
     return str(error) or type(error).__name__
+
+
+def _mismatched_name(mismatch: Any) -> str:
+    identity = mismatch.mismatched_id
+    for attribute in ("hostname", "ip"):
+        value = getattr(identity, attribute, None)
+        if value is not None:
+            return value.decode("ascii") if isinstance(value, bytes) else str(value)
+    return str(identity)

@@ -1,0 +1,143 @@
+"""amqps:// against this project's broker behind a TLS listener and against RabbitMQ's TLS listener.
+
+Both servers present a certificate for localhost / 127.0.0.1 signed by the
+test CA and require a client certificate signed by it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from typing import Optional
+from urllib.parse import urlencode
+
+from twisted.internet import reactor
+from twisted.internet.ssl import Certificate, PrivateCertificate
+from twisted.trial.unittest import TestCase
+
+from txamqp09.client import ConnectionClosed, TLSFailed, connect
+from txamqp09.client.params import parse_url
+from txamqp09.testing.broker import LoopbackBroker
+from txamqp09.testing.rabbitmq import RabbitMQ, TLSFiles, rabbitmq_missing
+
+from .certs import certificates
+from .support import inline
+
+
+class TLSTests:
+    """Cases for a TLS server on 127.0.0.1:``self.port``."""
+
+    timeout = 30
+    port = 0
+
+    def url(self, **options: str) -> str:
+        files = certificates()
+        query = {"cacertfile": files.ca, "certfile": files.client_cert, "keyfile": files.client_key}
+        query.update(options)
+        query = {name: value for name, value in query.items() if value}
+        return f"amqps://guest:guest@127.0.0.1:{self.port}/?{urlencode(query)}"
+
+    async def roundTrip(self, url: str) -> None:
+        connection = await connect(reactor, url)
+        try:
+            channel = await connection.channel()
+            queue = (await channel.queue_declare("", exclusive=True)).queue
+            channel.basic_publish(b"secret", routing_key=queue)
+            message = await channel.basic_get(queue, no_ack=True)
+            self.assertEqual(message.body, b"secret")  # type: ignore[attr-defined]
+        finally:
+            await connection.disconnect()
+
+    @inline
+    async def test_verifiedWithClientCertificate(self) -> None:
+        await self.roundTrip(self.url())
+
+    @inline
+    async def test_serverNameIndication(self) -> None:
+        await self.roundTrip(self.url(server_name_indication="localhost"))
+
+    @inline
+    async def test_untrustedServerCertificateFails(self) -> None:
+        failure = await self.assertFailure(connect(reactor, self.url(cacertfile=certificates().rogue_ca)), TLSFailed)  # type: ignore[attr-defined]
+        self.assertIn("certificate verify failed", str(failure))  # type: ignore[attr-defined]
+
+    @inline
+    async def test_wrongHostNameFails(self) -> None:
+        failure = await self.assertFailure(connect(reactor, self.url(server_name_indication="elsewhere.example")), TLSFailed)  # type: ignore[attr-defined]
+        self.assertIn("elsewhere.example", str(failure))  # type: ignore[attr-defined]
+
+    @inline
+    async def test_missingClientCertificateFails(self) -> None:
+        refused = connect(reactor, self.url(certfile="", keyfile=""))
+        await self.assertFailure(refused, ConnectionClosed)  # type: ignore[attr-defined]
+
+    @inline
+    async def test_verifyNone(self) -> None:
+        await self.roundTrip(self.url(cacertfile="", verify="verify_none"))
+
+
+class OwnBrokerTLSTests(TLSTests, TestCase):
+    """This project's broker behind a Twisted TLS listener."""
+
+    def setUp(self) -> None:
+        files = certificates()
+        with open(files.server_key, "rb") as key, open(files.server_cert, "rb") as cert:
+            server = PrivateCertificate.loadPEM(key.read() + cert.read())
+        with open(files.ca, "rb") as ca:
+            authority = Certificate.loadPEM(ca.read())
+        options = server.options(authority)
+        broker = LoopbackBroker()
+        listening = reactor.listenSSL(0, broker.factory, options, interface="127.0.0.1")
+        self.port = listening.getHost().port
+        self.addCleanup(listening.stopListening)
+        self.addCleanup(broker.stop)
+
+
+_rabbitmq: Optional[RabbitMQ] = None
+
+
+def tls_rabbitmq() -> RabbitMQ:
+    """A RabbitMQ node with a TLS listener requiring client certificates (one per run)."""
+    global _rabbitmq
+    if _rabbitmq is None:
+        files = certificates()
+        directory = tempfile.mkdtemp(prefix="txamqp09-rabbitmq-tls-")
+        node = RabbitMQ(
+            directory,
+            tls=TLSFiles(files.ca, files.server_cert, files.server_key, verify_peer=True, require_peer_cert=True),
+        )
+        node.start()
+        atexit.register(shutil.rmtree, directory, True)
+        atexit.register(node.stop)
+        _rabbitmq = node
+    return _rabbitmq
+
+
+class RabbitMQTLSTests(TLSTests, TestCase):
+    """RabbitMQ's own TLS listener."""
+
+    skip = rabbitmq_missing()
+
+    def setUp(self) -> None:
+        node = tls_rabbitmq()
+        assert node.tls_port is not None
+        self.port = node.tls_port
+
+
+class URLTests(TestCase):
+    def test_tlsOptionsFromTheURL(self) -> None:
+        parameters = parse_url(
+            "amqps://u:p@host/?cacertfile=/ca.pem&certfile=/c.pem&keyfile=/k.pem"
+            "&server_name_indication=name&verify=verify_none"
+        )
+        assert parameters.tls is not None
+        self.assertEqual(
+            (parameters.port, parameters.tls.ca_file, parameters.tls.cert_file, parameters.tls.key_file),
+            (5671, "/ca.pem", "/c.pem", "/k.pem"),
+        )
+        self.assertEqual((parameters.tls.server_hostname, parameters.tls.verify), ("name", False))
+
+    def test_tlsOptionsNeedAmqps(self) -> None:
+        self.assertRaises(ValueError, parse_url, "amqp://host/?cacertfile=/ca.pem")
+
