@@ -147,6 +147,19 @@ class ChannelLayerTests(SynchronousTestCase):
         self.assertEqual((methods[0][1].reply_code, methods[0][1].routing_key), (312, "nowhere"))
         self.assertEqual([m.delivery_tag for _, m in methods[1:]], [1, 2])
 
+    def test_confirms_gathered_into_multiple_acks(self) -> None:
+        """Publishes handled in one read are acked at once; a nack splits the run."""
+        self.peer.send(1, self.spec.QueueDeclare(
+            queue="one", arguments={"x-max-length": 1, "x-overflow": "reject-publish"}))
+        self.peer.expect(1, "queue.declare-ok")
+        self.peer.send(1, self.spec.ConfirmSelect())
+        self.peer.expect(1, "confirm.select-ok")
+        self.peer.feed(b"".join(self.peer.publish_bytes(1, key, b"m") for key in ("a", "b", "one", "one", "c")))
+        confirms = [(m.NAME, m.delivery_tag, m.multiple) for _, m in self.peer.methods()]
+        self.assertEqual(
+            confirms, [("basic.ack", 3, True), ("basic.nack", 4, False), ("basic.ack", 5, False)]
+        )
+
     def test_get_ok_and_empty(self) -> None:
         self.declare(self.peer, "q")
         self.peer.publish(1, "q", b"one")

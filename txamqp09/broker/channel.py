@@ -108,6 +108,8 @@ class ServerChannel:
         self._deliver_prefixes: dict[str, bytes] = {}
         #: The queue most recently declared here (the empty-name shortcut).
         self.last_queue = ""
+        self._confirms_pending = 0
+        self._confirmed_up_to = 0
 
     # -- dispatch --------------------------------------------------------------
 
@@ -128,6 +130,7 @@ class ServerChannel:
     def close(self) -> None:
         """The channel is closing: settle the model side (requeue unacked, end consumers)."""
         self.content = None
+        self._confirms_pending = 0
         self.session.close()
 
     # -- hot path: publish ---------------------------------------------------
@@ -268,8 +271,29 @@ class ServerChannel:
         )
 
     def confirmed(self, sequence: int, ack: bool) -> None:
-        """basic.ack (or basic.nack) for one published message."""
-        self._write(_CONFIRM_FRAME.pack(1, self.number, 13, 60, 80 if ack else 120, sequence, 0, _FRAME_END))
+        """Confirm one published message.
+
+        Acks are gathered while the connection's input is handled and sent
+        as one basic.ack with ``multiple`` at the end (see
+        :meth:`flushConfirms`); a nack first sends the acks before it.
+        """
+        if ack:
+            if not self._confirms_pending:
+                self.connection.confirmsPending(self)
+            self._confirms_pending += 1
+            self._confirmed_up_to = sequence
+            return
+        self.flushConfirms()
+        self._write(_CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, sequence, 0, _FRAME_END))
+
+    def flushConfirms(self) -> None:
+        """Send the gathered acks: one basic.ack, ``multiple`` when it covers several."""
+        if self._confirms_pending:
+            multiple = self._confirms_pending > 1
+            self._confirms_pending = 0
+            self._write(
+                _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, self._confirmed_up_to, multiple, _FRAME_END)
+            )
 
     def cancelled(self, consumer: Consumer) -> None:
         """Tell a client that advertises consumer_cancel_notify that its queue went."""

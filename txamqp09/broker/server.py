@@ -173,6 +173,7 @@ class ServerConnection(AMQPConnection):
         self._input = bytearray()
         self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
+        self._confirming: list[ServerChannel] = []
 
     def connectionMade(self) -> None:
         assert self.transport is not None
@@ -400,6 +401,22 @@ class ServerConnection(AMQPConnection):
         super().channelError(channel, error)
 
     # -- flow of output ------------------------------------------------------
+
+    def confirmsPending(self, channel: ServerChannel) -> None:
+        """*channel* gathers publisher acks: have them sent with this batch's output."""
+        self._confirming.append(channel)
+        if self.batch.active:
+            self.batch.mark(self)
+        else:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write queued output, gathered publisher acks first."""
+        if self._confirming:
+            channels, self._confirming = self._confirming, []
+            for channel in channels:
+                channel.flushConfirms()
+        super().flush()
 
     def pauseProducing(self) -> None:
         """The transport's buffer is full: hold deliveries to this client."""
