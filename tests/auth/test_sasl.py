@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.trial.unittest import SynchronousTestCase
@@ -182,3 +183,31 @@ class PeerInfoTests(SynchronousTestCase):
         transport = StringTransport(peerAddress=IPv4Address("TCP", "10.1.2.3", 4))
         peer = PeerInfo.from_transport(transport)
         self.assertEqual((peer.host, peer.certificate), ("10.1.2.3", None))
+
+
+class RealClientResponseTests(SynchronousTestCase):
+    """What py-amqp (kombu's transport) and pika put in connection.start-ok parses."""
+
+    def setUp(self) -> None:
+        self.peer = PeerInfo(LOCAL.address, TestPKI().client_certificate("someuser"))
+        self.registry = MechanismRegistry()
+
+    def test_py_amqp(self) -> None:
+        import amqp.sasl
+
+        for mechanism in [amqp.sasl.AMQPLAIN("alice", "pw"), amqp.sasl.PLAIN("alice", "pw")]:
+            credentials: Any = self.registry.credentials(mechanism.mechanism.decode(), mechanism.start(None), self.peer)
+            self.assertEqual((credentials.username, credentials.password), ("alice", "pw"))
+        external: Any = self.registry.credentials("EXTERNAL", amqp.sasl.EXTERNAL().start(None), self.peer)
+        self.assertEqual(external.username, "someuser")
+
+    def test_pika(self) -> None:
+        import pika.credentials
+        import pika.spec
+
+        start = pika.spec.Connection.Start(mechanisms=self.registry.mechanisms_field(self.peer))
+        mechanism, response = pika.credentials.PlainCredentials("alice", "pw").response_for(start)
+        credentials: Any = self.registry.credentials(mechanism, response, self.peer)
+        self.assertEqual((credentials.username, credentials.password), ("alice", "pw"))
+        mechanism, response = pika.credentials.ExternalCredentials().response_for(start)
+        self.assertEqual(self.registry.credentials(mechanism, response, self.peer).username, "someuser")  # type: ignore[attr-defined]
