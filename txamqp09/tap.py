@@ -15,7 +15,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.python import usage
 
 from txamqp09.broker.model import Broker
-from txamqp09.broker.server import ServerFactory
+from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
 
 __all__ = ["Options", "makeService"]
 
@@ -33,6 +33,8 @@ class Options(usage.Options):
         ["frame-max", None, 131072, "Largest frame the broker accepts, in bytes.", int],
         ["channel-max", None, 2047, "Highest channel number a connection may use.", int],
         ["heartbeat", None, 60, "Heartbeat interval the broker proposes, in seconds (0: off).", int],
+        ["high-watermark", None, DEFAULT_HIGH_WATERMARK,
+         "Bytes of ready messages above which publishers are blocked.", int],
     ]
 
     def __init__(self) -> None:
@@ -70,6 +72,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         frame_max=options["frame-max"],
         channel_max=options["channel-max"],
         heartbeat=options["heartbeat"],
+        high_watermark=options["high-watermark"],
     )
     broker: Any = service.MultiService()
     for description in options["listen"]:

@@ -310,6 +310,37 @@ class BlockingTests(LoopbackTestCase):
         return self.expect_connection_error(503, lambda channel: channel.exchange_declare("odd", "weird"))
 
 
+class BlockedConnectionTests(LoopbackTestCase):
+    """A publisher filling the broker past its high watermark is blocked, then released."""
+
+    broker_options = {"high_watermark": 1000}
+
+    @defer.inlineCallbacks
+    def test_blocked_and_unblocked(self) -> Any:
+        def scenario() -> Any:
+            parameters = pika.ConnectionParameters("127.0.0.1", self.port)
+            publisher = pika.BlockingConnection(parameters)
+            drainer = pika.BlockingConnection(parameters)
+            try:
+                events: list[str] = []
+                publisher.add_on_connection_blocked_callback(lambda *args: events.append("blocked"))
+                publisher.add_on_connection_unblocked_callback(lambda *args: events.append("unblocked"))
+                channel = publisher.channel()
+                channel.queue_declare("flood")
+                channel.basic_publish("", "flood", b"x" * 1500)
+                while not events:
+                    publisher.process_data_events(time_limit=1)
+                purged = drainer.channel().queue_purge("flood").method.message_count
+                while len(events) < 2:
+                    publisher.process_data_events(time_limit=1)
+                return events, purged
+            finally:
+                publisher.close()
+                drainer.close()
+
+        self.assertEqual((yield self.inThread(scenario)), (["blocked", "unblocked"], 1))
+
+
 class TwistedAdapterTests(LoopbackTestCase):
     """pika's Twisted adapter, in the reactor thread next to the broker."""
 

@@ -196,6 +196,46 @@ class ChannelLayerTests(SynchronousTestCase):
         self.assertTrue(peer.disconnected)
 
 
+class PublisherThrottleTests(SynchronousTestCase):
+    """Publishers are held back while the queues hold more than the high watermark."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.factory = factory(self.clock, high_watermark=1000)
+        self.factory.startFactory()
+        self.addCleanup(self.factory.stopFactory)
+
+    def fill(self, peer: Peer) -> None:
+        peer.send(1, peer.spec.QueueDeclare(queue="big"))
+        peer.expect(1, "queue.declare-ok")
+        peer.publish(1, "big", b"x" * 1200)
+        self.clock.advance(self.factory.throttle.interval)
+
+    def release(self) -> None:
+        self.factory.broker.vhosts["/"].queues["big"].purge()
+        self.clock.advance(self.factory.throttle.interval)
+
+    def test_connection_blocked_for_clients_that_know_it(self) -> None:
+        reader = Peer(self.factory)
+        peer = Peer(self.factory, capabilities={"connection.blocked": True})
+        self.fill(peer)
+        self.assertEqual(peer.expect(0, "connection.blocked").reason[:30], "broker holds 1200 bytes of rea")
+        self.assertEqual(peer.transport.producerState, "paused")
+        self.assertEqual((reader.frames(), reader.transport.producerState), ([], "producing"))
+        self.release()
+        peer.expect(0, "connection.unblocked")
+        self.assertEqual(peer.transport.producerState, "producing")
+
+    def test_channel_flow_for_others(self) -> None:
+        peer = Peer(self.factory, AMQP0_9)
+        self.fill(peer)
+        self.assertFalse(peer.expect(1, "channel.flow").active)
+        self.release()
+        self.assertTrue(peer.expect(1, "channel.flow").active)
+        peer.send(1, peer.spec.ChannelFlowOk(active=True))
+        self.assertEqual(peer.frames(), [])
+
+
 class OlderVersionTests(SynchronousTestCase):
     """0-8 and 0-9 specifics: access tickets, 0-9's channel methods, recover."""
 

@@ -110,6 +110,8 @@ class ServerChannel:
         self.last_queue = ""
         self._confirms_pending = 0
         self._confirmed_up_to = 0
+        #: Messages published on this channel.
+        self.publishes = 0
 
     # -- dispatch --------------------------------------------------------------
 
@@ -209,6 +211,7 @@ class ServerChannel:
         )
         self.content = None
         self._raw_properties = None
+        self.publishes += 1
         try:
             self.session.publish(exchange, message, mandatory, immediate)
         except AMQPError as error:

@@ -19,6 +19,7 @@ from twisted.internet.protocol import Factory
 import twisted
 from txamqp09 import __version__
 from txamqp09.broker.channel import ServerChannel
+from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
@@ -51,13 +52,23 @@ from txamqp09.wire.versions import (
     version_for_header,
 )
 
+#: Ready message bytes above which publishers are held back, by default.
+DEFAULT_HIGH_WATERMARK = 512 * 1024 * 1024
+
 _FRAME_HEADER = struct.Struct(">BHI")
 _METHOD_IDS = struct.Struct(">I")
 _PUBLISH = (60 << 16) | 40
 _ACK = (60 << 16) | 80
 _FRAME_TYPES = frozenset({FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT})
 
-__all__ = ["ServerConnection", "ServerFactory", "server_properties", "parse_plain", "parse_amqplain"]
+__all__ = [
+    "DEFAULT_HIGH_WATERMARK",
+    "ServerConnection",
+    "ServerFactory",
+    "server_properties",
+    "parse_plain",
+    "parse_amqplain",
+]
 
 #: Capabilities a 0-9-1 client learns from connection.start.
 CAPABILITIES = {
@@ -165,6 +176,10 @@ class ServerConnection(AMQPConnection):
         self.client_properties: dict[str, Any] = {}
         #: The client asked for server-sent basic.cancel (consumer_cancel_notify).
         self.cancel_notify = False
+        #: The client understands connection.blocked (else it gets channel.flow).
+        self.blocked_notify = False
+        #: Reading stopped because the broker holds too many messages.
+        self.publishing_blocked = False
         #: The connection's model counterpart (exclusive queues, global qos).
         self.client = Client()
         self.model_vhost: Optional[VirtualHost] = None
@@ -227,6 +242,7 @@ class ServerConnection(AMQPConnection):
         capabilities = self.client_properties.get("capabilities")
         if isinstance(capabilities, dict):
             self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
+            self.blocked_notify = bool(capabilities.get("connection.blocked"))
         if method.mechanism == "PLAIN":
             user, password = parse_plain(method.response)
         elif method.mechanism == "AMQPLAIN":
@@ -433,6 +449,37 @@ class ServerConnection(AMQPConnection):
     def stopProducing(self) -> None:
         """The transport is going away; :meth:`connectionLost` cleans up."""
 
+    # -- holding publishers back ----------------------------------------------
+
+    @property
+    def published(self) -> bool:
+        """The client has published on any channel still open."""
+        return any(channel.publishes for channel in self.channels.values())
+
+    def blockPublishing(self, reason: str) -> None:
+        """Tell the client to stop publishing, and stop reading from it."""
+        assert self.version is not None and self.transport is not None
+        spec = self.version.spec
+        self.publishing_blocked = True
+        if self.blocked_notify:
+            self.sendMethod(0, spec.ConnectionBlocked(reason=reason[:255]))
+        else:
+            for number in self.channels:
+                self.sendMethod(number, spec.ChannelFlow(active=False))
+        self.transport.pauseProducing()
+
+    def unblockPublishing(self) -> None:
+        """Let the client publish again, and read from it again."""
+        assert self.version is not None and self.transport is not None
+        spec = self.version.spec
+        self.publishing_blocked = False
+        if self.blocked_notify:
+            self.sendMethod(0, spec.ConnectionUnblocked())
+        else:
+            for number in self.channels:
+                self.sendMethod(number, spec.ChannelFlow(active=True))
+        self.transport.resumeProducing()
+
     # -- closing -------------------------------------------------------------
 
     def close(self, error: Optional[AMQPError] = None) -> None:
@@ -481,15 +528,31 @@ class ServerFactory(Factory):
     """Builds a :class:`ServerConnection` per client, sharing one broker model.
 
     :param broker: the model (a new one with the virtual host ``/`` if omitted).
+    :param high_watermark: bytes of ready messages above which publishers
+        are blocked (see :class:`~txamqp09.broker.flow.PublisherThrottle`).
     """
 
-    def __init__(self, clock: IReactorTime, broker: Optional[Broker] = None, **options: Any) -> None:
+    def __init__(
+        self,
+        clock: IReactorTime,
+        broker: Optional[Broker] = None,
+        *,
+        high_watermark: int = DEFAULT_HIGH_WATERMARK,
+        **options: Any,
+    ) -> None:
         self.clock = clock
         self.broker = broker if broker is not None else Broker()
         self.options = options
         self.batch = OutputBatch()
         #: The connections that are currently up.
         self.connections: set[ServerConnection] = set()
+        self.throttle = PublisherThrottle(self.broker, self.connections, clock, high_watermark)
+
+    def startFactory(self) -> None:
+        self.throttle.start()
+
+    def stopFactory(self) -> None:
+        self.throttle.stop()
 
     def buildProtocol(self, addr: Any) -> ServerConnection:
         connection = ServerConnection(self.clock, broker=self.broker, batch=self.batch, **self.options)

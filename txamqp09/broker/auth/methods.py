@@ -148,6 +148,12 @@ METHOD_RULES: Mapping[str, MethodRule] = {
 }
 
 _REQUEST_RIGHTS = tuple(Right)
+_PUBLISH = METHOD_RULES["basic.publish"]
+#: A method's name, class id and method id, for error replies.
+_Ids = tuple[str, int, int]
+_PUBLISH_IDS: _Ids = ("basic.publish", 60, 40)
+#: Passed publish checks remembered per connection.
+_PUBLISH_CACHE_SIZE = 256
 
 
 def _resource(method: Any, source: str, queue: Optional[str]) -> Optional[str]:
@@ -181,6 +187,7 @@ class AccessGuard:
         self.user = user
         self.vhost = vhost
         self.tickets = tickets
+        self._published: dict[tuple[int, int, str], tuple[int, int]] = {}
 
     def check(self, channel: int, method: Any, queue: Optional[str] = None) -> None:
         """Raise unless the user may run ``method`` on ``channel``.
@@ -196,36 +203,57 @@ class AccessGuard:
         if rule is None:
             return
         passive = rule.passive_field is not None and getattr(method, rule.passive_field)
+        ids = method.NAME, method.CLASS_ID, method.METHOD_ID
         if rule.ticket is not None:
-            self._check_ticket(channel, method, rule.ticket, passive, queue)
-        if not passive:
-            for check in rule.permissions:
-                self._check_permission(method, check, queue)
+            name = _resource(method, rule.ticket.source, queue)
+            assert name is not None
+            right = Right.PASSIVE if passive else rule.ticket.right
+            self._check_ticket(channel, getattr(method, "ticket", 0), rule.ticket.kind, name, right, ids)
+        if passive:
+            return
+        arguments = getattr(method, "arguments", None) or {}
+        for check in rule.permissions:
+            if check.only_with is None or check.only_with in arguments:
+                name = _resource(method, check.source, queue)
+                if name is not None:
+                    self._check_permission(check, name, ids)
+
+    def check_publish(self, channel: int, ticket: int, exchange: str) -> None:
+        """basic.publish's checks from its decoded fields, for the publish fast path.
+
+        The same checks as ``check(channel, BasicPublish(...))``, without
+        building a method object. A passed check is remembered until the
+        database or any ticket changes, so repeated publishes cost one lookup.
+        """
+        stamp = (self.tickets.database.generation, self.tickets.usage.generation)
+        key = (channel, ticket, exchange)
+        if self._published.get(key) == stamp:
+            return
+        assert _PUBLISH.ticket is not None
+        self._check_ticket(channel, ticket, _EX, exchange, _PUBLISH.ticket.right, _PUBLISH_IDS)
+        self._check_permission(_PUBLISH.permissions[0], exchange, _PUBLISH_IDS)
+        if len(self._published) >= _PUBLISH_CACHE_SIZE:
+            self._published.clear()
+        self._published[key] = stamp
 
     def _check_ticket(
-        self, channel: int, method: Any, check: TicketCheck, passive: bool, queue: Optional[str]
+        self, channel: int, ticket: int, kind: ResourceKind, name: str, right: Right, ids: _Ids
     ) -> None:
-        name = _resource(method, check.source, queue)
-        assert name is not None
-        right = Right.PASSIVE if passive else check.right
         try:
-            self.tickets.check_ticket(channel, getattr(method, "ticket", 0), check.kind, name, right)
+            self.tickets.check_ticket(channel, ticket, kind, name, right)
         except AMQPError as error:
-            error.class_id, error.method_id = method.CLASS_ID, method.METHOD_ID
+            error.class_id, error.method_id = ids[1], ids[2]
             raise
 
-    def _check_permission(self, method: Any, check: PermissionCheck, queue: Optional[str]) -> None:
-        if check.only_with is not None and check.only_with not in (method.arguments or {}):
-            return
-        name = _resource(method, check.source, queue)
-        if name is None or self.user.allows(check.permission, self.vhost, name):
+    def _check_permission(self, check: PermissionCheck, name: str, ids: _Ids) -> None:
+        if self.user.allows(check.permission, self.vhost, name):
             return
         raise AccessRefused(
             f"ACCESS_REFUSED - access to {check.kind.value} {checked_name(name)!r} in vhost "
-            f"{self.vhost!r} refused for user {self.user.name!r}: {method.NAME} needs "
+            f"{self.vhost!r} refused for user {self.user.name!r}: {ids[0]} needs "
             f"{check.permission.value} permission on it",
-            method.CLASS_ID,
-            method.METHOD_ID,
+            ids[1],
+            ids[2],
         )
 
     def request_ticket(self, channel: int, method: Any) -> int:

@@ -59,10 +59,16 @@ class Ticket:
 Holder = tuple["TicketTable", int]
 
 
+def _shown(kind: ResourceKind, name: str) -> str:
+    return f"{kind.value} {checked_name(name)!r}"
+
+
 class RealmUsage:
     """Which channels, across all connections of a broker, hold tickets on which realms."""
 
     def __init__(self) -> None:
+        #: How many times a ticket was granted or destroyed (for caches).
+        self.generation = 0
         self._holders: dict[tuple[str, str], dict[Holder, bool]] = {}
         self._exclusive: dict[str, dict[str, tuple[Holder, AccessRealm]]] = {}
 
@@ -77,12 +83,14 @@ class RealmUsage:
 
     def hold(self, vhost: str, realm: AccessRealm, holder: Holder, exclusive: bool) -> None:
         """Record that ``holder`` has a ticket on ``realm``."""
+        self.generation += 1
         self._holders.setdefault((vhost, realm.name), {})[holder] = exclusive
         if exclusive:
             self._exclusive.setdefault(vhost, {})[realm.name] = (holder, realm)
 
     def release(self, vhost: str, realm: str, holder: Holder) -> None:
         """Record that ``holder`` no longer has a ticket on ``realm``."""
+        self.generation += 1
         holders = self._holders.get((vhost, realm), {})
         holders.pop(holder, None)
         if not holders:
@@ -179,24 +187,22 @@ class TicketTable:
             channel holds the resource's realm exclusively.
         :raises NotAllowed: the ticket belongs to another channel.
         """
-        shown = f"{kind.value} {checked_name(name)!r}"
         if ticket == 0:
             if not self.accept_ticket_zero:
                 raise AccessRefused(
                     f"ACCESS_REFUSED - this broker requires access tickets: call access.request "
-                    f"for a realm holding {shown} on channel {channel} and pass its ticket"
+                    f"for a realm holding {_shown(kind, name)} on channel {channel} and pass its ticket"
                 )
         else:
-            self._check_granted(channel, ticket, kind, name, right, shown)
+            self._check_granted(channel, ticket, kind, name, right)
         locked = self.usage.locked(self.vhost, kind, name, (self, channel))
         if locked is not None:
             raise AccessRefused(
-                f"ACCESS_REFUSED - {shown} is in realm {locked!r}, which another channel holds exclusively"
+                f"ACCESS_REFUSED - {_shown(kind, name)} is in realm {locked!r}, which another "
+                "channel holds exclusively"
             )
 
-    def _check_granted(
-        self, channel: int, number: int, kind: ResourceKind, name: str, right: Right, shown: str
-    ) -> None:
+    def _check_granted(self, channel: int, number: int, kind: ResourceKind, name: str, right: Right) -> None:
         ticket = self._tickets.get(number)
         if ticket is None:
             raise AccessRefused(
@@ -210,7 +216,7 @@ class TicketTable:
             )
         if not ticket.realm.contains(kind, name):
             raise AccessRefused(
-                f"ACCESS_REFUSED - {shown} is not in realm {ticket.realm.name!r} of access "
+                f"ACCESS_REFUSED - {_shown(kind, name)} is not in realm {ticket.realm.name!r} of access "
                 f"ticket {number}: use a ticket for a realm that holds it"
             )
         if not satisfies(ticket.rights, right):

@@ -61,9 +61,16 @@ class VirtualHost:
 
 
 class UserDatabase:
-    """Users, vhosts, permissions, access realms and realm grants, in memory."""
+    """Users, vhosts, permissions, access realms and realm grants, in memory.
+
+    Read the attributes freely; change them only through the methods, which
+    count every change in :attr:`generation` (caches of granted checks
+    compare it to know they are still valid).
+    """
 
     def __init__(self) -> None:
+        #: How many changes have been made.
+        self.generation = 0
         self.users: dict[str, User] = {}
         self.vhosts: dict[str, VirtualHost] = {}
         self.permissions: dict[tuple[str, str], Permissions] = {}
@@ -93,6 +100,7 @@ class UserDatabase:
         if not user.name:
             raise ValueError("a user needs a non-empty name")
         self.users[user.name] = user
+        self.generation += 1
         return user
 
     def delete_user(self, name: str) -> None:
@@ -104,6 +112,7 @@ class UserDatabase:
     def add_vhost(self, vhost: VirtualHost) -> VirtualHost:
         """Add or replace a virtual host."""
         self.vhosts[vhost.name] = vhost
+        self.generation += 1
         return vhost
 
     def delete_vhost(self, name: str) -> None:
@@ -117,6 +126,7 @@ class UserDatabase:
         """Drop the permissions and grants whose key names ``name`` at ``position``."""
         self.permissions = {key: p for key, p in self.permissions.items() if key[position] != name}
         self.grants = {key: g for key, g in self.grants.items() if key[position] != name}
+        self.generation += 1
 
     def _require_user(self, name: str) -> None:
         if name not in self.users:
@@ -133,10 +143,12 @@ class UserDatabase:
         self._require_user(user)
         self._require_vhost(vhost)
         self.permissions[user, vhost] = permissions
+        self.generation += 1
 
     def clear_permissions(self, user: str, vhost: str) -> None:
         """Take away all of ``user``'s permissions on ``vhost``, and so access to it."""
         self.permissions.pop((user, vhost), None)
+        self.generation += 1
 
     def permissions_for(self, user: str, vhost: str) -> Permissions | None:
         """``user``'s permissions on ``vhost``, or None when they may not use it."""
@@ -148,6 +160,7 @@ class UserDatabase:
         """Configure an access realm in ``vhost`` (replacing one of the same name)."""
         self._require_vhost(vhost)
         self.realms.setdefault(vhost, {})[realm.name] = realm
+        self.generation += 1
 
     def realms_of(self, vhost: str) -> Mapping[str, AccessRealm]:
         """The realms of ``vhost``: those configured, or the implicit ``/data``."""
@@ -158,6 +171,7 @@ class UserDatabase:
         self._require_user(user)
         self._require_vhost(vhost)
         self.grants[user, vhost, realm] = frozenset(rights)
+        self.generation += 1
 
     def realm_rights(self, user: str, vhost: str, realm: str) -> frozenset[Right]:
         """The rights ``user`` holds on ``realm``: granted, else derived from permissions."""
