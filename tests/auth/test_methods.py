@@ -112,3 +112,31 @@ class MethodTableTests(SynchronousTestCase):
     def test_string_arguments_as_str(self) -> None:
         self.permit(exactly([(C, "q"), (W, "dlx"), (R, "q")]))
         self.guard.check(1, amqp0_9_1.QueueDeclare(queue="q", arguments={"x-dead-letter-exchange": "dlx"}))
+
+    def test_publish_fast_path_checks_the_same(self) -> None:
+        for permissions in [Permissions("", "^x$", ""), Permissions(".*", "^y$", ".*"), Permissions("", "^amq\\.default$", "")]:
+            self.permit(permissions)
+            for exchange in ["x", "y", ""]:
+                outcomes = []
+                for check in [
+                    lambda: self.guard.check(1, amqp0_9_1.BasicPublish(exchange=exchange)),
+                    lambda: self.guard.check_publish(1, 0, exchange),
+                ]:
+                    try:
+                        check()
+                    except AccessRefused as error:
+                        outcomes.append((error.reply_text, error.class_id, error.method_id))
+                    else:
+                        outcomes.append(None)
+                self.assertEqual(outcomes[0], outcomes[1])
+
+    def test_remembered_publish_checks_follow_changes(self) -> None:
+        self.permit(Permissions("", "^x$", ""))
+        self.guard.check_publish(1, 0, "x")
+        self.guard.check_publish(1, 0, "x")
+        self.permit(Permissions("", "^y$", ""))
+        with self.assertRaises(AccessRefused):
+            self.guard.check_publish(1, 0, "x")
+        self.database.delete_user("app")
+        with self.assertRaises(AccessRefused):
+            self.guard.check_publish(1, 0, "y")

@@ -187,6 +187,13 @@ class TicketTests(SynchronousTestCase):
         other.check(1, amqp.BasicGet(queue="billing.q"))
         other.request_ticket(1, request("/data/billing", read=True))
 
+    def test_remembered_publish_check_follows_an_exclusive_grant_elsewhere(self) -> None:
+        other = self.connect("app")
+        other.check_publish(1, 0, "billing.events")
+        self.app.request_ticket(1, request("/data/billing", exclusive=True, **ALL))
+        with self.assertRaises(AccessRefused):
+            other.check_publish(1, 0, "billing.events")
+
     def test_ticket_zero_accepted_by_default(self) -> None:
         self.app.check(1, amqp.BasicPublish(exchange="anything"))
 
@@ -215,6 +222,16 @@ class TicketTests(SynchronousTestCase):
         table._next = MAX_TICKET
         self.assertEqual(table.request(2, "/data/billing", [Right.READ]), MAX_TICKET)
         self.assertEqual(table.request(3, "/data/billing", [Right.READ]), first + 1)
+
+    def test_fast_path_ticket_checks(self) -> None:
+        ticket = self.app.request_ticket(1, request("/data/billing", read=True))
+        with self.assertRaises(NotAllowed):
+            self.app.check_publish(2, ticket, "billing.events")
+        with self.assertRaises(AccessRefused) as caught:
+            self.app.check_publish(1, ticket, "billing.events")
+        self.assertEqual((caught.exception.class_id, caught.exception.method_id), (60, 40))
+        ticket = self.app.request_ticket(1, request("/data/billing", write=True))
+        self.app.check_publish(1, ticket, "billing.events")
 
 
 class OpenVhostTests(SynchronousTestCase):
