@@ -74,13 +74,14 @@ class KombuTests(LoopbackTestCase):
             exchange = kombu.Exchange("logs", "topic")
             queue = kombu.Queue("errors", exchange, routing_key="*.error")
             received: list[Any] = []
-            with kombu.Connection(self.server.url) as connection:
-                with connection.Consumer(queue, callbacks=[lambda body, message: (received.append(body), message.ack())]):
-                    producer = connection.Producer()
-                    for key in ("app.error", "app.info", "db.error"):
-                        producer.publish({"key": key}, exchange=exchange, routing_key=key, declare=[queue])
-                    while len(received) < 2:
-                        connection.drain_events(timeout=5)
+            with kombu.Connection(self.server.url) as connection, connection.Consumer(
+                queue, callbacks=[lambda body, message: (received.append(body), message.ack())]
+            ):
+                producer = connection.Producer()
+                for key in ("app.error", "app.info", "db.error"):
+                    producer.publish({"key": key}, exchange=exchange, routing_key=key, declare=[queue])
+                while len(received) < 2:
+                    connection.drain_events(timeout=5)
             return received
 
         self.assertEqual((yield self.inThread(scenario)), [{"key": "app.error"}, {"key": "db.error"}])

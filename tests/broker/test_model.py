@@ -219,7 +219,7 @@ class ConsumerTests(SynchronousTestCase):
         self.assertRaises(PreconditionFailed, consumer_session.nack, 5, True, False)
 
     def test_requeue_in_original_order_on_close(self) -> None:
-        consumer_session, sink = session(self.vhost)
+        consumer_session, _ = session(self.vhost)
         consumer_session.qos(0, 3, False)
         consumer_session.consume(self.queue, "c").start()
         self.publish(b"1", b"2", b"3", b"4", b"5")

@@ -365,7 +365,7 @@ class TwistedAdapterTests(LoopbackTestCase):
         channel = yield protocol.channel()
         yield channel.queue_declare(queue="tw")
         yield channel.basic_qos(prefetch_count=10)
-        queue_object, tag = yield channel.basic_consume(queue="tw")
+        queue_object, _tag = yield channel.basic_consume(queue="tw")
         for number in range(3):
             channel.basic_publish("", "tw", str(number).encode())
         bodies = []

@@ -62,7 +62,7 @@ class TxAMQPMixin:
 
     @defer.inlineCallbacks
     def test_transaction(self) -> Any:
-        client, channel = yield self.connect()
+        _client, channel = yield self.connect()
         yield channel.queue_declare(queue="txq")
         yield channel.tx_select()
         channel.basic_publish(exchange="", routing_key="txq", content=Content("held"))
@@ -74,7 +74,7 @@ class TxAMQPMixin:
 
     @defer.inlineCallbacks
     def test_channel_error(self) -> Any:
-        client, channel = yield self.connect()
+        _client, channel = yield self.connect()
         with self.assertRaises(Closed) as caught:
             yield channel.queue_declare(queue="absent", passive=True)
         self.assertIn("404", str(caught.exception))

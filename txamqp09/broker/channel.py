@@ -65,7 +65,7 @@ _ENVELOPE_CACHE_SIZE = 1024
 Handler = Callable[["ServerChannel", Any], None]
 
 
-def _decode_name(raw: bytes) -> str:
+def _decode_name(raw: bytes | bytearray) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

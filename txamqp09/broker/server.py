@@ -194,7 +194,7 @@ class ServerConnection(AMQPConnection):
         assert self.transport is not None
         peer = self.transport.getPeer()
         self.client.name = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
-        self.transport.registerProducer(self, True)
+        self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         self._negotiation_call = self.clock.callLater(
             self.negotiation_timeout, self._negotiationTimedOut
         )
@@ -466,7 +466,7 @@ class ServerConnection(AMQPConnection):
         else:
             for number in self.channels:
                 self.sendMethod(number, spec.ChannelFlow(active=False))
-        self.transport.pauseProducing()
+        self.transport.pauseProducing()  # type: ignore[attr-defined]
 
     def unblockPublishing(self) -> None:
         """Let the client publish again, and read from it again."""
@@ -478,7 +478,7 @@ class ServerConnection(AMQPConnection):
         else:
             for number in self.channels:
                 self.sendMethod(number, spec.ChannelFlow(active=True))
-        self.transport.resumeProducing()
+        self.transport.resumeProducing()  # type: ignore[attr-defined]
 
     # -- closing -------------------------------------------------------------
 

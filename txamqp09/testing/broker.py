@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.internet.interfaces import IListeningPort
 
 from txamqp09.broker.model import Broker
@@ -58,7 +58,7 @@ class LoopbackBroker:
         """The TCP port (once started)."""
         if self._port is None:
             raise RuntimeError("the broker is not started")
-        return int(self._port.getHost().port)
+        return int(self._port.getHost().port)  # type: ignore[attr-defined]
 
     @property
     def url(self) -> str:
@@ -76,11 +76,7 @@ class LoopbackBroker:
         for connection in list(self.factory.connections):
             connection.dropConnection()
         if self._port is not None:
-            waiting.append(Deferred.fromCoroutine(_stopped(self._port)))
+            waiting.append(maybeDeferred(self._port.stopListening))  # type: ignore[arg-type]
             self._port = None
         result: Deferred[Any] = gatherResults(waiting)
         return result.addCallback(lambda _: None)
-
-
-async def _stopped(port: IListeningPort) -> None:
-    await port.stopListening()
