@@ -61,6 +61,23 @@ class TxAMQPMixin:
         self.assertEqual((queue.message_count, len(queue.consumers)), (0, 1))
 
     @defer.inlineCallbacks
+    def test_immediate_and_mandatory_returns(self) -> Any:
+        """immediate without a ready consumer returns 313; mandatory without a route 312."""
+        client, channel = yield self.connect()
+        yield channel.queue_declare(queue="idle")
+        channel.basic_publish(exchange="", routing_key="idle", immediate=True, content=Content("now"))
+        channel.basic_publish(exchange="", routing_key="none", mandatory=True, content=Content("lost"))
+        returns = []
+        for _ in range(2):
+            returns.append((yield client.basic_return_queue.get(timeout=5)))
+        self.assertEqual(
+            [(message.reply_code, message.routing_key, message.content.body) for message in returns],
+            [(313, "idle", "now"), (312, "none", "lost")],
+        )
+        declared = yield channel.queue_declare(queue="idle", passive=True)
+        self.assertEqual(declared.message_count, 0)
+
+    @defer.inlineCallbacks
     def test_transaction(self) -> Any:
         _client, channel = yield self.connect()
         yield channel.queue_declare(queue="txq")
