@@ -14,8 +14,8 @@ import heapq
 from collections import deque
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
+from txamqp09.broker.model.arguments import choice_argument, count_argument
 from txamqp09.broker.model.message import Message
-from txamqp09.wire.errors import PreconditionFailed
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.session import Session
@@ -154,28 +154,6 @@ class Overflow:
     CHOICES = (DROP_HEAD, REJECT_PUBLISH)
 
 
-def _limit_argument(arguments: Mapping[str, Any], name: str) -> Optional[int]:
-    value = arguments.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise PreconditionFailed(
-            f"invalid arg {name!r}: {value!r}; expected a non-negative integer"
-        )
-    return value
-
-
-def _overflow_argument(arguments: Mapping[str, Any]) -> str:
-    value = arguments.get("x-overflow", Overflow.DROP_HEAD)
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if value not in Overflow.CHOICES:
-        raise PreconditionFailed(
-            f"invalid arg 'x-overflow': {value!r}; expected one of {', '.join(Overflow.CHOICES)}"
-        )
-    return str(value)
-
-
 class Queue:
     """A queue of a virtual host.
 
@@ -203,9 +181,11 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = dict(arguments or {})
-        self.max_length = _limit_argument(self.arguments, "x-max-length")
-        self.max_length_bytes = _limit_argument(self.arguments, "x-max-length-bytes")
-        self.overflow = _overflow_argument(self.arguments)
+        self.max_length = count_argument(self.arguments, "x-max-length")
+        self.max_length_bytes = count_argument(self.arguments, "x-max-length-bytes")
+        self.overflow = choice_argument(
+            self.arguments, "x-overflow", Overflow.CHOICES, Overflow.DROP_HEAD
+        )
         self._limited = self.max_length is not None or self.max_length_bytes is not None
         self.messages: deque[Entry] = deque()
         #: Body bytes of the ready messages.

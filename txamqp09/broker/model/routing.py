@@ -18,7 +18,7 @@ from __future__ import annotations
 import decimal
 from typing import Any, Hashable, Mapping
 
-from txamqp09.wire.errors import PreconditionFailed
+from txamqp09.broker.model.arguments import choice_argument
 
 __all__ = ["TopicTrie", "topic_words", "XMatch", "parse_x_match", "headers_match", "freeze"]
 
@@ -110,15 +110,7 @@ def parse_x_match(arguments: Mapping[str, Any]) -> str:
 
     :raises PreconditionFailed: an ``x-match`` value that is not a rule (406).
     """
-    value = arguments.get("x-match", XMatch.ALL)
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if value not in XMatch.RULES:
-        raise PreconditionFailed(
-            f"invalid x-match value {value!r} in binding arguments; use one of "
-            + ", ".join(XMatch.RULES)
-        )
-    return str(value)
+    return choice_argument(arguments, "x-match", XMatch.RULES, XMatch.ALL)
 
 
 def _comparable(value: Any) -> tuple[str, Any]:

@@ -8,7 +8,7 @@ keeps nothing: every exchange, queue and message lives in memory only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.exchange import Binding, Exchange
@@ -18,8 +18,11 @@ if TYPE_CHECKING:
 __all__ = ["Store", "TransientStore"]
 
 
-class Store(Protocol):
-    """Where durable exchanges, queues and bindings are kept."""
+class Store:
+    """Where durable exchanges, queues and bindings are kept.
+
+    Every method does nothing here; a store overrides those it needs.
+    """
 
     def exchange_added(self, vhost: VirtualHost, exchange: Exchange) -> None:
         """A durable exchange was declared."""
@@ -40,23 +43,5 @@ class Store(Protocol):
         """A binding between durable entities was removed."""
 
 
-class TransientStore:
+class TransientStore(Store):
     """A store that keeps nothing: the broker's state is lost when it stops."""
-
-    def exchange_added(self, vhost: VirtualHost, exchange: Exchange) -> None:
-        """Nothing to keep."""
-
-    def exchange_removed(self, vhost: VirtualHost, exchange: Exchange) -> None:
-        """Nothing was kept."""
-
-    def queue_added(self, vhost: VirtualHost, queue: Queue) -> None:
-        """Nothing to keep."""
-
-    def queue_removed(self, vhost: VirtualHost, queue: Queue) -> None:
-        """Nothing was kept."""
-
-    def binding_added(self, vhost: VirtualHost, binding: Binding) -> None:
-        """Nothing to keep."""
-
-    def binding_removed(self, vhost: VirtualHost, binding: Binding) -> None:
-        """Nothing was kept."""
