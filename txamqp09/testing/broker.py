@@ -76,7 +76,7 @@ class LoopbackBroker:
         for connection in list(self.factory.connections):
             connection.dropConnection()
         if self._port is not None:
-            waiting.append(maybeDeferred(self._port.stopListening))  # type: ignore[arg-type]
+            waiting.append(maybeDeferred(self._port.stopListening))  # type: ignore[call-overload]
             self._port = None
         result: Deferred[Any] = gatherResults(waiting)
         return result.addCallback(lambda _: None)
