@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 from pathlib import Path
-from typing import Optional
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -44,7 +43,7 @@ class TestPKI:
 
     def __init__(self, name: str = "txamqp09 test CA") -> None:
         self.ca_key = _key()
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         self.ca_certificate = (
             x509.CertificateBuilder()
             .subject_name(_name(name))
@@ -64,9 +63,9 @@ class TestPKI:
         key: ec.EllipticCurvePrivateKey,
         subject: x509.Name,
         usage: x509.ObjectIdentifier,
-        names: Optional[list[x509.GeneralName]] = None,
+        names: list[x509.GeneralName] | None = None,
     ) -> x509.Certificate:
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         builder = (
             x509.CertificateBuilder()
             .subject_name(subject)

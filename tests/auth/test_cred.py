@@ -18,8 +18,7 @@ from txamqp09.broker.auth.realms import Right
 from txamqp09.broker.auth.sasl import ExternalCredentials, PasswordCredentials, PeerInfo
 from txamqp09.broker.auth.security import Login, Security, refusal_text
 from txamqp09.broker.auth.throttle import LoginThrottle
-from txamqp09.broker.auth.users import UserDatabase
-from txamqp09.broker.auth.users import VirtualHost
+from txamqp09.broker.auth.users import UserDatabase, VirtualHost
 
 from .certs import TestPKI
 from .test_sasl import amqplain
@@ -56,7 +55,7 @@ class PortalTests(SynchronousTestCase):
         return result(self.portal.login(credentials, None, IAMQPUser))
 
     def test_password_login_gives_the_avatar(self) -> None:
-        interface, avatar, logout = self.login(PasswordCredentials("alice", "wonderland", "PLAIN", REMOTE))
+        interface, avatar, _ = self.login(PasswordCredentials("alice", "wonderland", "PLAIN", REMOTE))
         self.assertIs(interface, IAMQPUser)
         self.assertTrue(IAMQPUser.providedBy(avatar))
         self.assertEqual((avatar.name, avatar.tags), ("alice", ("monitoring",)))

@@ -9,7 +9,11 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from txamqp09.broker.auth.definitions import Definitions, DefinitionsError, load_definitions
+from txamqp09.broker.auth.definitions import (
+    Definitions,
+    DefinitionsError,
+    load_definitions,
+)
 from txamqp09.broker.auth.passwords import MD5, SHA256
 from txamqp09.broker.auth.permissions import Permission, Permissions
 from txamqp09.broker.auth.realms import Right

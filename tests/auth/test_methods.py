@@ -8,10 +8,10 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from txamqp09.broker.auth.cred import AMQPUser
 from txamqp09.broker.auth.methods import METHOD_RULES, AccessGuard
 from txamqp09.broker.auth.permissions import Permission, Permissions
 from txamqp09.broker.auth.security import Security
-from txamqp09.broker.auth.cred import AMQPUser
 from txamqp09.broker.auth.users import UserDatabase
 from txamqp09.wire import _amqp0_9 as amqp0_9
 from txamqp09.wire import _amqp0_9_1 as amqp0_9_1
@@ -119,8 +119,8 @@ class MethodTableTests(SynchronousTestCase):
             for exchange in ["x", "y", ""]:
                 outcomes = []
                 for check in [
-                    lambda: self.guard.check(1, amqp0_9_1.BasicPublish(exchange=exchange)),
-                    lambda: self.guard.check_publish(1, 0, exchange),
+                    lambda name=exchange: self.guard.check(1, amqp0_9_1.BasicPublish(exchange=name)),
+                    lambda name=exchange: self.guard.check_publish(1, 0, name),
                 ]:
                     try:
                         check()

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from txamqp09.broker.auth.passwords import MD5, SHA256, SHA512, PasswordHash, hash_password
+from txamqp09.broker.auth.passwords import (
+    MD5,
+    SHA256,
+    SHA512,
+    PasswordHash,
+    hash_password,
+)
 
 #: Hashes RabbitMQ itself produced: an export's SHA-256 hash of "1", and the
 #: MD5 hash of "simon" from the RabbitMQ team's worked example.

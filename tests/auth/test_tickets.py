@@ -18,7 +18,7 @@ from txamqp09.broker.auth.users import UserDatabase, VirtualHost
 from txamqp09.wire import _amqp0_9 as amqp
 from txamqp09.wire.errors import AccessRefused, InvalidPath, NotAllowed
 
-ALL = dict(passive=True, active=True, write=True, read=True)
+ALL = {"passive": True, "active": True, "write": True, "read": True}
 
 
 def request(realm: str, **rights: bool) -> Any:
@@ -91,7 +91,7 @@ class TicketTests(SynchronousTestCase):
         self.database.set_permissions("reader", "/", Permissions("", "", ".*"))
         reader = self.connect("reader")
         reader.request_ticket(1, request("/data/ops", passive=True, read=True))
-        for wanted in [dict(active=True), dict(write=True), dict(exclusive=True)]:
+        for wanted in [{"active": True}, {"write": True}, {"exclusive": True}]:
             with self.assertRaises(HardAccessRefused):
                 reader.request_ticket(1, request("/data/ops", **wanted))
 
@@ -134,7 +134,7 @@ class TicketTests(SynchronousTestCase):
             self.app.check(2, amqp.BasicPublish(ticket=ticket, exchange="billing.events"))
         error = caught.exception
         self.assertEqual((error.reply_code, error.hard), (530, True))
-        self.assertIn(f"granted on channel 1 and may not be used on channel 2", error.reply_text)
+        self.assertIn("granted on channel 1 and may not be used on channel 2", error.reply_text)
 
     def test_unknown_ticket_and_closed_channel(self) -> None:
         with self.assertRaises(AccessRefused):

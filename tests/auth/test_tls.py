@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from cryptography.x509.oid import NameOID
 from OpenSSL import SSL, crypto
@@ -33,7 +33,7 @@ class Endpoint(Protocol):
     def __init__(self) -> None:
         self.handshake: Deferred[PeerInfo] = Deferred()
         self.lost: Deferred[None] = Deferred()
-        self.reason: Optional[Failure] = None
+        self.reason: Failure | None = None
 
     def handshakeCompleted(self) -> None:
         self.handshake.callback(PeerInfo.from_transport(self.transport))  # type: ignore[arg-type]
@@ -103,7 +103,7 @@ class TLSTestCase(TestCase):
         self.addCleanup(port.stopListening)
         return factory, port.getHost().port
 
-    def client_options(self, common_name: Optional[str] = None, ca: Optional[TestPKI] = None) -> Any:
+    def client_options(self, common_name: str | None = None, ca: TestPKI | None = None) -> Any:
         trusted = Certificate.loadPEM(pem_certificate((ca or self.pki).ca_certificate))
         identity = None
         if common_name is not None:

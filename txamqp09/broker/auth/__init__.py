@@ -30,13 +30,13 @@ from txamqp09.broker.auth.security import Login, Security
 from txamqp09.broker.auth.users import UserDatabase
 
 __all__ = [
-    "IAMQPUser",
-    "Definitions",
-    "load_definitions",
     "METHOD_RULES",
     "AccessGuard",
-    "PeerInfo",
+    "Definitions",
+    "IAMQPUser",
     "Login",
+    "PeerInfo",
     "Security",
     "UserDatabase",
+    "load_definitions",
 ]

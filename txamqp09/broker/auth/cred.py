@@ -14,7 +14,8 @@ counts the connections each user has open (:meth:`AMQPRealm.connections`).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Iterable, Union
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from twisted.cred.checkers import ICredentialsChecker
 from twisted.cred.credentials import IUsernamePassword
@@ -30,12 +31,12 @@ from txamqp09.broker.auth.sasl import IAMQPCredentials, IExternalCredentials, Pe
 from txamqp09.broker.auth.users import GUEST, UserDatabase
 
 __all__ = [
-    "IAMQPUser",
+    "AMQPRealm",
     "AMQPUser",
+    "ExternalChecker",
+    "IAMQPUser",
     "LoopbackOnly",
     "PasswordChecker",
-    "ExternalChecker",
-    "AMQPRealm",
     "make_portal",
 ]
 
@@ -109,7 +110,7 @@ class AMQPUser:
 
 
 #: What twisted.cred checkers return (ours: the user's name in UTF-8).
-_AvatarId = Union[bytes, tuple[()]]
+_AvatarId = bytes | tuple[()]
 
 #: Checked when the user does not exist, so that both cases take as long.
 _NOBODY = hash_password("")

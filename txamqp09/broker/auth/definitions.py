@@ -31,16 +31,17 @@ Two keys of our own carry the 0-8/0-9 access realms; RabbitMQ ignores them::
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from txamqp09.broker.auth.passwords import PasswordHash, hash_password
 from txamqp09.broker.auth.permissions import Permission, Permissions
 from txamqp09.broker.auth.realms import AccessRealm, Right
 from txamqp09.broker.auth.users import User, UserDatabase, VirtualHost
 
-__all__ = ["DefinitionsError", "Definitions", "load_definitions"]
+__all__ = ["Definitions", "DefinitionsError", "load_definitions"]
 
 _USER_FIELDS = ("name", "password_hash", "hashing_algorithm", "tags", "password")
 
@@ -130,7 +131,7 @@ def _extra(entry: Mapping[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
 def _text(entry: Mapping[str, Any], key: str, default: str | None = None) -> str:
     value = entry[key] if default is None else entry.get(key, default)
     if not isinstance(value, str):
-        raise ValueError(f"{key} must be a string, not {value!r}")
+        raise TypeError(f"{key} must be a string, not {value!r}")
     return value
 
 

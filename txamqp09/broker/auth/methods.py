@@ -33,8 +33,9 @@ method, ``guard.check(channel, method)``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from txamqp09.broker.auth.cred import IAMQPUser
 from txamqp09.broker.auth.permissions import Permission, ResourceKind, checked_name
@@ -43,13 +44,13 @@ from txamqp09.broker.auth.tickets import TicketTable
 from txamqp09.wire.errors import AccessRefused, AMQPError, PreconditionFailed
 
 __all__ = [
-    "PermissionCheck",
-    "TicketCheck",
-    "MethodRule",
-    "METHOD_RULES",
-    "AccessGuard",
     "ALTERNATE_EXCHANGE",
     "DEAD_LETTER_EXCHANGE",
+    "METHOD_RULES",
+    "AccessGuard",
+    "MethodRule",
+    "PermissionCheck",
+    "TicketCheck",
 ]
 
 #: The exchange.declare argument naming an alternate exchange.
@@ -74,7 +75,7 @@ class PermissionCheck:
     permission: Permission
     kind: ResourceKind
     source: str
-    only_with: Optional[str] = None
+    only_with: str | None = None
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,8 @@ class MethodRule:
     """
 
     permissions: tuple[PermissionCheck, ...] = ()
-    ticket: Optional[TicketCheck] = None
-    passive_field: Optional[str] = None
+    ticket: TicketCheck | None = None
+    passive_field: str | None = None
 
 
 _C, _W, _R = Permission.CONFIGURE, Permission.WRITE, Permission.READ
@@ -107,7 +108,7 @@ _AE, _DLX = _ARGUMENT + ALTERNATE_EXCHANGE, _ARGUMENT + DEAD_LETTER_EXCHANGE
 
 
 def _rule(
-    *checks: tuple[Any, ...], ticket: Optional[tuple[Right, ResourceKind, str]] = None, passive_field: Optional[str] = None
+    *checks: tuple[Any, ...], ticket: tuple[Right, ResourceKind, str] | None = None, passive_field: str | None = None
 ) -> MethodRule:
     """A MethodRule from ``(permission, kind, source[, only_with])`` and ``(right, kind, source)`` tuples."""
     return MethodRule(
@@ -156,7 +157,7 @@ _PUBLISH_IDS: _Ids = ("basic.publish", 60, 40)
 _PUBLISH_CACHE_SIZE = 256
 
 
-def _resource(method: Any, source: str, queue: Optional[str]) -> Optional[str]:
+def _resource(method: Any, source: str, queue: str | None) -> str | None:
     """The resource name ``source`` gives for ``method``, or None if absent."""
     if source.startswith(_ARGUMENT):
         key = source[len(_ARGUMENT):]
@@ -189,7 +190,7 @@ class AccessGuard:
         self.tickets = tickets
         self._published: dict[tuple[int, int, str], tuple[int, int]] = {}
 
-    def check(self, channel: int, method: Any, queue: Optional[str] = None) -> None:
+    def check(self, channel: int, method: Any, queue: str | None = None) -> None:
         """Raise unless the user may run ``method`` on ``channel``.
 
         :param queue: the queue name the broker will act on, when it differs

@@ -18,13 +18,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
-
-from twisted.internet.interfaces import IReactorTime
-from twisted.python import usage
+from typing import Any, ClassVar
 
 from twisted.internet.endpoints import SSL4ServerEndpoint
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.ssl import CertificateOptions
+from twisted.python import usage
 
 from txamqp09.broker.auth.definitions import DefinitionsError, load_definitions
 from txamqp09.broker.auth.sasl import MechanismRegistry
@@ -46,22 +45,22 @@ class SecurityOptions(usage.Options):
     """
 
     database: UserDatabase
-    tls_context: Optional[CertificateOptions] = None
+    tls_context: CertificateOptions | None = None
 
-    optParameters: list[list[Any]] = [
+    optParameters: ClassVar[list[list[Any]]] = [
         ["definitions", None, None,
-         "Load users, vhosts and permissions from FILE, a RabbitMQ definitions export "
-         "(rabbitmqctl export_definitions FILE). Without it there is one vhost, /, and "
-         "one user, guest/guest, who may connect only from this machine."],
+         ("Load users, vhosts and permissions from FILE, a RabbitMQ definitions export "
+          "(rabbitmqctl export_definitions FILE). Without it there is one vhost, /, and "
+          "one user, guest/guest, who may connect only from this machine.")],
         ["auth-mechanisms", None, "EXTERNAL PLAIN AMQPLAIN",
-         "SASL mechanisms to offer, space separated, in order of preference. EXTERNAL "
-         "is offered only on TLS connections that presented a verified client certificate."],
+         ("SASL mechanisms to offer, space separated, in order of preference. EXTERNAL "
+          "is offered only on TLS connections that presented a verified client certificate.")],
         ["loopback-users", None, "guest",
-         "Comma-separated users who may log in only from 127.0.0.0/8 or ::1. "
-         "Give an empty string to let guest connect from anywhere (not recommended)."],
+         ("Comma-separated users who may log in only from 127.0.0.0/8 or ::1. "
+          "Give an empty string to let guest connect from anywhere (not recommended).")],
         ["ssl-port", None, None,
-         "Also listen for TLS connections on this port (usually 5671). Needs "
-         "--ssl-key and --ssl-cert."],
+         ("Also listen for TLS connections on this port (usually 5671). Needs "
+          "--ssl-key and --ssl-cert.")],
         ["ssl-interface", None, "",
          "Address the TLS port listens on (default: all), e.g. 127.0.0.1."],
         ["ssl-key", None, None, "PEM file with the server's private key (unencrypted)."],
@@ -70,15 +69,15 @@ class SecurityOptions(usage.Options):
         ["ssl-ca", None, None,
          "PEM file with the CA certificate(s) that client certificates must be signed by."],
         ["ssl-verify", None, "none",
-         "Client certificates: 'none' (not asked for), 'peer' (verified against --ssl-ca "
-         "if sent), 'required' (every client must send one; needed for EXTERNAL logins)."],
+         ("Client certificates: 'none' (not asked for), 'peer' (verified against --ssl-ca "
+          "if sent), 'required' (every client must send one; needed for EXTERNAL logins).")],
     ]
-    optFlags: list[list[Any]] = [
+    optFlags: ClassVar[list[list[Any]]] = [
         ["require-tickets", None,
-         "Refuse AMQP 0-8/0-9 methods carrying access ticket 0: clients must call "
-         "access.request first. By default ticket 0 is accepted and governed by the "
-         "user's vhost permissions, because 0-9-1 clients and most 0-8 clients never "
-         "request tickets."],
+         ("Refuse AMQP 0-8/0-9 methods carrying access ticket 0: clients must call "
+          "access.request first. By default ticket 0 is accepted and governed by the "
+          "user's vhost permissions, because 0-9-1 clients and many 0-8/0-9 clients "
+          "never request tickets.")],
     ]
 
     def postOptions(self) -> None:
@@ -98,7 +97,7 @@ class SecurityOptions(usage.Options):
         except (DefinitionsError, ValueError) as error:
             raise usage.UsageError(str(error)) from None
 
-    def _tls_settings(self) -> Optional[TLSSettings]:
+    def _tls_settings(self) -> TLSSettings | None:
         if self["ssl-port"] is None:
             return None
         if not self["ssl-port"].isdigit():
@@ -123,7 +122,7 @@ class SecurityOptions(usage.Options):
             accept_ticket_zero=not self["require-tickets"],
         )
 
-    def tls_endpoint(self, reactor: object) -> Optional[SSL4ServerEndpoint]:
+    def tls_endpoint(self, reactor: object) -> SSL4ServerEndpoint | None:
         """The TLS listening endpoint, or None without ``--ssl-port``."""
         if self.tls_context is None:
             return None

@@ -22,10 +22,10 @@ import os
 from dataclasses import dataclass
 
 __all__ = [
+    "ALGORITHMS",
+    "MD5",
     "SHA256",
     "SHA512",
-    "MD5",
-    "ALGORITHMS",
     "PasswordHash",
     "hash_password",
 ]

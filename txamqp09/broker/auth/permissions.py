@@ -17,7 +17,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Permission", "ResourceKind", "Permissions", "checked_name", "DEFAULT_EXCHANGE"]
+__all__ = ["DEFAULT_EXCHANGE", "Permission", "Permissions", "ResourceKind", "checked_name"]
 
 #: The name under which permissions see the default exchange.
 DEFAULT_EXCHANGE = "amq.default"

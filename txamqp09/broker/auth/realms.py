@@ -31,10 +31,10 @@ from txamqp09.broker.auth.permissions import (
 )
 
 __all__ = [
-    "Right",
-    "AccessRealm",
     "DEFAULT_REALM",
     "REALM_PREFIXES",
+    "AccessRealm",
+    "Right",
     "derived_rights",
     "satisfies",
     "valid_realm_name",

@@ -24,8 +24,9 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -39,21 +40,21 @@ from txamqp09.wire.errors import AMQPError
 from txamqp09.wire.fields import RABBITMQ
 
 __all__ = [
-    "PeerInfo",
-    "IAMQPCredentials",
-    "IExternalCredentials",
-    "PasswordCredentials",
-    "ExternalCredentials",
-    "Mechanism",
-    "MechanismRegistry",
-    "PLAIN",
     "AMQPLAIN",
     "EXTERNAL",
     "MECHANISMS",
-    "parse_plain",
+    "PLAIN",
+    "ExternalCredentials",
+    "IAMQPCredentials",
+    "IExternalCredentials",
+    "Mechanism",
+    "MechanismRegistry",
+    "PasswordCredentials",
+    "PeerInfo",
+    "certificate_user",
     "parse_amqplain",
     "parse_external",
-    "certificate_user",
+    "parse_plain",
 ]
 
 
@@ -65,8 +66,8 @@ class PeerInfo:
     :ivar certificate: the client certificate TLS verified, or None.
     """
 
-    address: Optional[IAddress] = None
-    certificate: Optional[x509.Certificate] = None
+    address: IAddress | None = None
+    certificate: x509.Certificate | None = None
 
     @classmethod
     def from_transport(cls, transport: ITransport) -> PeerInfo:

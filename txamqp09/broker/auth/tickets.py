@@ -27,8 +27,8 @@ The specification's rules, as this module applies them:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 
 from txamqp09.broker.auth.cred import IAMQPUser
 from txamqp09.broker.auth.errors import HardAccessRefused
@@ -37,7 +37,7 @@ from txamqp09.broker.auth.realms import AccessRealm, Right, satisfies
 from txamqp09.broker.auth.users import UserDatabase
 from txamqp09.wire.errors import AccessRefused, NotAllowed, ResourceError
 
-__all__ = ["Ticket", "RealmUsage", "TicketTable", "MAX_TICKET"]
+__all__ = ["MAX_TICKET", "RealmUsage", "Ticket", "TicketTable"]
 
 #: Ticket numbers are 16-bit and never 0.
 MAX_TICKET = 0xFFFF
@@ -72,7 +72,7 @@ class RealmUsage:
         self._holders: dict[tuple[str, str], dict[Holder, bool]] = {}
         self._exclusive: dict[str, dict[str, tuple[Holder, AccessRealm]]] = {}
 
-    def conflict(self, vhost: str, realm: str, holder: Holder, exclusive: bool) -> Optional[str]:
+    def conflict(self, vhost: str, realm: str, holder: Holder, exclusive: bool) -> str | None:
         """Why ``holder`` may not have a ticket on ``realm`` now, or None if it may."""
         others = {h: ex for h, ex in self._holders.get((vhost, realm), {}).items() if h != holder}
         if any(others.values()):
@@ -101,7 +101,7 @@ class RealmUsage:
             if not exclusive:
                 del self._exclusive[vhost]
 
-    def locked(self, vhost: str, kind: ResourceKind, name: str, holder: Holder) -> Optional[str]:
+    def locked(self, vhost: str, kind: ResourceKind, name: str, holder: Holder) -> str | None:
         """The realm holding the resource that another channel holds exclusively, if any."""
         for realm_name, (owner, realm) in self._exclusive.get(vhost, {}).items():
             if owner != holder and realm.contains(kind, name):

@@ -23,14 +23,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from OpenSSL import SSL, crypto
 from twisted.internet.ssl import CertificateOptions, TLSVersion
 
-__all__ = ["VerifyMode", "TLSSettings", "context_factory", "MINIMUM_VERSION"]
+__all__ = ["MINIMUM_VERSION", "TLSSettings", "VerifyMode", "context_factory"]
 
 #: The oldest TLS version a client may use.
 MINIMUM_VERSION = TLSVersion.TLSv1_2
@@ -57,7 +56,7 @@ class TLSSettings:
 
     private_key: Path
     certificate: Path
-    ca: Optional[Path] = None
+    ca: Path | None = None
     verify: VerifyMode = VerifyMode.NONE
 
     def __post_init__(self) -> None:

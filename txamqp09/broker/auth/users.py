@@ -13,8 +13,9 @@ by the credentials checker (loopback only, by default).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from txamqp09.broker.auth.passwords import SHA256, PasswordHash, hash_password
 from txamqp09.broker.auth.permissions import Permissions
@@ -25,7 +26,7 @@ from txamqp09.broker.auth.realms import (
     derived_rights,
 )
 
-__all__ = ["User", "VirtualHost", "UserDatabase", "GUEST"]
+__all__ = ["GUEST", "User", "UserDatabase", "VirtualHost"]
 
 #: The default user's name and password.
 GUEST = "guest"
