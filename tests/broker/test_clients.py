@@ -49,6 +49,52 @@ class PyAmqpTests(LoopbackTestCase):
         self.assertEqual((yield self.inThread(scenario)), 403)
 
 
+    @defer.inlineCallbacks
+    def test_nowait_declarations_and_no_local(self) -> Any:
+        """nowait declarations take effect; a no-local consumer skips its own messages."""
+
+        def scenario() -> Any:
+            with self.connect() as mine, self.connect() as other:
+                channel = mine.channel()
+                channel.exchange_declare("fan", "fanout", nowait=True)
+                channel.queue_declare("local", nowait=True)
+                channel.queue_bind("local", "fan", nowait=True)
+                received: list[bytes] = []
+                channel.basic_consume("local", no_local=True, no_ack=True,
+                                      callback=lambda message: received.append(message.body))
+                channel.basic_publish(amqp.Message(b"own"), "fan")
+                other.channel().basic_publish(amqp.Message(b"theirs"), "fan")
+                while not received:
+                    mine.drain_events(timeout=5)
+                return received, channel.queue_declare("local", passive=True).message_count
+
+        self.assertEqual((yield self.inThread(scenario)), ([b"theirs"], 1))
+
+    @defer.inlineCallbacks
+    def test_prefetch_size_and_recover_to_same_consumer(self) -> Any:
+        """prefetch-size holds back a second message; recover without requeue resends it."""
+
+        def scenario() -> Any:
+            with self.connect() as connection:
+                channel = connection.channel()
+                channel.queue_declare("sized")
+                for body in (b"a" * 100, b"b" * 100):
+                    channel.basic_publish(amqp.Message(body), "", "sized")
+                channel.basic_qos(prefetch_size=150, prefetch_count=0, a_global=False)
+                received: list[tuple[bytes, bool]] = []
+                channel.basic_consume("sized", callback=lambda message: received.append(
+                    (message.body[:1], message.delivery_info["redelivered"])))
+                connection.drain_events(timeout=5)
+                waiting = channel.queue_declare("sized", passive=True).message_count
+                channel.basic_recover(requeue=False)
+                connection.drain_events(timeout=5)
+                return received, waiting
+
+        received, waiting = yield self.inThread(scenario)
+        self.assertEqual(received, [(b"a", False), (b"a", True)])
+        self.assertEqual(waiting, 1)
+
+
 class KombuTests(LoopbackTestCase):
     @defer.inlineCallbacks
     def test_simple_queue(self) -> Any:

@@ -275,7 +275,9 @@ class ConsumerTests(SynchronousTestCase):
         consumer_session.consume(self.queue, "c", no_local=True, no_ack=True).start()
         self.publisher.publish("", message(b"mine", routing_key="q", publisher=self.client), False, False)
         self.assertEqual(sink.deliveries, [])
-        self.assertEqual(self.queue.message_count, 1)
+        self.publisher.publish("", message(b"theirs", routing_key="q", publisher=Client("other")), False, False)
+        self.assertEqual(sink.bodies(), [b"theirs"])
+        self.assertEqual([entry[1].body for entry in self.queue.messages], [b"mine"])
 
     def test_auto_delete_queue(self) -> None:
         queue = self.vhost.declare_queue("auto", self.client, auto_delete=True)

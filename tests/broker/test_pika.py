@@ -118,6 +118,36 @@ class BlockingTests(LoopbackTestCase):
         self.assertEqual(received, [("a", b"0"), ("b", b"1"), ("a", b"2"), ("b", b"3")])
 
     @defer.inlineCallbacks
+    def test_flow_and_global_qos(self) -> Any:
+        """channel.flow(false) holds deliveries; a global window is shared by the channel's consumers."""
+
+        def scenario(connection: pika.BlockingConnection) -> Any:
+            channel = connection.channel()
+            channel.basic_qos(prefetch_count=3, global_qos=True)
+            for name in ("left", "right"):
+                channel.queue_declare(name)
+            received: list[bytes] = []
+            for name in ("left", "right"):
+                channel.basic_consume(name, lambda c, m, p, body: received.append(body))
+            channel.flow(False)
+            for number in range(3):
+                channel.basic_publish("", "left", b"l%d" % number)
+                channel.basic_publish("", "right", b"r%d" % number)
+            held = channel.queue_declare("left", passive=True).method.message_count
+            channel.flow(True)
+            while len(received) < 3:
+                connection.process_data_events(time_limit=1)
+            waiting = sum(
+                channel.queue_declare(name, passive=True).method.message_count for name in ("left", "right")
+            )
+            return held, sorted(received), waiting
+
+        held, received, waiting = yield self.runClient(scenario)
+        self.assertEqual(held, 3)
+        self.assertEqual(len(received), 3)
+        self.assertEqual(waiting, 3)
+
+    @defer.inlineCallbacks
     def test_unacked_messages_return_in_order_redelivered(self) -> Any:
         def scenario(connection: pika.BlockingConnection) -> Any:
             channel = connection.channel()

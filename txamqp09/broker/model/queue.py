@@ -195,6 +195,7 @@ class Queue:
         self.bindings: dict[Any, None] = {}
         self.deleted = False
         self._next_sequence = 0
+        self._no_local_consumers = 0
         #: Itself as a one-element route (the default exchange's result).
         self.route: tuple[Queue] = (self,)
 
@@ -232,6 +233,8 @@ class Queue:
             return self.overflow == Overflow.DROP_HEAD
         self.messages.append((sequence, message, False))
         self.ready_bytes += len(message.body)
+        if self._no_local_consumers:
+            self.drain()
         return True
 
     def publish_immediately(self, message: Message) -> bool:
@@ -279,10 +282,27 @@ class Queue:
             sequence, message, redelivered = messages[0]
             consumer = self._pick(message)
             if consumer is None:
+                if self._no_local_consumers and self._deliver_later_one():
+                    continue
                 return
             messages.popleft()
             self.ready_bytes -= len(message.body)
             consumer.deliver(self, sequence, message, redelivered)
+
+    def _deliver_later_one(self) -> bool:
+        """Deliver the oldest message some consumer can take, past the head.
+
+        Only needed with no-local consumers: the oldest message may be one
+        they must not receive while later ones are theirs to take.
+        """
+        for index, (sequence, message, redelivered) in enumerate(self.messages):
+            consumer = self._pick(message)
+            if consumer is not None:
+                del self.messages[index]
+                self.ready_bytes -= len(message.body)
+                consumer.deliver(self, sequence, message, redelivered)
+                return True
+        return False
 
     def _take(self) -> Entry:
         entry = self.messages.popleft()
@@ -320,10 +340,12 @@ class Queue:
     def add_consumer(self, consumer: Consumer) -> None:
         """Deliver to *consumer* too, from the next :meth:`drain` on."""
         self.consumers.append(consumer)
+        self._no_local_consumers += consumer.no_local
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Stop delivering to *consumer*; an auto-delete queue may go with it."""
         self.consumers.remove(consumer)
+        self._no_local_consumers -= consumer.no_local
         if self.auto_delete and not self.consumers and not self.deleted:
             self.vhost.delete_queue(self)
 
