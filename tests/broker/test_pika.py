@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pika
@@ -338,6 +339,46 @@ class BlockingTests(LoopbackTestCase):
 
     def test_503_unknown_exchange_type(self) -> defer.Deferred[Any]:
         return self.expect_connection_error(503, lambda channel: channel.exchange_declare("odd", "weird"))
+
+
+class IsolationTests(LoopbackTestCase):
+    """One connection's faults or slowness do not reach the others."""
+
+    def raw_socket(self) -> socket.socket:
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        self.addCleanup(raw.close)
+        return raw
+
+    @defer.inlineCallbacks
+    def test_garbage_and_a_stalled_reader(self) -> Any:
+        def scenario() -> Any:
+            parameters = pika.ConnectionParameters("127.0.0.1", self.port)
+            healthy = pika.BlockingConnection(parameters)
+            try:
+                channel = healthy.channel()
+                channel.queue_declare("stalled")
+                channel.queue_declare("fine")
+                stalled = pika.BlockingConnection(parameters)
+                stalled.channel().basic_consume("stalled", lambda *args: None, auto_ack=True)
+                # The stalled client never reads again, while 8 MiB are sent to it.
+                for _ in range(128):
+                    channel.basic_publish("", "stalled", b"s" * 65536)
+                garbage = self.raw_socket()
+                garbage.sendall(b"AMQP\x00\x00\x09\x01" + b"\x01\x00\x00\x00\x00\x00\x04nope\x00")
+                answer = b""
+                while b"\x00\x0a\x00\x32" not in answer:  # connection.close
+                    answer += garbage.recv(65536)
+                for number in range(3):
+                    channel.basic_publish("", "fine", b"%d" % number)
+                got = [channel.basic_get("fine", auto_ack=True)[2] for _ in range(3)]
+                return got, answer
+            finally:
+                healthy.close()
+
+        got, answer = yield self.inThread(scenario)
+        self.assertEqual(got, [b"0", b"1", b"2"])
+        self.assertIn(b"\x00\x0a\x00\x32\x01\xf5", answer)  # reply code 501
+        self.assertGreater(self.queue("stalled").message_count, 0)
 
 
 class BlockedConnectionTests(LoopbackTestCase):
