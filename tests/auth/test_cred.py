@@ -116,6 +116,12 @@ class AvatarTests(SynchronousTestCase):
         self.assertFalse(self.alice.can_configure("/", "alice.inbox"))
         self.assertFalse(self.alice.can_read("other", "alice.inbox"))
 
+    def test_a_match_anywhere_in_the_name_counts(self) -> None:
+        self.database.set_permissions("alice", "/", Permissions("log", "", "box$"))
+        self.assertTrue(self.alice.can_configure("/", "app.log.errors"))
+        self.assertTrue(self.alice.can_read("/", "inbox"))
+        self.assertFalse(self.alice.can_read("/", "boxes"))
+
     def test_default_exchange_is_checked_as_amq_default(self) -> None:
         self.database.set_permissions("alice", "/", Permissions("", "^amq\\.default$", ""))
         self.assertTrue(self.alice.can_write("/", ""))

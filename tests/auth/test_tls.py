@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from cryptography.x509.oid import NameOID
 from OpenSSL import SSL, crypto
@@ -291,6 +291,22 @@ class OptionsTests(SynchronousTestCase):
             with self.assertRaises(usage.UsageError) as caught:
                 self.parse(*arguments)
             self.assertIn(words, str(caught.exception))
+
+    def test_mixes_into_the_taps_options(self) -> None:
+        class TapOptions(SecurityOptions):
+            optParameters: ClassVar[list[list[Any]]] = [["port", "p", None, "TCP port."]]
+
+            def postOptions(self) -> None:
+                super().postOptions()
+                self["listen"] = f"tcp:{self['port']}"
+
+        options = TapOptions()
+        options.parseOptions(["--port", "5672", "--require-tickets"])
+        self.assertEqual((options["listen"], options["require-tickets"]), ("tcp:5672", True))
+        self.assertEqual(list(options.database.users), ["guest"])
+        help_text = str(TapOptions())
+        self.assertIn("--port=", help_text)
+        self.assertIn("--ssl-verify=", help_text)
 
     def test_help_explains_each_option(self) -> None:
         text = " ".join(str(SecurityOptions()).split())
