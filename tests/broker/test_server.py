@@ -77,6 +77,17 @@ class ChannelLayerTests(SynchronousTestCase):
         self.peer.send(0, self.spec.ConnectionCloseOk())
         self.assertTrue(self.peer.disconnected)
 
+    def test_nothing_read_after_client_close(self) -> None:
+        self.declare(self.peer, "q")
+        self.peer.feed(
+            self.peer.publish_bytes(1, "q", b"before")
+            + method_frame(0, self.spec.ConnectionClose(reply_code=200, reply_text="bye"))
+            + self.peer.publish_bytes(1, "q", b"after")
+        )
+        self.peer.expect(0, "connection.close-ok")
+        queue = self.factory.broker.vhosts["/"].queues["q"]
+        self.assertEqual([entry[1].body for entry in queue.messages], [b"before"])
+
     def test_close_timeout(self) -> None:
         """A client that never answers connection.close is dropped after close_timeout."""
         self.peer.send(1, self.spec.BasicConsume(queue="", consumer_tag="t"))

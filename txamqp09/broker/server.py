@@ -487,9 +487,15 @@ class ServerConnection(AMQPConnection):
         self._closeChannels()
         super().close(error)
 
+    def connection_close(self, method: Any) -> None:
+        """The client closes: its channels stop before anything else it sent is read."""
+        self._closeChannels()
+        super().connection_close(method)
+
     def _closeChannels(self) -> None:
-        channels, self.channels = self.channels, {}
-        for channel in channels.values():
+        channels = list(self.channels.values())
+        self.channels.clear()  # in place: a running frame loop holds this dict
+        for channel in channels:
             channel.close()
 
     def connectionLost(self, reason: Any = None) -> None:
