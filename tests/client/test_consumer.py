@@ -10,6 +10,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from txamqp09.client.channel import Channel
 from txamqp09.client.consumer import Consumer
 from txamqp09.client.errors import ChannelClosed, ConnectionClosed
+from txamqp09.wire.frames import content_frames, method_frame
 
 from .support import ScriptedServer
 
@@ -180,3 +181,47 @@ class BackpressureTests(ConsumerTestCase):
         self.assertTrue(self.paused)
         self.server.send(1, self.server.spec.BasicCancel(consumer_tag="c", nowait=True))
         self.assertFalse(self.paused)
+
+
+class DeliveryPathTests(ConsumerTestCase):
+    """Deliveries reach consumers however the bytes are cut; bad content still fails."""
+
+    def deliveryBytes(self, tag: int, body: bytes, frame_max: int = 131072) -> bytes:
+        spec = self.server.spec
+        return content_frames(1, spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), spec.BasicProperties(message_id=str(tag)), body, frame_max)
+
+    def test_everyCutOfTheStream(self) -> None:
+        consumer = self.consume()
+        stream = self.deliveryBytes(1, b"a" * 10) + self.deliveryBytes(2, b"") + self.deliveryBytes(3, b"b" * 9000, 4096)
+        # Every cut in the small deliveries and the big one's headers, then some.
+        cuts = [*range(1, 400), *range(400, len(stream), 101)]
+        for cut in cuts:
+            self.server.client.dataReceived(stream[:cut])
+            self.server.client.dataReceived(stream[cut:])
+        received = [self.successResultOf(self.next(consumer)) for _ in range(3 * len(cuts))]
+        self.assertEqual({(message.delivery_tag, message.body, message.properties.message_id) for message in received},
+                         {(1, b"a" * 10, "1"), (2, b"", "2"), (3, b"b" * 9000, "3")})
+
+    def test_otherChannelsFrameInBetween(self) -> None:
+        consumer = self.consume()
+        self.server.openChannel(2)
+        delivery = self.deliveryBytes(1, b"x")
+        method_end = delivery.index(b"\xce") + 1
+        self.server.client.dataReceived(delivery[:method_end] + method_frame(2, self.server.spec.ChannelFlow(active=True)) + delivery[method_end:])
+        self.assertEqual(self.server.names(), ["channel.flow-ok"])
+        self.assertEqual(self.successResultOf(self.next(consumer)).body, b"x")
+
+    def test_bodyLongerThanAnnouncedFails(self) -> None:
+        self.consume()
+        delivery = self.deliveryBytes(1, b"xy")
+        header_start = delivery.index(b"\xce") + 1
+        tampered = delivery[: header_start + 7 + 4] + (1).to_bytes(8, "big") + delivery[header_start + 19 :]
+        self.server.client.dataReceived(tampered)
+        [(_, close)] = self.server.methods()
+        self.assertEqual((close.NAME, close.reply_code), ("connection.close", 501))
+
+    def test_deliveryToAClosingChannelIsDropped(self) -> None:
+        consumer = self.consume()
+        self.channel.close()
+        self.server.client.dataReceived(self.deliveryBytes(1, b"x"))
+        self.assertEqual(consumer.backlog, 0)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import platform
 from collections import deque
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.endpoints import connectProtocol
@@ -32,7 +32,7 @@ from twisted.python.failure import Failure
 import twisted
 from txamqp09 import __version__
 from txamqp09.client.api import channel_class
-from txamqp09.client.channel import Channel
+from txamqp09.client.channel import Channel, ChannelState
 from txamqp09.client.errors import (
     ClientError,
     ConnectionClosed,
@@ -42,7 +42,7 @@ from txamqp09.client.errors import (
 from txamqp09.client.outcome import Outcome
 from txamqp09.client.params import ConnectionParameters, endpoint_for, parse_url
 from txamqp09.protocol import AMQPConnection, ConnectionState
-from txamqp09.wire.base import Method
+from txamqp09.wire.base import CONTENT_HEADER, Method, decode_method
 from txamqp09.wire.errors import (
     ChannelError,
     ChannelLevelError,
@@ -50,7 +50,7 @@ from txamqp09.wire.errors import (
     ConnectionLevelError,
 )
 from txamqp09.wire.fields import TableCodec
-from txamqp09.wire.frames import FRAME_MIN_SIZE, Command
+from txamqp09.wire.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, FRAME_MIN_SIZE, Command, Frame
 from txamqp09.wire.versions import (
     AMQP0_9_1,
     HEADER_SIZE,
@@ -79,6 +79,9 @@ CAPABILITIES = {
     "per_consumer_qos": True,
 }
 _NO_LIMIT = (1 << 32) - 1
+_BASIC = 60
+#: Class and method ids of basic.deliver at the start of its frame payload.
+_DELIVER_IDS = bytes((0, _BASIC, 0, 60))
 
 
 class Negotiation(enum.Enum):
@@ -312,6 +315,78 @@ class ClientConnection(AMQPConnection):
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
         self._negotiation_call = None
+
+    # -- deliveries: the hot path ----------------------------------------------------
+
+    def framesReceived(self, data: bytes) -> None:
+        """Handle the frames *data* completes; basic.deliver with its content in one go.
+
+        A basic.deliver frame followed by its content header and body frames
+        on an open channel becomes a command without the general content
+        assembler; anything unusual (content split across reads, a frame of
+        another channel in between) takes the general path frame by frame,
+        which also reports protocol errors.
+        """
+        frames = self._reader.feed(data)
+        for frame in frames:
+            if frame[0] == FRAME_METHOD and frame[2][:4] == _DELIVER_IDS:
+                self._takeDelivery(frame, frames)
+            else:
+                self.frameReceived(*frame)
+            if self.state is ConnectionState.CLOSED:
+                return
+
+    def _takeDelivery(self, method: Frame, frames: Iterator[Frame]) -> None:
+        number = method[1]
+        channel = self.channels.get(number)
+        assembler = self._assemblers.get(number)
+        taken = [method]
+        if (
+            channel is None
+            or channel.state is not ChannelState.OPEN
+            or (assembler is not None and assembler.busy)
+            or self.state is not ConnectionState.OPEN
+        ):
+            self._framesReceivedSlowly(taken)
+            return
+        body_size = -1
+        received = 0
+        for frame in frames:
+            taken.append(frame)
+            if frame[1] != number or frame[0] != (FRAME_HEADER if body_size < 0 else FRAME_BODY):
+                break
+            if body_size < 0:
+                if len(frame[2]) < CONTENT_HEADER.size:
+                    break
+                class_id, _, body_size = CONTENT_HEADER.unpack_from(frame[2])
+                if class_id != _BASIC or body_size > self.max_body_size:
+                    break
+            else:
+                received += len(frame[2])
+            if received >= body_size:
+                if received == body_size:
+                    self._deliverTaken(number, taken)
+                    return
+                break
+        self._framesReceivedSlowly(taken)
+
+    def _deliverTaken(self, number: int, taken: list[Frame]) -> None:
+        assert self.version is not None
+        header = taken[1][2]
+        body = taken[2][2] if len(taken) == 3 else b"".join(frame[2] for frame in taken[2:])
+        command = Command(
+            decode_method(self.version.methods, taken[0][2]),
+            header[CONTENT_HEADER.size :],
+            body,
+            self.version.properties[_BASIC],
+        )
+        self._deliver(number, command)
+
+    def _framesReceivedSlowly(self, frames: list[Frame]) -> None:
+        for frame in frames:
+            self.frameReceived(*frame)
+            if self.state is ConnectionState.CLOSED:
+                return
 
     # -- the open connection -----------------------------------------------------
 
