@@ -248,17 +248,21 @@ class ServerChannel:
         raw = message.raw_properties
         body = message.body
         size = len(body)
-        parts = [
+        method_and_header = (
             _METHOD_FRAME.pack(1, number, len(ids_and_head) + len(middle) + len(tail)),
             ids_and_head,
             middle,
             tail,
             _CONTENT_HEADER_FRAME.pack(_FRAME_END, 2, number, 12 + len(raw), 60, 0, size),
             raw,
-        ]
+        )
         chunk = self._body_max
+        if size <= chunk:
+            body_frame = _BODY_FRAME.pack(_FRAME_END, 3, number, size) if size else b""
+            return b"".join((*method_and_header, body_frame, body, _END))
+        parts = list(method_and_header)
         for start in range(0, size, chunk):
-            piece = body[start : start + chunk] if size > chunk else body
+            piece = body[start : start + chunk]
             parts.append(_BODY_FRAME.pack(_FRAME_END, 3, number, len(piece)))
             parts.append(piece)
         parts.append(_END)
