@@ -17,6 +17,7 @@ Run::
 
     python bench/broker.py                 # both brokers, both scenarios
     python bench/broker.py --messages 500000 --only txamqp09
+    python bench/broker.py --repeat 3      # the fastest of three runs each
 """
 
 from __future__ import annotations
@@ -313,13 +314,19 @@ def _counter(no_ack: bool, sock: socket.socket) -> Callable[[], int]:
     return count
 
 
-def measure(broker: Any, scenario: Scenario, messages: int, window: int) -> Result:
-    """Run *scenario* on *broker* and read its CPU time and memory."""
+def measure(broker: Any, scenario: Scenario, messages: int, window: int, repeat: int = 1) -> Result:
+    """Run *scenario* on *broker* (best of *repeat* runs); read its CPU time and memory."""
     run_scenario(broker.port, scenario, min(messages // 10, 20000), window)  # warm-up
-    cpu_before = cpu_seconds(broker.pid)
-    seconds = run_scenario(broker.port, scenario, messages, window)
-    cpu = cpu_seconds(broker.pid) - cpu_before
-    return Result(broker.name, scenario.name, messages, seconds, cpu, rss_kib(broker.pid))
+    best: Optional[Result] = None
+    for _ in range(repeat):
+        cpu_before = cpu_seconds(broker.pid)
+        seconds = run_scenario(broker.port, scenario, messages, window)
+        cpu = cpu_seconds(broker.pid) - cpu_before
+        result = Result(broker.name, scenario.name, messages, seconds, cpu, rss_kib(broker.pid))
+        if best is None or result.seconds < best.seconds:
+            best = result
+    assert best is not None
+    return best
 
 
 def report(results: list[Result]) -> str:
@@ -344,6 +351,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=300_000, help="messages per scenario")
     parser.add_argument("--window", type=int, default=5000, help="messages in flight at most")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per scenario; the fastest counts")
     parser.add_argument("--only", choices=("txamqp09", "rabbitmq"), help="benchmark one broker")
     parser.add_argument("--scenario", choices=tuple(SCENARIOS), action="append",
                         help="run this scenario (repeatable; default: all)")
@@ -364,7 +372,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             broker = factory()
             try:
                 for scenario in scenarios:
-                    results.append(measure(broker, scenario, options.messages, options.window))
+                    results.append(measure(broker, scenario, options.messages, options.window, options.repeat))
                     print(report(results[-1:]).splitlines()[1], file=sys.stderr)
             finally:
                 broker.stop()
