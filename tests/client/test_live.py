@@ -13,8 +13,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
 from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from txamqp09.client import (
@@ -23,6 +24,7 @@ from txamqp09.client import (
     ClientConnection,
     ConnectionClosed,
     Message,
+    ReconnectingClient,
     connect,
 )
 from txamqp09.testing.broker import LoopbackBroker
@@ -317,6 +319,40 @@ class LiveTests:
         self.assertEqual(message.body, b"committed")  # type: ignore[attr-defined]
 
 
+    # -- reconnection ------------------------------------------------------------
+
+    def dropConnections(self) -> Any:
+        """Make the broker drop every client connection (may return a Deferred)."""
+        raise NotImplementedError
+
+    @inline
+    async def test_reconnectionRedeclaresAndResumesConsuming(self) -> None:
+        queue = f"reconnect-{uuid.uuid4()}"
+        received: list[bytes] = []
+        arrived: list[Deferred[None]] = [Deferred(), Deferred()]
+
+        def handle(message: Message) -> None:
+            received.append(message.body)
+            message.ack()
+            arrived[len(received) - 1].callback(None)
+
+        client = ReconnectingClient(reactor, self.url(), retry_policy=lambda failures: 0.05, confirms=True)
+        client.declare_queue(queue, auto_delete=True)
+        client.consume(queue, handle, prefetch_count=10)
+        client.startService()
+        self.addCleanup(client.stopService)  # type: ignore[attr-defined]
+        first = await client.whenConnected()
+        await client.publish(b"before", routing_key=queue)
+        await arrived[0]
+        await maybeDeferred(self.dropConnections)
+        await first.whenClosed()
+        await client.publish(b"after", routing_key=queue)
+        await arrived[1]
+        self.assertEqual(received, [b"before", b"after"])
+        self.assertEqual(client.connections_made, 2)
+        self.assertIsNot(await client.whenConnected(), first)
+
+
 class OwnBrokerTests(LiveTests, TestCase):
     """Against this project's broker, in this process."""
 
@@ -327,6 +363,10 @@ class OwnBrokerTests(LiveTests, TestCase):
 
     def url(self) -> str:
         return self.broker.url
+
+    def dropConnections(self) -> None:
+        for connection in list(self.broker.factory.connections):
+            connection.dropConnection()
 
 
 class RabbitMQTests(LiveTests, TestCase):
@@ -339,6 +379,9 @@ class RabbitMQTests(LiveTests, TestCase):
 
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.node.port}/"
+
+    def dropConnections(self) -> Deferred[str]:
+        return deferToThread(self.node.ctl, "close_all_connections", "test")
 
     @inline
     async def test_blockedAndUnblocked(self) -> None:

@@ -514,10 +514,10 @@ class ClientConnection(AMQPConnection):
         transport is dropped.
         """
         if not self._closed.done:
+            self.close(ConnectionLevelError(reply_text, reply_code=200))
             ending = ConnectionClosed(200, f"{reply_text} (closed by the client)")
             for channel in list(self.channels.values()):
                 channel.shutdown(ending, clean=True)
-            self.close(ConnectionLevelError(reply_text, reply_code=200))
         return self.whenClosed()
 
     def connectionLost(self, reason: Optional[Failure] = None) -> None:

@@ -22,7 +22,9 @@ from twisted.logger import Logger
 from txamqp09.client.channel import BodyLike, Channel, PropertiesLike
 from txamqp09.client.connection import ClientConnection, ClientFactory
 from txamqp09.client.consumer import DeliveryCallback
+from txamqp09.client.outcome import Outcome
 from txamqp09.client.params import ConnectionParameters, endpoint_for, parse_url
+from txamqp09.protocol import ConnectionState
 
 __all__ = ["ReconnectingClient"]
 
@@ -61,7 +63,9 @@ class ReconnectingClient(Service):
         self.parameters = parameters
         self.confirms = confirms
         self._declarations: list[Declaration] = []
-        self._publishing: dict[ClientConnection, Channel] = {}
+        self._connection: Optional[ClientConnection] = None
+        #: The publishing channel of the current connection.
+        self._publishing: Outcome[Channel] = Outcome()
         self._service = ClientService(
             endpoint or endpoint_for(reactor, parameters),
             ClientFactory(parameters, reactor),
@@ -136,10 +140,24 @@ class ReconnectingClient(Service):
         channel = yield connection.channel()
         for declaration in self._declarations:
             yield declaration(channel)
+        self._connection = connection
+        self.connections_made += 1
+        yield self._startPublishing(channel)
+
+    @inlineCallbacks
+    def _startPublishing(self, channel: Channel) -> Any:
         if self.confirms:
             yield channel.confirm_select()
-        self._publishing = {connection: channel}
-        self.connections_made += 1
+        self._publishing.succeed(channel)
+        channel.whenClosed().addCallback(self._publishingEnded, channel.connection)
+
+    def _publishingEnded(self, reason: object, connection: ClientConnection) -> None:
+        self._publishing = Outcome()
+        if connection.state is ConnectionState.OPEN:
+            # The server closed the channel (a publish to a missing exchange, say).
+            connection.channel().addCallback(self._startPublishing).addErrback(
+                lambda failure: _log.failure("cannot reopen the publishing channel", failure)
+            )
 
     def whenConnected(self) -> Deferred[ClientConnection]:
         """The open connection, once the topology and consumers are in place."""
@@ -161,8 +179,7 @@ class ReconnectingClient(Service):
         acked it. A message handed over just before the connection is lost
         may be lost with it; use confirms to know.
         """
-        connection = yield self.whenConnected()
-        channel = self._publishing[connection]
+        channel = yield self._publishing.when()
         confirmed = channel.basic_publish(body, exchange, routing_key, properties, mandatory=mandatory)
         if confirmed is not None:
             yield confirmed
@@ -177,8 +194,8 @@ class ReconnectingClient(Service):
     def stopService(self) -> Any:
         """Close the current connection cleanly, then stop reconnecting."""
         super().stopService()
-        for connection in list(self._publishing):
-            yield connection.disconnect()
+        if self._connection is not None:
+            yield self._connection.disconnect()
         yield self._service.stopService()
 
 
