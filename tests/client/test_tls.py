@@ -17,7 +17,6 @@ from twisted.internet.ssl import Certificate, PrivateCertificate
 from twisted.trial.unittest import TestCase
 
 from txamqp09.client import ConnectionClosed, TLSFailed, connect
-from txamqp09.client.params import parse_url
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import RabbitMQ, TLSFiles, rabbitmq_missing
 
@@ -123,21 +122,3 @@ class RabbitMQTLSTests(TLSTests, TestCase):
         node = tls_rabbitmq()
         assert node.tls_port is not None
         self.port = node.tls_port
-
-
-class URLTests(TestCase):
-    def test_tlsOptionsFromTheURL(self) -> None:
-        parameters = parse_url(
-            "amqps://u:p@host/?cacertfile=/ca.pem&certfile=/c.pem&keyfile=/k.pem"
-            "&server_name_indication=name&verify=verify_none"
-        )
-        assert parameters.tls is not None
-        self.assertEqual(
-            (parameters.port, parameters.tls.ca_file, parameters.tls.cert_file, parameters.tls.key_file),
-            (5671, "/ca.pem", "/c.pem", "/k.pem"),
-        )
-        self.assertEqual((parameters.tls.server_hostname, parameters.tls.verify), ("name", False))
-
-    def test_tlsOptionsNeedAmqps(self) -> None:
-        self.assertRaises(ValueError, parse_url, "amqp://host/?cacertfile=/ca.pem")
-

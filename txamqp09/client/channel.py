@@ -38,7 +38,12 @@ from txamqp09.client.errors import (
 from txamqp09.client.message import Message
 from txamqp09.client.outcome import Outcome
 from txamqp09.wire.base import Method, Properties
-from txamqp09.wire.errors import ChannelLevelError, CommandInvalid, PreconditionFailed, error_for_code
+from txamqp09.wire.errors import (
+    ChannelLevelError,
+    CommandInvalid,
+    PreconditionFailed,
+    error_for_code,
+)
 from txamqp09.wire.frames import Command, content_frames
 from txamqp09.wire.versions import ProtocolVersion
 

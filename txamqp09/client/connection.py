@@ -50,7 +50,14 @@ from txamqp09.wire.errors import (
     ConnectionLevelError,
 )
 from txamqp09.wire.fields import TableCodec
-from txamqp09.wire.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, FRAME_MIN_SIZE, Command, Frame
+from txamqp09.wire.frames import (
+    FRAME_BODY,
+    FRAME_HEADER,
+    FRAME_METHOD,
+    FRAME_MIN_SIZE,
+    Command,
+    Frame,
+)
 from txamqp09.wire.versions import (
     AMQP0_9_1,
     HEADER_SIZE,

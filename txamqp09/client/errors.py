@@ -36,7 +36,11 @@ class ClientError(Exception):
 
 
 class _Closed(ClientError):
-    """A channel or connection that ended, with the close's details."""
+    """A channel or connection that ended, with the close's details.
+
+    :ivar reason: the AMQP error the close carried, or the Failure with which
+        the transport was lost, or None after a normal close by this side.
+    """
 
     #: "channel" or "connection", for messages.
     scope = ""
@@ -49,6 +53,7 @@ class _Closed(ClientError):
         method_id: int = 0,
         method_name: Optional[str] = None,
         error: Optional[AMQPError] = None,
+        reason: Union[AMQPError, Failure, None] = None,
     ) -> None:
         super().__init__(reply_code, reply_text, class_id, method_id)
         self.reply_code = reply_code
@@ -61,6 +66,7 @@ class _Closed(ClientError):
         self.error = error or error_for_code(
             reply_code, reply_text, class_id, method_id, hard=self.scope == "connection"
         )
+        self.reason = reason
 
     def __str__(self) -> str:
         caused = f" (caused by {self.method_name})" if self.method_name else ""
@@ -75,26 +81,9 @@ class ChannelClosed(_Closed):
 
 
 class ConnectionClosed(_Closed):
-    """The connection is closed or was lost; nothing on it can go on.
-
-    :ivar reason: the AMQP error the close carried, or the Failure with which
-        the transport was lost, or None after a normal close by this side.
-    """
+    """The connection is closed or was lost; nothing on it can go on."""
 
     scope = "connection"
-
-    def __init__(
-        self,
-        reply_code: int,
-        reply_text: str,
-        class_id: int = 0,
-        method_id: int = 0,
-        method_name: Optional[str] = None,
-        error: Optional[AMQPError] = None,
-        reason: Union[AMQPError, Failure, None] = None,
-    ) -> None:
-        super().__init__(reply_code, reply_text, class_id, method_id, method_name, error)
-        self.reason = reason
 
 
 class TLSFailed(ConnectionClosed):
@@ -133,6 +122,7 @@ def channel_closed(error: AMQPError, method_names: Mapping[int, str]) -> Channel
         error.class_id,
         error.method_id,
         _method_name(error, method_names),
+        error,
         error,
     )
 
