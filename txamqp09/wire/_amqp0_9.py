@@ -20,28 +20,58 @@ _TABLES = _f.AMQP0_9
 #: The table dialect of this version; see :mod:`txamqp09.wire.fields`.
 TABLES = _TABLES
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: Makes an instance without __init__: decoders set every field themselves.
+_new = object.__new__
 
 _S_B = struct.Struct(">B")
+_pack_B = _S_B.pack
 _S_BB = struct.Struct(">BB")
+_unpack_BB = _S_BB.unpack_from
 _S_BQB = struct.Struct(">BQB")
+_pack_BQB = _S_BQB.pack
+_unpack_BQB = _S_BQB.unpack_from
 _S_H = struct.Struct(">H")
+_pack_H = _S_H.pack
+_unpack_H = _S_H.unpack_from
 _S_HH = struct.Struct(">HH")
+_pack_HH = _S_HH.pack
+_unpack_HH = _S_HH.unpack_from
 _S_HHB = struct.Struct(">HHB")
+_pack_HHB = _S_HHB.pack
 _S_HHBB = struct.Struct(">HHBB")
+_pack_HHBB = _S_HHBB.pack
 _S_HHH = struct.Struct(">HHH")
+_pack_HHH = _S_HHH.pack
 _S_HHHIH = struct.Struct(">HHHIH")
+_pack_HHHIH = _S_HHHIH.pack
 _S_HHI = struct.Struct(">HHI")
+_pack_HHI = _S_HHI.pack
 _S_HHIHB = struct.Struct(">HHIHB")
+_pack_HHIHB = _S_HHIHB.pack
 _S_HHIHIB = struct.Struct(">HHIHIB")
+_pack_HHIHIB = _S_HHIHIB.pack
 _S_HHQ = struct.Struct(">HHQ")
+_pack_HHQ = _S_HHQ.pack
 _S_HHQB = struct.Struct(">HHQB")
+_pack_HHQB = _S_HHQB.pack
 _S_HIH = struct.Struct(">HIH")
+_unpack_HIH = _S_HIH.unpack_from
 _S_I = struct.Struct(">I")
+_pack_I = _S_I.pack
+_unpack_I = _S_I.unpack_from
 _S_IHB = struct.Struct(">IHB")
+_unpack_IHB = _S_IHB.unpack_from
 _S_IHIB = struct.Struct(">IHIB")
+_unpack_IHIB = _S_IHIB.unpack_from
 _S_II = struct.Struct(">II")
+_pack_II = _S_II.pack
+_unpack_II = _S_II.unpack_from
 _S_Q = struct.Struct(">Q")
+_pack_Q = _S_Q.pack
+_unpack_Q = _S_Q.unpack_from
 _S_QB = struct.Struct(">QB")
+_pack_QB = _S_QB.pack
+_unpack_QB = _S_QB.unpack_from
 
 # -- constants ----------------------------------------------------------------
 
@@ -155,7 +185,7 @@ class ConnectionStart(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHBB.pack(10, 10, self.version_major, self.version_minor)
+            _pack_HHBB(10, 10, self.version_major, self.version_minor)
             + _TABLES.encode_table(self.server_properties)
             + _f.encode_longstr(self.mechanisms)
             + _f.encode_longstr(self.locales)
@@ -163,13 +193,15 @@ class ConnectionStart(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionStart:
-        version_major, version_minor = _S_BB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.version_major, self.version_minor = _unpack_BB(buf, offset)
         offset += 2
-        server_properties, offset = _TABLES.decode_table(buf, offset)
-        mechanisms, offset = _f.decode_longstr(buf, offset)
-        locales, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(version_major, version_minor, server_properties, mechanisms, locales)
+        self.server_properties, offset = _TABLES.decode_table(buf, offset)
+        self.mechanisms, offset = _f.decode_longstr(buf, offset)
+        self.locales, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionStartOk(Method):
@@ -224,12 +256,18 @@ class ConnectionStartOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionStartOk:
-        client_properties, offset = _TABLES.decode_table(buf, offset)
-        mechanism, offset = _f.decode_shortstr(buf, offset)
-        response, offset = _f.decode_longstr(buf, offset)
-        locale, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(client_properties, mechanism, response, locale)
+        self = _new(cls)
+        self.client_properties, offset = _TABLES.decode_table(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.mechanism = buf[start:offset].decode()
+        self.response, offset = _f.decode_longstr(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.locale = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionSecure(Method):
@@ -266,9 +304,11 @@ class ConnectionSecure(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionSecure:
-        challenge, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(challenge)
+        self = _new(cls)
+        self.challenge, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionSecureOk(Method):
@@ -305,9 +345,11 @@ class ConnectionSecureOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionSecureOk:
-        response, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(response)
+        self = _new(cls)
+        self.response, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionTune(Method):
@@ -352,14 +394,16 @@ class ConnectionTune(Method):
         self.heartbeat = heartbeat
 
     def encode(self) -> bytes:
-        return _S_HHHIH.pack(10, 30, self.channel_max, self.frame_max, self.heartbeat)
+        return _pack_HHHIH(10, 30, self.channel_max, self.frame_max, self.heartbeat)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionTune:
-        channel_max, frame_max, heartbeat = _S_HIH.unpack_from(buf, offset)
+        self = _new(cls)
+        self.channel_max, self.frame_max, self.heartbeat = _unpack_HIH(buf, offset)
         offset += 8
-        _f.check_end(buf, offset)
-        return cls(channel_max, frame_max, heartbeat)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionTuneOk(Method):
@@ -403,14 +447,16 @@ class ConnectionTuneOk(Method):
         self.heartbeat = heartbeat
 
     def encode(self) -> bytes:
-        return _S_HHHIH.pack(10, 31, self.channel_max, self.frame_max, self.heartbeat)
+        return _pack_HHHIH(10, 31, self.channel_max, self.frame_max, self.heartbeat)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionTuneOk:
-        channel_max, frame_max, heartbeat = _S_HIH.unpack_from(buf, offset)
+        self = _new(cls)
+        self.channel_max, self.frame_max, self.heartbeat = _unpack_HIH(buf, offset)
         offset += 8
-        _f.check_end(buf, offset)
-        return cls(channel_max, frame_max, heartbeat)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionOpen(Method):
@@ -460,17 +506,24 @@ class ConnectionOpen(Method):
             b'\x00\n\x00('
             + _f.encode_shortstr(self.virtual_host)
             + _f.encode_shortstr(self.capabilities)
-            + _S_B.pack((1 if self.insist else 0))
+            + _pack_B((1 if self.insist else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionOpen:
-        virtual_host, offset = _f.decode_shortstr(buf, offset)
-        capabilities, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.virtual_host = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.capabilities = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.insist = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(virtual_host, capabilities, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionOpenOk(Method):
@@ -508,9 +561,13 @@ class ConnectionOpenOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionOpenOk:
-        known_hosts, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(known_hosts)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.known_hosts = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionRedirect(Method):
@@ -557,10 +614,16 @@ class ConnectionRedirect(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionRedirect:
-        host, offset = _f.decode_shortstr(buf, offset)
-        known_hosts, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(host, known_hosts)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.host = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.known_hosts = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionClose(Method):
@@ -609,20 +672,24 @@ class ConnectionClose(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(10, 50, self.reply_code)
+            _pack_HHH(10, 50, self.reply_code)
             + _f.encode_shortstr(self.reply_text)
-            + _S_HH.pack(self.class_id, self.method_id)
+            + _pack_HH(self.class_id, self.method_id)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionClose:
-        (reply_code,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reply_code,) = _unpack_H(buf, offset)
         offset += 2
-        reply_text, offset = _f.decode_shortstr(buf, offset)
-        class_id, method_id = _S_HH.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reply_text = buf[start:offset].decode()
+        self.class_id, self.method_id = _unpack_HH(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(reply_code, reply_text, class_id, method_id)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionCloseOk(Method):
@@ -646,8 +713,10 @@ class ConnectionCloseOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionCloseOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- channel -----------------------------------------------------------------
@@ -686,9 +755,13 @@ class ChannelOpen(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelOpen:
-        out_of_band, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(out_of_band)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.out_of_band = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelOpenOk(Method):
@@ -722,9 +795,11 @@ class ChannelOpenOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelOpenOk:
-        channel_id, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(channel_id)
+        self = _new(cls)
+        self.channel_id, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelFlow(Method):
@@ -757,14 +832,17 @@ class ChannelFlow(Method):
         self.active = active
 
     def encode(self) -> bytes:
-        return _S_HHB.pack(20, 20, (1 if self.active else 0))
+        return _pack_HHB(20, 20, (1 if self.active else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelFlow:
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        bits0 = buf[offset]
+        self.active = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelFlowOk(Method):
@@ -793,14 +871,17 @@ class ChannelFlowOk(Method):
         self.active = active
 
     def encode(self) -> bytes:
-        return _S_HHB.pack(20, 21, (1 if self.active else 0))
+        return _pack_HHB(20, 21, (1 if self.active else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelFlowOk:
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        bits0 = buf[offset]
+        self.active = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelClose(Method):
@@ -849,20 +930,24 @@ class ChannelClose(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(20, 40, self.reply_code)
+            _pack_HHH(20, 40, self.reply_code)
             + _f.encode_shortstr(self.reply_text)
-            + _S_HH.pack(self.class_id, self.method_id)
+            + _pack_HH(self.class_id, self.method_id)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelClose:
-        (reply_code,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reply_code,) = _unpack_H(buf, offset)
         offset += 2
-        reply_text, offset = _f.decode_shortstr(buf, offset)
-        class_id, method_id = _S_HH.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reply_text = buf[start:offset].decode()
+        self.class_id, self.method_id = _unpack_HH(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(reply_code, reply_text, class_id, method_id)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelCloseOk(Method):
@@ -886,8 +971,10 @@ class ChannelCloseOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelCloseOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelResume(Method):
@@ -921,9 +1008,11 @@ class ChannelResume(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelResume:
-        channel_id, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(channel_id)
+        self = _new(cls)
+        self.channel_id, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelPing(Method):
@@ -946,8 +1035,10 @@ class ChannelPing(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelPing:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelPong(Method):
@@ -972,8 +1063,10 @@ class ChannelPong(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelPong:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelOk(Method):
@@ -996,8 +1089,10 @@ class ChannelOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- access ------------------------------------------------------------------
@@ -1069,16 +1164,25 @@ class AccessRequest(Method):
         return (
             b'\x00\x1e\x00\n'
             + _f.encode_shortstr(self.realm)
-            + _S_B.pack((1 if self.exclusive else 0) | (2 if self.passive else 0) | (4 if self.active else 0) | (8 if self.write else 0) | (16 if self.read else 0))
+            + _pack_B((1 if self.exclusive else 0) | (2 if self.passive else 0) | (4 if self.active else 0) | (8 if self.write else 0) | (16 if self.read else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> AccessRequest:
-        realm, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.realm = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.exclusive = (bits0 & 1) != 0
+        self.passive = (bits0 & 2) != 0
+        self.active = (bits0 & 4) != 0
+        self.write = (bits0 & 8) != 0
+        self.read = (bits0 & 16) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(realm, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), bool(bits0 & 8), bool(bits0 & 16))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class AccessRequestOk(Method):
@@ -1109,14 +1213,16 @@ class AccessRequestOk(Method):
         self.ticket = ticket
 
     def encode(self) -> bytes:
-        return _S_HHH.pack(30, 11, self.ticket)
+        return _pack_HHH(30, 11, self.ticket)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> AccessRequestOk:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        _f.check_end(buf, offset)
-        return cls(ticket)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- exchange ----------------------------------------------------------------
@@ -1203,24 +1309,35 @@ class ExchangeDeclare(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(40, 10, self.ticket)
+            _pack_HHH(40, 10, self.ticket)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.type)
-            + _S_B.pack((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.auto_delete else 0) | (8 if self.internal else 0) | (16 if self.nowait else 0))
+            + _pack_B((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.auto_delete else 0) | (8 if self.internal else 0) | (16 if self.nowait else 0))
             + _TABLES.encode_table(self.arguments)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeDeclare:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        type, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.type = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.passive = (bits0 & 1) != 0
+        self.durable = (bits0 & 2) != 0
+        self.auto_delete = (bits0 & 4) != 0
+        self.internal = (bits0 & 8) != 0
+        self.nowait = (bits0 & 16) != 0
         offset += 1
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, exchange, type, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), bool(bits0 & 8), bool(bits0 & 16), arguments)
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeDeclareOk(Method):
@@ -1244,8 +1361,10 @@ class ExchangeDeclareOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeDeclareOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeDelete(Method):
@@ -1298,20 +1417,26 @@ class ExchangeDelete(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(40, 20, self.ticket)
+            _pack_HHH(40, 20, self.ticket)
             + _f.encode_shortstr(self.exchange)
-            + _S_B.pack((1 if self.if_unused else 0) | (2 if self.nowait else 0))
+            + _pack_B((1 if self.if_unused else 0) | (2 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeDelete:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.if_unused = (bits0 & 1) != 0
+        self.nowait = (bits0 & 2) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, exchange, bool(bits0 & 1), bool(bits0 & 2))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeDeleteOk(Method):
@@ -1334,8 +1459,10 @@ class ExchangeDeleteOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeDeleteOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- queue -------------------------------------------------------------------
@@ -1417,22 +1544,31 @@ class QueueDeclare(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 10, self.ticket)
+            _pack_HHH(50, 10, self.ticket)
             + _f.encode_shortstr(self.queue)
-            + _S_B.pack((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.exclusive else 0) | (8 if self.auto_delete else 0) | (16 if self.nowait else 0))
+            + _pack_B((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.exclusive else 0) | (8 if self.auto_delete else 0) | (16 if self.nowait else 0))
             + _TABLES.encode_table(self.arguments)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueDeclare:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.passive = (bits0 & 1) != 0
+        self.durable = (bits0 & 2) != 0
+        self.exclusive = (bits0 & 4) != 0
+        self.auto_delete = (bits0 & 8) != 0
+        self.nowait = (bits0 & 16) != 0
         offset += 1
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), bool(bits0 & 8), bool(bits0 & 16), arguments)
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueDeclareOk(Method):
@@ -1475,16 +1611,20 @@ class QueueDeclareOk(Method):
         return (
             b'\x002\x00\x0b'
             + _f.encode_shortstr(self.queue)
-            + _S_II.pack(self.message_count, self.consumer_count)
+            + _pack_II(self.message_count, self.consumer_count)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueDeclareOk:
-        queue, offset = _f.decode_shortstr(buf, offset)
-        message_count, consumer_count = _S_II.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        self.message_count, self.consumer_count = _unpack_II(buf, offset)
         offset += 8
-        _f.check_end(buf, offset)
-        return cls(queue, message_count, consumer_count)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueBind(Method):
@@ -1552,26 +1692,35 @@ class QueueBind(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 20, self.ticket)
+            _pack_HHH(50, 20, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
             + _TABLES.encode_table(self.arguments)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueBind:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, exchange, routing_key, bool(bits0 & 1), arguments)
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueBindOk(Method):
@@ -1594,8 +1743,10 @@ class QueueBindOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueBindOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueUnbind(Method):
@@ -1642,7 +1793,7 @@ class QueueUnbind(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 50, self.ticket)
+            _pack_HHH(50, 50, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
@@ -1651,14 +1802,22 @@ class QueueUnbind(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueUnbind:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, exchange, routing_key, arguments)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueUnbindOk(Method):
@@ -1681,8 +1840,10 @@ class QueueUnbindOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueUnbindOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueuePurge(Method):
@@ -1725,20 +1886,25 @@ class QueuePurge(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 30, self.ticket)
+            _pack_HHH(50, 30, self.ticket)
             + _f.encode_shortstr(self.queue)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueuePurge:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueuePurgeOk(Method):
@@ -1766,14 +1932,16 @@ class QueuePurgeOk(Method):
         self.message_count = message_count
 
     def encode(self) -> bytes:
-        return _S_HHI.pack(50, 31, self.message_count)
+        return _pack_HHI(50, 31, self.message_count)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueuePurgeOk:
-        (message_count,) = _S_I.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.message_count,) = _unpack_I(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(message_count)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueDelete(Method):
@@ -1828,20 +1996,27 @@ class QueueDelete(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 40, self.ticket)
+            _pack_HHH(50, 40, self.ticket)
             + _f.encode_shortstr(self.queue)
-            + _S_B.pack((1 if self.if_unused else 0) | (2 if self.if_empty else 0) | (4 if self.nowait else 0))
+            + _pack_B((1 if self.if_unused else 0) | (2 if self.if_empty else 0) | (4 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueDelete:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.if_unused = (bits0 & 1) != 0
+        self.if_empty = (bits0 & 2) != 0
+        self.nowait = (bits0 & 4) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueDeleteOk(Method):
@@ -1869,14 +2044,16 @@ class QueueDeleteOk(Method):
         self.message_count = message_count
 
     def encode(self) -> bytes:
-        return _S_HHI.pack(50, 41, self.message_count)
+        return _pack_HHI(50, 41, self.message_count)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueDeleteOk:
-        (message_count,) = _S_I.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.message_count,) = _unpack_I(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(message_count)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- basic -------------------------------------------------------------------
@@ -1965,10 +2142,10 @@ class BasicProperties(Properties):
             parts.append(_TABLES.encode_table(self.headers))
         if self.delivery_mode is not None:
             flags |= 0x1000
-            parts.append(_S_B.pack(self.delivery_mode))
+            parts.append(_pack_B(self.delivery_mode))
         if self.priority is not None:
             flags |= 0x800
-            parts.append(_S_B.pack(self.priority))
+            parts.append(_pack_B(self.priority))
         if self.correlation_id is not None:
             flags |= 0x400
             parts.append(_f.encode_shortstr(self.correlation_id))
@@ -1996,45 +2173,107 @@ class BasicProperties(Properties):
         if self.cluster_id is not None:
             flags |= 0x4
             parts.append(_f.encode_shortstr(self.cluster_id))
-        return _S_H.pack(flags) + b"".join(parts)
+        return _pack_H(flags) + b"".join(parts)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicProperties:
-        flags, offset = _f.decode_property_flags(buf, offset, 1)
+        flags = (buf[offset] << 8) | buf[offset + 1]
+        offset += 2
         if flags & ~0xfffc:
-            raise _f.unknown_properties(cls.NAME, flags)
-        self = cls()
-        if flags & 0x8000:
-            self.content_type, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x4000:
-            self.content_encoding, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x2000:
-            self.headers, offset = _TABLES.decode_table(buf, offset)
-        if flags & 0x1000:
-            (self.delivery_mode,) = _S_B.unpack_from(buf, offset)
-            offset += 1
-        if flags & 0x800:
-            (self.priority,) = _S_B.unpack_from(buf, offset)
-            offset += 1
-        if flags & 0x400:
-            self.correlation_id, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x200:
-            self.reply_to, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x100:
-            self.expiration, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x80:
-            self.message_id, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x40:
-            self.timestamp, offset = _f.decode_timestamp(buf, offset)
-        if flags & 0x20:
-            self.type, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x10:
-            self.user_id, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x8:
-            self.app_id, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x4:
-            self.cluster_id, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
+            raise _f.property_flags_error(cls.NAME, flags, 1)
+        self = _new(cls)
+        if flags & 0xf000:
+            if flags & 0x8000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.content_type = buf[start:offset].decode()
+            else:
+                self.content_type = None
+            if flags & 0x4000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.content_encoding = buf[start:offset].decode()
+            else:
+                self.content_encoding = None
+            if flags & 0x2000:
+                self.headers, offset = _TABLES.decode_table(buf, offset)
+            else:
+                self.headers = None
+            if flags & 0x1000:
+                self.delivery_mode = buf[offset]
+                offset += 1
+            else:
+                self.delivery_mode = None
+        else:
+            self.content_type = self.content_encoding = self.headers = self.delivery_mode = None
+        if flags & 0xf00:
+            if flags & 0x800:
+                self.priority = buf[offset]
+                offset += 1
+            else:
+                self.priority = None
+            if flags & 0x400:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.correlation_id = buf[start:offset].decode()
+            else:
+                self.correlation_id = None
+            if flags & 0x200:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.reply_to = buf[start:offset].decode()
+            else:
+                self.reply_to = None
+            if flags & 0x100:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.expiration = buf[start:offset].decode()
+            else:
+                self.expiration = None
+        else:
+            self.priority = self.correlation_id = self.reply_to = self.expiration = None
+        if flags & 0xf0:
+            if flags & 0x80:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.message_id = buf[start:offset].decode()
+            else:
+                self.message_id = None
+            if flags & 0x40:
+                self.timestamp, offset = _f.decode_timestamp(buf, offset)
+            else:
+                self.timestamp = None
+            if flags & 0x20:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.type = buf[start:offset].decode()
+            else:
+                self.type = None
+            if flags & 0x10:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.user_id = buf[start:offset].decode()
+            else:
+                self.user_id = None
+        else:
+            self.message_id = self.timestamp = self.type = self.user_id = None
+        if flags & 0xc:
+            if flags & 0x8:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.app_id = buf[start:offset].decode()
+            else:
+                self.app_id = None
+            if flags & 0x4:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.cluster_id = buf[start:offset].decode()
+            else:
+                self.cluster_id = None
+        else:
+            self.app_id = self.cluster_id = None
+        if offset != len(buf):
+            _f.check_end(buf, offset)
         return self
 
 
@@ -2090,14 +2329,17 @@ class BasicQos(Method):
         self.global_ = global_
 
     def encode(self) -> bytes:
-        return _S_HHIHB.pack(60, 10, self.prefetch_size, self.prefetch_count, (1 if self.global_ else 0))
+        return _pack_HHIHB(60, 10, self.prefetch_size, self.prefetch_count, (1 if self.global_ else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicQos:
-        prefetch_size, prefetch_count, bits0 = _S_IHB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.prefetch_size, self.prefetch_count, bits2 = _unpack_IHB(buf, offset)
+        self.global_ = (bits2 & 1) != 0
         offset += 7
-        _f.check_end(buf, offset)
-        return cls(prefetch_size, prefetch_count, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicQosOk(Method):
@@ -2122,8 +2364,10 @@ class BasicQosOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicQosOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicConsume(Method):
@@ -2202,24 +2446,34 @@ class BasicConsume(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(60, 20, self.ticket)
+            _pack_HHH(60, 20, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_B.pack((1 if self.no_local else 0) | (2 if self.no_ack else 0) | (4 if self.exclusive else 0) | (8 if self.nowait else 0))
+            + _pack_B((1 if self.no_local else 0) | (2 if self.no_ack else 0) | (4 if self.exclusive else 0) | (8 if self.nowait else 0))
             + _TABLES.encode_table(self.filter)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicConsume:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.no_local = (bits0 & 1) != 0
+        self.no_ack = (bits0 & 2) != 0
+        self.exclusive = (bits0 & 4) != 0
+        self.nowait = (bits0 & 8) != 0
         offset += 1
-        filter, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, consumer_tag, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), bool(bits0 & 8), filter)
+        self.filter, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicConsumeOk(Method):
@@ -2255,9 +2509,13 @@ class BasicConsumeOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicConsumeOk:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicCancel(Method):
@@ -2298,16 +2556,21 @@ class BasicCancel(Method):
         return (
             b'\x00<\x00\x1e'
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicCancel:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(consumer_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicCancelOk(Method):
@@ -2342,9 +2605,13 @@ class BasicCancelOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicCancelOk:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicPublish(Method):
@@ -2406,22 +2673,30 @@ class BasicPublish(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(60, 40, self.ticket)
+            _pack_HHH(60, 40, self.ticket)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
-            + _S_B.pack((1 if self.mandatory else 0) | (2 if self.immediate else 0))
+            + _pack_B((1 if self.mandatory else 0) | (2 if self.immediate else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicPublish:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.mandatory = (bits0 & 1) != 0
+        self.immediate = (bits0 & 2) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, exchange, routing_key, bool(bits0 & 1), bool(bits0 & 2))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicReturn(Method):
@@ -2469,7 +2744,7 @@ class BasicReturn(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(60, 50, self.reply_code)
+            _pack_HHH(60, 50, self.reply_code)
             + _f.encode_shortstr(self.reply_text)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
@@ -2477,13 +2752,21 @@ class BasicReturn(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicReturn:
-        (reply_code,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reply_code,) = _unpack_H(buf, offset)
         offset += 2
-        reply_text, offset = _f.decode_shortstr(buf, offset)
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reply_code, reply_text, exchange, routing_key)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reply_text = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicDeliver(Method):
@@ -2537,20 +2820,29 @@ class BasicDeliver(Method):
         return (
             b'\x00<\x00<'
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_QB.pack(self.delivery_tag, (1 if self.redelivered else 0))
+            + _pack_QB(self.delivery_tag, (1 if self.redelivered else 0))
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicDeliver:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.redelivered = (bits1 & 1) != 0
         offset += 9
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag, delivery_tag, bool(bits0 & 1), exchange, routing_key)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicGet(Method):
@@ -2598,20 +2890,25 @@ class BasicGet(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(60, 70, self.ticket)
+            _pack_HHH(60, 70, self.ticket)
             + _f.encode_shortstr(self.queue)
-            + _S_B.pack((1 if self.no_ack else 0))
+            + _pack_B((1 if self.no_ack else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicGet:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.no_ack = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicGetOk(Method):
@@ -2666,22 +2963,29 @@ class BasicGetOk(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHQB.pack(60, 71, self.delivery_tag, (1 if self.redelivered else 0))
+            _pack_HHQB(60, 71, self.delivery_tag, (1 if self.redelivered else 0))
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
-            + _S_I.pack(self.message_count)
+            + _pack_I(self.message_count)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicGetOk:
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.redelivered = (bits1 & 1) != 0
         offset += 9
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (message_count,) = _S_I.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        (self.message_count,) = _unpack_I(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(delivery_tag, bool(bits0 & 1), exchange, routing_key, message_count)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicGetEmpty(Method):
@@ -2717,9 +3021,13 @@ class BasicGetEmpty(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicGetEmpty:
-        cluster_id, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(cluster_id)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.cluster_id = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicAck(Method):
@@ -2758,14 +3066,17 @@ class BasicAck(Method):
         self.multiple = multiple
 
     def encode(self) -> bytes:
-        return _S_HHQB.pack(60, 80, self.delivery_tag, (1 if self.multiple else 0))
+        return _pack_HHQB(60, 80, self.delivery_tag, (1 if self.multiple else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicAck:
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.multiple = (bits1 & 1) != 0
         offset += 9
-        _f.check_end(buf, offset)
-        return cls(delivery_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicReject(Method):
@@ -2801,14 +3112,17 @@ class BasicReject(Method):
         self.requeue = requeue
 
     def encode(self) -> bytes:
-        return _S_HHQB.pack(60, 90, self.delivery_tag, (1 if self.requeue else 0))
+        return _pack_HHQB(60, 90, self.delivery_tag, (1 if self.requeue else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicReject:
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.requeue = (bits1 & 1) != 0
         offset += 9
-        _f.check_end(buf, offset)
-        return cls(delivery_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicRecover(Method):
@@ -2840,14 +3154,17 @@ class BasicRecover(Method):
         self.requeue = requeue
 
     def encode(self) -> bytes:
-        return _S_HHB.pack(60, 100, (1 if self.requeue else 0))
+        return _pack_HHB(60, 100, (1 if self.requeue else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicRecover:
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        bits0 = buf[offset]
+        self.requeue = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- file --------------------------------------------------------------------
@@ -2916,7 +3233,7 @@ class FileProperties(Properties):
             parts.append(_TABLES.encode_table(self.headers))
         if self.priority is not None:
             flags |= 0x1000
-            parts.append(_S_B.pack(self.priority))
+            parts.append(_pack_B(self.priority))
         if self.reply_to is not None:
             flags |= 0x800
             parts.append(_f.encode_shortstr(self.reply_to))
@@ -2932,34 +3249,75 @@ class FileProperties(Properties):
         if self.cluster_id is not None:
             flags |= 0x80
             parts.append(_f.encode_shortstr(self.cluster_id))
-        return _S_H.pack(flags) + b"".join(parts)
+        return _pack_H(flags) + b"".join(parts)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileProperties:
-        flags, offset = _f.decode_property_flags(buf, offset, 1)
+        flags = (buf[offset] << 8) | buf[offset + 1]
+        offset += 2
         if flags & ~0xff80:
-            raise _f.unknown_properties(cls.NAME, flags)
-        self = cls()
-        if flags & 0x8000:
-            self.content_type, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x4000:
-            self.content_encoding, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x2000:
-            self.headers, offset = _TABLES.decode_table(buf, offset)
-        if flags & 0x1000:
-            (self.priority,) = _S_B.unpack_from(buf, offset)
-            offset += 1
-        if flags & 0x800:
-            self.reply_to, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x400:
-            self.message_id, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x200:
-            self.filename, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x100:
-            self.timestamp, offset = _f.decode_timestamp(buf, offset)
+            raise _f.property_flags_error(cls.NAME, flags, 1)
+        self = _new(cls)
+        if flags & 0xf000:
+            if flags & 0x8000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.content_type = buf[start:offset].decode()
+            else:
+                self.content_type = None
+            if flags & 0x4000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.content_encoding = buf[start:offset].decode()
+            else:
+                self.content_encoding = None
+            if flags & 0x2000:
+                self.headers, offset = _TABLES.decode_table(buf, offset)
+            else:
+                self.headers = None
+            if flags & 0x1000:
+                self.priority = buf[offset]
+                offset += 1
+            else:
+                self.priority = None
+        else:
+            self.content_type = self.content_encoding = self.headers = self.priority = None
+        if flags & 0xf00:
+            if flags & 0x800:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.reply_to = buf[start:offset].decode()
+            else:
+                self.reply_to = None
+            if flags & 0x400:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.message_id = buf[start:offset].decode()
+            else:
+                self.message_id = None
+            if flags & 0x200:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.filename = buf[start:offset].decode()
+            else:
+                self.filename = None
+            if flags & 0x100:
+                self.timestamp, offset = _f.decode_timestamp(buf, offset)
+            else:
+                self.timestamp = None
+        else:
+            self.reply_to = self.message_id = self.filename = self.timestamp = None
         if flags & 0x80:
-            self.cluster_id, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
+            if flags & 0x80:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.cluster_id = buf[start:offset].decode()
+            else:
+                self.cluster_id = None
+        else:
+            self.cluster_id = None
+        if offset != len(buf):
+            _f.check_end(buf, offset)
         return self
 
 
@@ -3013,14 +3371,17 @@ class FileQos(Method):
         self.global_ = global_
 
     def encode(self) -> bytes:
-        return _S_HHIHB.pack(70, 10, self.prefetch_size, self.prefetch_count, (1 if self.global_ else 0))
+        return _pack_HHIHB(70, 10, self.prefetch_size, self.prefetch_count, (1 if self.global_ else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileQos:
-        prefetch_size, prefetch_count, bits0 = _S_IHB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.prefetch_size, self.prefetch_count, bits2 = _unpack_IHB(buf, offset)
+        self.global_ = (bits2 & 1) != 0
         offset += 7
-        _f.check_end(buf, offset)
-        return cls(prefetch_size, prefetch_count, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileQosOk(Method):
@@ -3045,8 +3406,10 @@ class FileQosOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileQosOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileConsume(Method):
@@ -3125,24 +3488,34 @@ class FileConsume(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(70, 20, self.ticket)
+            _pack_HHH(70, 20, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_B.pack((1 if self.no_local else 0) | (2 if self.no_ack else 0) | (4 if self.exclusive else 0) | (8 if self.nowait else 0))
+            + _pack_B((1 if self.no_local else 0) | (2 if self.no_ack else 0) | (4 if self.exclusive else 0) | (8 if self.nowait else 0))
             + _TABLES.encode_table(self.filter)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileConsume:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.no_local = (bits0 & 1) != 0
+        self.no_ack = (bits0 & 2) != 0
+        self.exclusive = (bits0 & 4) != 0
+        self.nowait = (bits0 & 8) != 0
         offset += 1
-        filter, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, consumer_tag, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), bool(bits0 & 8), filter)
+        self.filter, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileConsumeOk(Method):
@@ -3178,9 +3551,13 @@ class FileConsumeOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileConsumeOk:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileCancel(Method):
@@ -3220,16 +3597,21 @@ class FileCancel(Method):
         return (
             b'\x00F\x00\x1e'
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileCancel:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(consumer_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileCancelOk(Method):
@@ -3264,9 +3646,13 @@ class FileCancelOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileCancelOk:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileOpen(Method):
@@ -3314,16 +3700,20 @@ class FileOpen(Method):
         return (
             b'\x00F\x00('
             + _f.encode_shortstr(self.identifier)
-            + _S_Q.pack(self.content_size)
+            + _pack_Q(self.content_size)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileOpen:
-        identifier, offset = _f.decode_shortstr(buf, offset)
-        (content_size,) = _S_Q.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.identifier = buf[start:offset].decode()
+        (self.content_size,) = _unpack_Q(buf, offset)
         offset += 8
-        _f.check_end(buf, offset)
-        return cls(identifier, content_size)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileOpenOk(Method):
@@ -3354,14 +3744,16 @@ class FileOpenOk(Method):
         self.staged_size = staged_size
 
     def encode(self) -> bytes:
-        return _S_HHQ.pack(70, 41, self.staged_size)
+        return _pack_HHQ(70, 41, self.staged_size)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileOpenOk:
-        (staged_size,) = _S_Q.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.staged_size,) = _unpack_Q(buf, offset)
         offset += 8
-        _f.check_end(buf, offset)
-        return cls(staged_size)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileStage(Method):
@@ -3385,8 +3777,10 @@ class FileStage(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileStage:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FilePublish(Method):
@@ -3456,24 +3850,34 @@ class FilePublish(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(70, 60, self.ticket)
+            _pack_HHH(70, 60, self.ticket)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
-            + _S_B.pack((1 if self.mandatory else 0) | (2 if self.immediate else 0))
+            + _pack_B((1 if self.mandatory else 0) | (2 if self.immediate else 0))
             + _f.encode_shortstr(self.identifier)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FilePublish:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.mandatory = (bits0 & 1) != 0
+        self.immediate = (bits0 & 2) != 0
         offset += 1
-        identifier, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, exchange, routing_key, bool(bits0 & 1), bool(bits0 & 2), identifier)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.identifier = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileReturn(Method):
@@ -3521,7 +3925,7 @@ class FileReturn(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(70, 70, self.reply_code)
+            _pack_HHH(70, 70, self.reply_code)
             + _f.encode_shortstr(self.reply_text)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
@@ -3529,13 +3933,21 @@ class FileReturn(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileReturn:
-        (reply_code,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reply_code,) = _unpack_H(buf, offset)
         offset += 2
-        reply_text, offset = _f.decode_shortstr(buf, offset)
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reply_code, reply_text, exchange, routing_key)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reply_text = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileDeliver(Method):
@@ -3596,7 +4008,7 @@ class FileDeliver(Method):
         return (
             b'\x00F\x00P'
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_QB.pack(self.delivery_tag, (1 if self.redelivered else 0))
+            + _pack_QB(self.delivery_tag, (1 if self.redelivered else 0))
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
             + _f.encode_shortstr(self.identifier)
@@ -3604,14 +4016,25 @@ class FileDeliver(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileDeliver:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.redelivered = (bits1 & 1) != 0
         offset += 9
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        identifier, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag, delivery_tag, bool(bits0 & 1), exchange, routing_key, identifier)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.identifier = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileAck(Method):
@@ -3650,14 +4073,17 @@ class FileAck(Method):
         self.multiple = multiple
 
     def encode(self) -> bytes:
-        return _S_HHQB.pack(70, 90, self.delivery_tag, (1 if self.multiple else 0))
+        return _pack_HHQB(70, 90, self.delivery_tag, (1 if self.multiple else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileAck:
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.multiple = (bits1 & 1) != 0
         offset += 9
-        _f.check_end(buf, offset)
-        return cls(delivery_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class FileReject(Method):
@@ -3694,14 +4120,17 @@ class FileReject(Method):
         self.requeue = requeue
 
     def encode(self) -> bytes:
-        return _S_HHQB.pack(70, 100, self.delivery_tag, (1 if self.requeue else 0))
+        return _pack_HHQB(70, 100, self.delivery_tag, (1 if self.requeue else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> FileReject:
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.requeue = (bits1 & 1) != 0
         offset += 9
-        _f.check_end(buf, offset)
-        return cls(delivery_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- stream ------------------------------------------------------------------
@@ -3754,30 +4183,52 @@ class StreamProperties(Properties):
             parts.append(_TABLES.encode_table(self.headers))
         if self.priority is not None:
             flags |= 0x1000
-            parts.append(_S_B.pack(self.priority))
+            parts.append(_pack_B(self.priority))
         if self.timestamp is not None:
             flags |= 0x800
             parts.append(_f.encode_timestamp(self.timestamp))
-        return _S_H.pack(flags) + b"".join(parts)
+        return _pack_H(flags) + b"".join(parts)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamProperties:
-        flags, offset = _f.decode_property_flags(buf, offset, 1)
+        flags = (buf[offset] << 8) | buf[offset + 1]
+        offset += 2
         if flags & ~0xf800:
-            raise _f.unknown_properties(cls.NAME, flags)
-        self = cls()
-        if flags & 0x8000:
-            self.content_type, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x4000:
-            self.content_encoding, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x2000:
-            self.headers, offset = _TABLES.decode_table(buf, offset)
-        if flags & 0x1000:
-            (self.priority,) = _S_B.unpack_from(buf, offset)
-            offset += 1
+            raise _f.property_flags_error(cls.NAME, flags, 1)
+        self = _new(cls)
+        if flags & 0xf000:
+            if flags & 0x8000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.content_type = buf[start:offset].decode()
+            else:
+                self.content_type = None
+            if flags & 0x4000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.content_encoding = buf[start:offset].decode()
+            else:
+                self.content_encoding = None
+            if flags & 0x2000:
+                self.headers, offset = _TABLES.decode_table(buf, offset)
+            else:
+                self.headers = None
+            if flags & 0x1000:
+                self.priority = buf[offset]
+                offset += 1
+            else:
+                self.priority = None
+        else:
+            self.content_type = self.content_encoding = self.headers = self.priority = None
         if flags & 0x800:
-            self.timestamp, offset = _f.decode_timestamp(buf, offset)
-        _f.check_end(buf, offset)
+            if flags & 0x800:
+                self.timestamp, offset = _f.decode_timestamp(buf, offset)
+            else:
+                self.timestamp = None
+        else:
+            self.timestamp = None
+        if offset != len(buf):
+            _f.check_end(buf, offset)
         return self
 
 
@@ -3836,14 +4287,17 @@ class StreamQos(Method):
         self.global_ = global_
 
     def encode(self) -> bytes:
-        return _S_HHIHIB.pack(80, 10, self.prefetch_size, self.prefetch_count, self.consume_rate, (1 if self.global_ else 0))
+        return _pack_HHIHIB(80, 10, self.prefetch_size, self.prefetch_count, self.consume_rate, (1 if self.global_ else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamQos:
-        prefetch_size, prefetch_count, consume_rate, bits0 = _S_IHIB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.prefetch_size, self.prefetch_count, self.consume_rate, bits3 = _unpack_IHIB(buf, offset)
+        self.global_ = (bits3 & 1) != 0
         offset += 11
-        _f.check_end(buf, offset)
-        return cls(prefetch_size, prefetch_count, consume_rate, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class StreamQosOk(Method):
@@ -3868,8 +4322,10 @@ class StreamQosOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamQosOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class StreamConsume(Method):
@@ -3939,24 +4395,33 @@ class StreamConsume(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(80, 20, self.ticket)
+            _pack_HHH(80, 20, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_B.pack((1 if self.no_local else 0) | (2 if self.exclusive else 0) | (4 if self.nowait else 0))
+            + _pack_B((1 if self.no_local else 0) | (2 if self.exclusive else 0) | (4 if self.nowait else 0))
             + _TABLES.encode_table(self.filter)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamConsume:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.no_local = (bits0 & 1) != 0
+        self.exclusive = (bits0 & 2) != 0
+        self.nowait = (bits0 & 4) != 0
         offset += 1
-        filter, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, consumer_tag, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), filter)
+        self.filter, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class StreamConsumeOk(Method):
@@ -3992,9 +4457,13 @@ class StreamConsumeOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamConsumeOk:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class StreamCancel(Method):
@@ -4034,16 +4503,21 @@ class StreamCancel(Method):
         return (
             b'\x00P\x00\x1e'
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamCancel:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(consumer_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class StreamCancelOk(Method):
@@ -4078,9 +4552,13 @@ class StreamCancelOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamCancelOk:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class StreamPublish(Method):
@@ -4142,22 +4620,30 @@ class StreamPublish(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(80, 40, self.ticket)
+            _pack_HHH(80, 40, self.ticket)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
-            + _S_B.pack((1 if self.mandatory else 0) | (2 if self.immediate else 0))
+            + _pack_B((1 if self.mandatory else 0) | (2 if self.immediate else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamPublish:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.mandatory = (bits0 & 1) != 0
+        self.immediate = (bits0 & 2) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, exchange, routing_key, bool(bits0 & 1), bool(bits0 & 2))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class StreamReturn(Method):
@@ -4205,7 +4691,7 @@ class StreamReturn(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(80, 50, self.reply_code)
+            _pack_HHH(80, 50, self.reply_code)
             + _f.encode_shortstr(self.reply_text)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
@@ -4213,13 +4699,21 @@ class StreamReturn(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamReturn:
-        (reply_code,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reply_code,) = _unpack_H(buf, offset)
         offset += 2
-        reply_text, offset = _f.decode_shortstr(buf, offset)
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reply_code, reply_text, exchange, routing_key)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reply_text = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class StreamDeliver(Method):
@@ -4269,20 +4763,28 @@ class StreamDeliver(Method):
         return (
             b'\x00P\x00<'
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_Q.pack(self.delivery_tag)
+            + _pack_Q(self.delivery_tag)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.queue)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> StreamDeliver:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        (delivery_tag,) = _S_Q.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        (self.delivery_tag,) = _unpack_Q(buf, offset)
         offset += 8
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        queue, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag, delivery_tag, exchange, queue)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- tx ----------------------------------------------------------------------
@@ -4310,8 +4812,10 @@ class TxSelect(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxSelect:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxSelectOk(Method):
@@ -4335,8 +4839,10 @@ class TxSelectOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxSelectOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxCommit(Method):
@@ -4360,8 +4866,10 @@ class TxCommit(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxCommit:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxCommitOk(Method):
@@ -4385,8 +4893,10 @@ class TxCommitOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxCommitOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxRollback(Method):
@@ -4410,8 +4920,10 @@ class TxRollback(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxRollback:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxRollbackOk(Method):
@@ -4435,8 +4947,10 @@ class TxRollbackOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxRollbackOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- dtx ---------------------------------------------------------------------
@@ -4464,8 +4978,10 @@ class DtxSelect(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> DtxSelect:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class DtxSelectOk(Method):
@@ -4489,8 +5005,10 @@ class DtxSelectOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> DtxSelectOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class DtxStart(Method):
@@ -4528,9 +5046,13 @@ class DtxStart(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> DtxStart:
-        dtx_identifier, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(dtx_identifier)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.dtx_identifier = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class DtxStartOk(Method):
@@ -4554,8 +5076,10 @@ class DtxStartOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> DtxStartOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- tunnel ------------------------------------------------------------------
@@ -4608,31 +5132,53 @@ class TunnelProperties(Properties):
             parts.append(_f.encode_shortstr(self.data_name))
         if self.durable is not None:
             flags |= 0x1000
-            parts.append(_S_B.pack(self.durable))
+            parts.append(_pack_B(self.durable))
         if self.broadcast is not None:
             flags |= 0x800
-            parts.append(_S_B.pack(self.broadcast))
-        return _S_H.pack(flags) + b"".join(parts)
+            parts.append(_pack_B(self.broadcast))
+        return _pack_H(flags) + b"".join(parts)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TunnelProperties:
-        flags, offset = _f.decode_property_flags(buf, offset, 1)
+        flags = (buf[offset] << 8) | buf[offset + 1]
+        offset += 2
         if flags & ~0xf800:
-            raise _f.unknown_properties(cls.NAME, flags)
-        self = cls()
-        if flags & 0x8000:
-            self.headers, offset = _TABLES.decode_table(buf, offset)
-        if flags & 0x4000:
-            self.proxy_name, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x2000:
-            self.data_name, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x1000:
-            (self.durable,) = _S_B.unpack_from(buf, offset)
-            offset += 1
+            raise _f.property_flags_error(cls.NAME, flags, 1)
+        self = _new(cls)
+        if flags & 0xf000:
+            if flags & 0x8000:
+                self.headers, offset = _TABLES.decode_table(buf, offset)
+            else:
+                self.headers = None
+            if flags & 0x4000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.proxy_name = buf[start:offset].decode()
+            else:
+                self.proxy_name = None
+            if flags & 0x2000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.data_name = buf[start:offset].decode()
+            else:
+                self.data_name = None
+            if flags & 0x1000:
+                self.durable = buf[offset]
+                offset += 1
+            else:
+                self.durable = None
+        else:
+            self.headers = self.proxy_name = self.data_name = self.durable = None
         if flags & 0x800:
-            (self.broadcast,) = _S_B.unpack_from(buf, offset)
-            offset += 1
-        _f.check_end(buf, offset)
+            if flags & 0x800:
+                self.broadcast = buf[offset]
+                offset += 1
+            else:
+                self.broadcast = None
+        else:
+            self.broadcast = None
+        if offset != len(buf):
+            _f.check_end(buf, offset)
         return self
 
 
@@ -4671,9 +5217,11 @@ class TunnelRequest(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TunnelRequest:
-        meta_data, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(meta_data)
+        self = _new(cls)
+        self.meta_data, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- message -----------------------------------------------------------------
@@ -4823,11 +5371,11 @@ class MessageTransfer(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(120, 10, self.ticket)
+            _pack_HHH(120, 10, self.ticket)
             + _f.encode_shortstr(self.destination)
-            + _S_BQB.pack((1 if self.redelivered else 0) | (2 if self.immediate else 0), self.ttl, self.priority)
+            + _pack_BQB((1 if self.redelivered else 0) | (2 if self.immediate else 0), self.ttl, self.priority)
             + _f.encode_timestamp(self.timestamp)
-            + _S_B.pack(self.delivery_mode)
+            + _pack_B(self.delivery_mode)
             + _f.encode_timestamp(self.expiration)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
@@ -4846,30 +5394,56 @@ class MessageTransfer(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageTransfer:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        destination, offset = _f.decode_shortstr(buf, offset)
-        bits0, ttl, priority = _S_BQB.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.destination = buf[start:offset].decode()
+        bits0, self.ttl, self.priority = _unpack_BQB(buf, offset)
+        self.redelivered = (bits0 & 1) != 0
+        self.immediate = (bits0 & 2) != 0
         offset += 10
-        timestamp, offset = _f.decode_timestamp(buf, offset)
-        (delivery_mode,) = _S_B.unpack_from(buf, offset)
+        self.timestamp, offset = _f.decode_timestamp(buf, offset)
+        self.delivery_mode = buf[offset]
         offset += 1
-        expiration, offset = _f.decode_timestamp(buf, offset)
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        message_id, offset = _f.decode_shortstr(buf, offset)
-        correlation_id, offset = _f.decode_shortstr(buf, offset)
-        reply_to, offset = _f.decode_shortstr(buf, offset)
-        content_type, offset = _f.decode_shortstr(buf, offset)
-        content_encoding, offset = _f.decode_shortstr(buf, offset)
-        user_id, offset = _f.decode_shortstr(buf, offset)
-        app_id, offset = _f.decode_shortstr(buf, offset)
-        transaction_id, offset = _f.decode_shortstr(buf, offset)
-        security_token, offset = _f.decode_longstr(buf, offset)
-        application_headers, offset = _TABLES.decode_table(buf, offset)
-        body, offset = _f.decode_content(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, destination, bool(bits0 & 1), bool(bits0 & 2), ttl, priority, timestamp, delivery_mode, expiration, exchange, routing_key, message_id, correlation_id, reply_to, content_type, content_encoding, user_id, app_id, transaction_id, security_token, application_headers, body)
+        self.expiration, offset = _f.decode_timestamp(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.message_id = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.correlation_id = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reply_to = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.content_type = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.content_encoding = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.user_id = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.app_id = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.transaction_id = buf[start:offset].decode()
+        self.security_token, offset = _f.decode_longstr(buf, offset)
+        self.application_headers, offset = _TABLES.decode_table(buf, offset)
+        self.body, offset = _f.decode_content(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageConsume(Method):
@@ -4941,24 +5515,33 @@ class MessageConsume(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(120, 20, self.ticket)
+            _pack_HHH(120, 20, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.destination)
-            + _S_B.pack((1 if self.no_local else 0) | (2 if self.no_ack else 0) | (4 if self.exclusive else 0))
+            + _pack_B((1 if self.no_local else 0) | (2 if self.no_ack else 0) | (4 if self.exclusive else 0))
             + _TABLES.encode_table(self.filter)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageConsume:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        destination, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.destination = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.no_local = (bits0 & 1) != 0
+        self.no_ack = (bits0 & 2) != 0
+        self.exclusive = (bits0 & 4) != 0
         offset += 1
-        filter, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, destination, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), filter)
+        self.filter, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageCancel(Method):
@@ -4998,9 +5581,13 @@ class MessageCancel(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageCancel:
-        destination, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(destination)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.destination = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageGet(Method):
@@ -5055,22 +5642,29 @@ class MessageGet(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(120, 40, self.ticket)
+            _pack_HHH(120, 40, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.destination)
-            + _S_B.pack((1 if self.no_ack else 0))
+            + _pack_B((1 if self.no_ack else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageGet:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        destination, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.destination = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.no_ack = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, destination, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageRecover(Method):
@@ -5102,14 +5696,17 @@ class MessageRecover(Method):
         self.requeue = requeue
 
     def encode(self) -> bytes:
-        return _S_HHB.pack(120, 50, (1 if self.requeue else 0))
+        return _pack_HHB(120, 50, (1 if self.requeue else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageRecover:
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        bits0 = buf[offset]
+        self.requeue = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageOpen(Method):
@@ -5153,9 +5750,11 @@ class MessageOpen(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageOpen:
-        reference, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reference)
+        self = _new(cls)
+        self.reference, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageClose(Method):
@@ -5190,9 +5789,11 @@ class MessageClose(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageClose:
-        reference, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reference)
+        self = _new(cls)
+        self.reference, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageAppend(Method):
@@ -5231,10 +5832,12 @@ class MessageAppend(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageAppend:
-        reference, offset = _f.decode_longstr(buf, offset)
-        bytes, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reference, bytes)
+        self = _new(cls)
+        self.reference, offset = _f.decode_longstr(buf, offset)
+        self.bytes, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageCheckpoint(Method):
@@ -5283,10 +5886,14 @@ class MessageCheckpoint(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageCheckpoint:
-        reference, offset = _f.decode_longstr(buf, offset)
-        identifier, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reference, identifier)
+        self = _new(cls)
+        self.reference, offset = _f.decode_longstr(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.identifier = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageResume(Method):
@@ -5328,10 +5935,14 @@ class MessageResume(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageResume:
-        reference, offset = _f.decode_longstr(buf, offset)
-        identifier, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reference, identifier)
+        self = _new(cls)
+        self.reference, offset = _f.decode_longstr(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.identifier = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageQos(Method):
@@ -5387,14 +5998,17 @@ class MessageQos(Method):
         self.global_ = global_
 
     def encode(self) -> bytes:
-        return _S_HHIHB.pack(120, 110, self.prefetch_size, self.prefetch_count, (1 if self.global_ else 0))
+        return _pack_HHIHB(120, 110, self.prefetch_size, self.prefetch_count, (1 if self.global_ else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageQos:
-        prefetch_size, prefetch_count, bits0 = _S_IHB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.prefetch_size, self.prefetch_count, bits2 = _unpack_IHB(buf, offset)
+        self.global_ = (bits2 & 1) != 0
         offset += 7
-        _f.check_end(buf, offset)
-        return cls(prefetch_size, prefetch_count, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageOk(Method):
@@ -5417,8 +6031,10 @@ class MessageOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageEmpty(Method):
@@ -5441,8 +6057,10 @@ class MessageEmpty(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageEmpty:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageReject(Method):
@@ -5475,17 +6093,21 @@ class MessageReject(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(120, 520, self.code)
+            _pack_HHH(120, 520, self.code)
             + _f.encode_shortstr(self.text)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageReject:
-        (code,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.code,) = _unpack_H(buf, offset)
         offset += 2
-        text, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(code, text)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.text = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class MessageOffset(Method):
@@ -5512,14 +6134,16 @@ class MessageOffset(Method):
         self.value = value
 
     def encode(self) -> bytes:
-        return _S_HHQ.pack(120, 530, self.value)
+        return _pack_HHQ(120, 530, self.value)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> MessageOffset:
-        (value,) = _S_Q.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.value,) = _unpack_Q(buf, offset)
         offset += 8
-        _f.check_end(buf, offset)
-        return cls(value)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- tables ------------------------------------------------------------------

@@ -20,23 +20,46 @@ _TABLES = _f.RABBITMQ
 #: The table dialect of this version; see :mod:`txamqp09.wire.fields`.
 TABLES = _TABLES
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: Makes an instance without __init__: decoders set every field themselves.
+_new = object.__new__
 
 _S_B = struct.Struct(">B")
+_pack_B = _S_B.pack
 _S_BB = struct.Struct(">BB")
+_unpack_BB = _S_BB.unpack_from
 _S_H = struct.Struct(">H")
+_pack_H = _S_H.pack
+_unpack_H = _S_H.unpack_from
 _S_HH = struct.Struct(">HH")
+_pack_HH = _S_HH.pack
+_unpack_HH = _S_HH.unpack_from
 _S_HHB = struct.Struct(">HHB")
+_pack_HHB = _S_HHB.pack
 _S_HHBB = struct.Struct(">HHBB")
+_pack_HHBB = _S_HHBB.pack
 _S_HHH = struct.Struct(">HHH")
+_pack_HHH = _S_HHH.pack
 _S_HHHIH = struct.Struct(">HHHIH")
+_pack_HHHIH = _S_HHHIH.pack
 _S_HHI = struct.Struct(">HHI")
+_pack_HHI = _S_HHI.pack
 _S_HHIHB = struct.Struct(">HHIHB")
+_pack_HHIHB = _S_HHIHB.pack
 _S_HHQB = struct.Struct(">HHQB")
+_pack_HHQB = _S_HHQB.pack
 _S_HIH = struct.Struct(">HIH")
+_unpack_HIH = _S_HIH.unpack_from
 _S_I = struct.Struct(">I")
+_pack_I = _S_I.pack
+_unpack_I = _S_I.unpack_from
 _S_IHB = struct.Struct(">IHB")
+_unpack_IHB = _S_IHB.unpack_from
 _S_II = struct.Struct(">II")
+_pack_II = _S_II.pack
+_unpack_II = _S_II.unpack_from
 _S_QB = struct.Struct(">QB")
+_pack_QB = _S_QB.pack
+_unpack_QB = _S_QB.unpack_from
 
 # -- constants ----------------------------------------------------------------
 
@@ -140,7 +163,7 @@ class ConnectionStart(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHBB.pack(10, 10, self.version_major, self.version_minor)
+            _pack_HHBB(10, 10, self.version_major, self.version_minor)
             + _TABLES.encode_table(self.server_properties)
             + _f.encode_longstr(self.mechanisms)
             + _f.encode_longstr(self.locales)
@@ -148,13 +171,15 @@ class ConnectionStart(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionStart:
-        version_major, version_minor = _S_BB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.version_major, self.version_minor = _unpack_BB(buf, offset)
         offset += 2
-        server_properties, offset = _TABLES.decode_table(buf, offset)
-        mechanisms, offset = _f.decode_longstr(buf, offset)
-        locales, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(version_major, version_minor, server_properties, mechanisms, locales)
+        self.server_properties, offset = _TABLES.decode_table(buf, offset)
+        self.mechanisms, offset = _f.decode_longstr(buf, offset)
+        self.locales, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionStartOk(Method):
@@ -209,12 +234,18 @@ class ConnectionStartOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionStartOk:
-        client_properties, offset = _TABLES.decode_table(buf, offset)
-        mechanism, offset = _f.decode_shortstr(buf, offset)
-        response, offset = _f.decode_longstr(buf, offset)
-        locale, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(client_properties, mechanism, response, locale)
+        self = _new(cls)
+        self.client_properties, offset = _TABLES.decode_table(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.mechanism = buf[start:offset].decode()
+        self.response, offset = _f.decode_longstr(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.locale = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionSecure(Method):
@@ -251,9 +282,11 @@ class ConnectionSecure(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionSecure:
-        challenge, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(challenge)
+        self = _new(cls)
+        self.challenge, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionSecureOk(Method):
@@ -290,9 +323,11 @@ class ConnectionSecureOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionSecureOk:
-        response, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(response)
+        self = _new(cls)
+        self.response, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionTune(Method):
@@ -336,14 +371,16 @@ class ConnectionTune(Method):
         self.heartbeat = heartbeat
 
     def encode(self) -> bytes:
-        return _S_HHHIH.pack(10, 30, self.channel_max, self.frame_max, self.heartbeat)
+        return _pack_HHHIH(10, 30, self.channel_max, self.frame_max, self.heartbeat)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionTune:
-        channel_max, frame_max, heartbeat = _S_HIH.unpack_from(buf, offset)
+        self = _new(cls)
+        self.channel_max, self.frame_max, self.heartbeat = _unpack_HIH(buf, offset)
         offset += 8
-        _f.check_end(buf, offset)
-        return cls(channel_max, frame_max, heartbeat)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionTuneOk(Method):
@@ -387,14 +424,16 @@ class ConnectionTuneOk(Method):
         self.heartbeat = heartbeat
 
     def encode(self) -> bytes:
-        return _S_HHHIH.pack(10, 31, self.channel_max, self.frame_max, self.heartbeat)
+        return _pack_HHHIH(10, 31, self.channel_max, self.frame_max, self.heartbeat)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionTuneOk:
-        channel_max, frame_max, heartbeat = _S_HIH.unpack_from(buf, offset)
+        self = _new(cls)
+        self.channel_max, self.frame_max, self.heartbeat = _unpack_HIH(buf, offset)
         offset += 8
-        _f.check_end(buf, offset)
-        return cls(channel_max, frame_max, heartbeat)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionOpen(Method):
@@ -441,17 +480,24 @@ class ConnectionOpen(Method):
             b'\x00\n\x00('
             + _f.encode_shortstr(self.virtual_host)
             + _f.encode_shortstr(self.capabilities)
-            + _S_B.pack((1 if self.insist else 0))
+            + _pack_B((1 if self.insist else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionOpen:
-        virtual_host, offset = _f.decode_shortstr(buf, offset)
-        capabilities, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.virtual_host = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.capabilities = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.insist = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(virtual_host, capabilities, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionOpenOk(Method):
@@ -486,9 +532,13 @@ class ConnectionOpenOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionOpenOk:
-        known_hosts, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(known_hosts)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.known_hosts = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionClose(Method):
@@ -537,20 +587,24 @@ class ConnectionClose(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(10, 50, self.reply_code)
+            _pack_HHH(10, 50, self.reply_code)
             + _f.encode_shortstr(self.reply_text)
-            + _S_HH.pack(self.class_id, self.method_id)
+            + _pack_HH(self.class_id, self.method_id)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionClose:
-        (reply_code,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reply_code,) = _unpack_H(buf, offset)
         offset += 2
-        reply_text, offset = _f.decode_shortstr(buf, offset)
-        class_id, method_id = _S_HH.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reply_text = buf[start:offset].decode()
+        self.class_id, self.method_id = _unpack_HH(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(reply_code, reply_text, class_id, method_id)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionCloseOk(Method):
@@ -574,8 +628,10 @@ class ConnectionCloseOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionCloseOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionBlocked(Method):
@@ -611,9 +667,13 @@ class ConnectionBlocked(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionBlocked:
-        reason, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reason)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reason = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionUnblocked(Method):
@@ -637,8 +697,10 @@ class ConnectionUnblocked(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionUnblocked:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionUpdateSecret(Method):
@@ -680,10 +742,14 @@ class ConnectionUpdateSecret(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionUpdateSecret:
-        new_secret, offset = _f.decode_longstr(buf, offset)
-        reason, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(new_secret, reason)
+        self = _new(cls)
+        self.new_secret, offset = _f.decode_longstr(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reason = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConnectionUpdateSecretOk(Method):
@@ -706,8 +772,10 @@ class ConnectionUpdateSecretOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConnectionUpdateSecretOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- channel -----------------------------------------------------------------
@@ -745,9 +813,13 @@ class ChannelOpen(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelOpen:
-        out_of_band, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(out_of_band)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.out_of_band = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelOpenOk(Method):
@@ -782,9 +854,11 @@ class ChannelOpenOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelOpenOk:
-        channel_id, offset = _f.decode_longstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(channel_id)
+        self = _new(cls)
+        self.channel_id, offset = _f.decode_longstr(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelFlow(Method):
@@ -817,14 +891,17 @@ class ChannelFlow(Method):
         self.active = active
 
     def encode(self) -> bytes:
-        return _S_HHB.pack(20, 20, (1 if self.active else 0))
+        return _pack_HHB(20, 20, (1 if self.active else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelFlow:
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        bits0 = buf[offset]
+        self.active = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelFlowOk(Method):
@@ -853,14 +930,17 @@ class ChannelFlowOk(Method):
         self.active = active
 
     def encode(self) -> bytes:
-        return _S_HHB.pack(20, 21, (1 if self.active else 0))
+        return _pack_HHB(20, 21, (1 if self.active else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelFlowOk:
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        bits0 = buf[offset]
+        self.active = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelClose(Method):
@@ -909,20 +989,24 @@ class ChannelClose(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(20, 40, self.reply_code)
+            _pack_HHH(20, 40, self.reply_code)
             + _f.encode_shortstr(self.reply_text)
-            + _S_HH.pack(self.class_id, self.method_id)
+            + _pack_HH(self.class_id, self.method_id)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelClose:
-        (reply_code,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reply_code,) = _unpack_H(buf, offset)
         offset += 2
-        reply_text, offset = _f.decode_shortstr(buf, offset)
-        class_id, method_id = _S_HH.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reply_text = buf[start:offset].decode()
+        self.class_id, self.method_id = _unpack_HH(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(reply_code, reply_text, class_id, method_id)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ChannelCloseOk(Method):
@@ -946,8 +1030,10 @@ class ChannelCloseOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ChannelCloseOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- exchange ----------------------------------------------------------------
@@ -1032,24 +1118,35 @@ class ExchangeDeclare(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(40, 10, self.ticket)
+            _pack_HHH(40, 10, self.ticket)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.type)
-            + _S_B.pack((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.auto_delete else 0) | (8 if self.internal else 0) | (16 if self.nowait else 0))
+            + _pack_B((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.auto_delete else 0) | (8 if self.internal else 0) | (16 if self.nowait else 0))
             + _TABLES.encode_table(self.arguments)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeDeclare:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        type, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.type = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.passive = (bits0 & 1) != 0
+        self.durable = (bits0 & 2) != 0
+        self.auto_delete = (bits0 & 4) != 0
+        self.internal = (bits0 & 8) != 0
+        self.nowait = (bits0 & 16) != 0
         offset += 1
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, exchange, type, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), bool(bits0 & 8), bool(bits0 & 16), arguments)
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeDeclareOk(Method):
@@ -1073,8 +1170,10 @@ class ExchangeDeclareOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeDeclareOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeDelete(Method):
@@ -1124,20 +1223,26 @@ class ExchangeDelete(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(40, 20, self.ticket)
+            _pack_HHH(40, 20, self.ticket)
             + _f.encode_shortstr(self.exchange)
-            + _S_B.pack((1 if self.if_unused else 0) | (2 if self.nowait else 0))
+            + _pack_B((1 if self.if_unused else 0) | (2 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeDelete:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.if_unused = (bits0 & 1) != 0
+        self.nowait = (bits0 & 2) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, exchange, bool(bits0 & 1), bool(bits0 & 2))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeDeleteOk(Method):
@@ -1160,8 +1265,10 @@ class ExchangeDeleteOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeDeleteOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeBind(Method):
@@ -1216,26 +1323,35 @@ class ExchangeBind(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(40, 30, self.reserved_1)
+            _pack_HHH(40, 30, self.reserved_1)
             + _f.encode_shortstr(self.destination)
             + _f.encode_shortstr(self.source)
             + _f.encode_shortstr(self.routing_key)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
             + _TABLES.encode_table(self.arguments)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeBind:
-        (reserved_1,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reserved_1,) = _unpack_H(buf, offset)
         offset += 2
-        destination, offset = _f.decode_shortstr(buf, offset)
-        source, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.destination = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.source = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reserved_1, destination, source, routing_key, bool(bits0 & 1), arguments)
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeBindOk(Method):
@@ -1258,8 +1374,10 @@ class ExchangeBindOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeBindOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeUnbind(Method):
@@ -1310,26 +1428,35 @@ class ExchangeUnbind(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(40, 40, self.reserved_1)
+            _pack_HHH(40, 40, self.reserved_1)
             + _f.encode_shortstr(self.destination)
             + _f.encode_shortstr(self.source)
             + _f.encode_shortstr(self.routing_key)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
             + _TABLES.encode_table(self.arguments)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeUnbind:
-        (reserved_1,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reserved_1,) = _unpack_H(buf, offset)
         offset += 2
-        destination, offset = _f.decode_shortstr(buf, offset)
-        source, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.destination = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.source = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reserved_1, destination, source, routing_key, bool(bits0 & 1), arguments)
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ExchangeUnbindOk(Method):
@@ -1352,8 +1479,10 @@ class ExchangeUnbindOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ExchangeUnbindOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- queue -------------------------------------------------------------------
@@ -1444,22 +1573,31 @@ class QueueDeclare(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 10, self.ticket)
+            _pack_HHH(50, 10, self.ticket)
             + _f.encode_shortstr(self.queue)
-            + _S_B.pack((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.exclusive else 0) | (8 if self.auto_delete else 0) | (16 if self.nowait else 0))
+            + _pack_B((1 if self.passive else 0) | (2 if self.durable else 0) | (4 if self.exclusive else 0) | (8 if self.auto_delete else 0) | (16 if self.nowait else 0))
             + _TABLES.encode_table(self.arguments)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueDeclare:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.passive = (bits0 & 1) != 0
+        self.durable = (bits0 & 2) != 0
+        self.exclusive = (bits0 & 4) != 0
+        self.auto_delete = (bits0 & 8) != 0
+        self.nowait = (bits0 & 16) != 0
         offset += 1
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), bool(bits0 & 8), bool(bits0 & 16), arguments)
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueDeclareOk(Method):
@@ -1505,16 +1643,20 @@ class QueueDeclareOk(Method):
         return (
             b'\x002\x00\x0b'
             + _f.encode_shortstr(self.queue)
-            + _S_II.pack(self.message_count, self.consumer_count)
+            + _pack_II(self.message_count, self.consumer_count)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueDeclareOk:
-        queue, offset = _f.decode_shortstr(buf, offset)
-        message_count, consumer_count = _S_II.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        self.message_count, self.consumer_count = _unpack_II(buf, offset)
         offset += 8
-        _f.check_end(buf, offset)
-        return cls(queue, message_count, consumer_count)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueBind(Method):
@@ -1580,26 +1722,35 @@ class QueueBind(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 20, self.ticket)
+            _pack_HHH(50, 20, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
             + _TABLES.encode_table(self.arguments)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueBind:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, exchange, routing_key, bool(bits0 & 1), arguments)
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueBindOk(Method):
@@ -1622,8 +1773,10 @@ class QueueBindOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueBindOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueUnbind(Method):
@@ -1670,7 +1823,7 @@ class QueueUnbind(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 50, self.ticket)
+            _pack_HHH(50, 50, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
@@ -1679,14 +1832,22 @@ class QueueUnbind(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueUnbind:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, exchange, routing_key, arguments)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueUnbindOk(Method):
@@ -1709,8 +1870,10 @@ class QueueUnbindOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueUnbindOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueuePurge(Method):
@@ -1751,20 +1914,25 @@ class QueuePurge(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 30, self.ticket)
+            _pack_HHH(50, 30, self.ticket)
             + _f.encode_shortstr(self.queue)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueuePurge:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueuePurgeOk(Method):
@@ -1791,14 +1959,16 @@ class QueuePurgeOk(Method):
         self.message_count = message_count
 
     def encode(self) -> bytes:
-        return _S_HHI.pack(50, 31, self.message_count)
+        return _pack_HHI(50, 31, self.message_count)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueuePurgeOk:
-        (message_count,) = _S_I.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.message_count,) = _unpack_I(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(message_count)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueDelete(Method):
@@ -1851,20 +2021,27 @@ class QueueDelete(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(50, 40, self.ticket)
+            _pack_HHH(50, 40, self.ticket)
             + _f.encode_shortstr(self.queue)
-            + _S_B.pack((1 if self.if_unused else 0) | (2 if self.if_empty else 0) | (4 if self.nowait else 0))
+            + _pack_B((1 if self.if_unused else 0) | (2 if self.if_empty else 0) | (4 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueDelete:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.if_unused = (bits0 & 1) != 0
+        self.if_empty = (bits0 & 2) != 0
+        self.nowait = (bits0 & 4) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class QueueDeleteOk(Method):
@@ -1891,14 +2068,16 @@ class QueueDeleteOk(Method):
         self.message_count = message_count
 
     def encode(self) -> bytes:
-        return _S_HHI.pack(50, 41, self.message_count)
+        return _pack_HHI(50, 41, self.message_count)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> QueueDeleteOk:
-        (message_count,) = _S_I.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.message_count,) = _unpack_I(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(message_count)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- basic -------------------------------------------------------------------
@@ -1988,10 +2167,10 @@ class BasicProperties(Properties):
             parts.append(_TABLES.encode_table(self.headers))
         if self.delivery_mode is not None:
             flags |= 0x1000
-            parts.append(_S_B.pack(self.delivery_mode))
+            parts.append(_pack_B(self.delivery_mode))
         if self.priority is not None:
             flags |= 0x800
-            parts.append(_S_B.pack(self.priority))
+            parts.append(_pack_B(self.priority))
         if self.correlation_id is not None:
             flags |= 0x400
             parts.append(_f.encode_shortstr(self.correlation_id))
@@ -2019,45 +2198,107 @@ class BasicProperties(Properties):
         if self.cluster_id is not None:
             flags |= 0x4
             parts.append(_f.encode_shortstr(self.cluster_id))
-        return _S_H.pack(flags) + b"".join(parts)
+        return _pack_H(flags) + b"".join(parts)
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicProperties:
-        flags, offset = _f.decode_property_flags(buf, offset, 1)
+        flags = (buf[offset] << 8) | buf[offset + 1]
+        offset += 2
         if flags & ~0xfffc:
-            raise _f.unknown_properties(cls.NAME, flags)
-        self = cls()
-        if flags & 0x8000:
-            self.content_type, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x4000:
-            self.content_encoding, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x2000:
-            self.headers, offset = _TABLES.decode_table(buf, offset)
-        if flags & 0x1000:
-            (self.delivery_mode,) = _S_B.unpack_from(buf, offset)
-            offset += 1
-        if flags & 0x800:
-            (self.priority,) = _S_B.unpack_from(buf, offset)
-            offset += 1
-        if flags & 0x400:
-            self.correlation_id, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x200:
-            self.reply_to, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x100:
-            self.expiration, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x80:
-            self.message_id, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x40:
-            self.timestamp, offset = _f.decode_timestamp(buf, offset)
-        if flags & 0x20:
-            self.type, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x10:
-            self.user_id, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x8:
-            self.app_id, offset = _f.decode_shortstr(buf, offset)
-        if flags & 0x4:
-            self.cluster_id, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
+            raise _f.property_flags_error(cls.NAME, flags, 1)
+        self = _new(cls)
+        if flags & 0xf000:
+            if flags & 0x8000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.content_type = buf[start:offset].decode()
+            else:
+                self.content_type = None
+            if flags & 0x4000:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.content_encoding = buf[start:offset].decode()
+            else:
+                self.content_encoding = None
+            if flags & 0x2000:
+                self.headers, offset = _TABLES.decode_table(buf, offset)
+            else:
+                self.headers = None
+            if flags & 0x1000:
+                self.delivery_mode = buf[offset]
+                offset += 1
+            else:
+                self.delivery_mode = None
+        else:
+            self.content_type = self.content_encoding = self.headers = self.delivery_mode = None
+        if flags & 0xf00:
+            if flags & 0x800:
+                self.priority = buf[offset]
+                offset += 1
+            else:
+                self.priority = None
+            if flags & 0x400:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.correlation_id = buf[start:offset].decode()
+            else:
+                self.correlation_id = None
+            if flags & 0x200:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.reply_to = buf[start:offset].decode()
+            else:
+                self.reply_to = None
+            if flags & 0x100:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.expiration = buf[start:offset].decode()
+            else:
+                self.expiration = None
+        else:
+            self.priority = self.correlation_id = self.reply_to = self.expiration = None
+        if flags & 0xf0:
+            if flags & 0x80:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.message_id = buf[start:offset].decode()
+            else:
+                self.message_id = None
+            if flags & 0x40:
+                self.timestamp, offset = _f.decode_timestamp(buf, offset)
+            else:
+                self.timestamp = None
+            if flags & 0x20:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.type = buf[start:offset].decode()
+            else:
+                self.type = None
+            if flags & 0x10:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.user_id = buf[start:offset].decode()
+            else:
+                self.user_id = None
+        else:
+            self.message_id = self.timestamp = self.type = self.user_id = None
+        if flags & 0xc:
+            if flags & 0x8:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.app_id = buf[start:offset].decode()
+            else:
+                self.app_id = None
+            if flags & 0x4:
+                start = offset + 1
+                offset = start + buf[offset]
+                self.cluster_id = buf[start:offset].decode()
+            else:
+                self.cluster_id = None
+        else:
+            self.app_id = self.cluster_id = None
+        if offset != len(buf):
+            _f.check_end(buf, offset)
         return self
 
 
@@ -2113,14 +2354,17 @@ class BasicQos(Method):
         self.global_ = global_
 
     def encode(self) -> bytes:
-        return _S_HHIHB.pack(60, 10, self.prefetch_size, self.prefetch_count, (1 if self.global_ else 0))
+        return _pack_HHIHB(60, 10, self.prefetch_size, self.prefetch_count, (1 if self.global_ else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicQos:
-        prefetch_size, prefetch_count, bits0 = _S_IHB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.prefetch_size, self.prefetch_count, bits2 = _unpack_IHB(buf, offset)
+        self.global_ = (bits2 & 1) != 0
         offset += 7
-        _f.check_end(buf, offset)
-        return cls(prefetch_size, prefetch_count, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicQosOk(Method):
@@ -2145,8 +2389,10 @@ class BasicQosOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicQosOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicConsume(Method):
@@ -2221,24 +2467,34 @@ class BasicConsume(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(60, 20, self.ticket)
+            _pack_HHH(60, 20, self.ticket)
             + _f.encode_shortstr(self.queue)
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_B.pack((1 if self.no_local else 0) | (2 if self.no_ack else 0) | (4 if self.exclusive else 0) | (8 if self.nowait else 0))
+            + _pack_B((1 if self.no_local else 0) | (2 if self.no_ack else 0) | (4 if self.exclusive else 0) | (8 if self.nowait else 0))
             + _TABLES.encode_table(self.arguments)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicConsume:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.no_local = (bits0 & 1) != 0
+        self.no_ack = (bits0 & 2) != 0
+        self.exclusive = (bits0 & 4) != 0
+        self.nowait = (bits0 & 8) != 0
         offset += 1
-        arguments, offset = _TABLES.decode_table(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, consumer_tag, bool(bits0 & 1), bool(bits0 & 2), bool(bits0 & 4), bool(bits0 & 8), arguments)
+        self.arguments, offset = _TABLES.decode_table(buf, offset)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicConsumeOk(Method):
@@ -2274,9 +2530,13 @@ class BasicConsumeOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicConsumeOk:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicCancel(Method):
@@ -2317,16 +2577,21 @@ class BasicCancel(Method):
         return (
             b'\x00<\x00\x1e'
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_B.pack((1 if self.nowait else 0))
+            + _pack_B((1 if self.nowait else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicCancel:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(consumer_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicCancelOk(Method):
@@ -2361,9 +2626,13 @@ class BasicCancelOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicCancelOk:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicPublish(Method):
@@ -2423,22 +2692,30 @@ class BasicPublish(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(60, 40, self.ticket)
+            _pack_HHH(60, 40, self.ticket)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
-            + _S_B.pack((1 if self.mandatory else 0) | (2 if self.immediate else 0))
+            + _pack_B((1 if self.mandatory else 0) | (2 if self.immediate else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicPublish:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.mandatory = (bits0 & 1) != 0
+        self.immediate = (bits0 & 2) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, exchange, routing_key, bool(bits0 & 1), bool(bits0 & 2))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicReturn(Method):
@@ -2487,7 +2764,7 @@ class BasicReturn(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(60, 50, self.reply_code)
+            _pack_HHH(60, 50, self.reply_code)
             + _f.encode_shortstr(self.reply_text)
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
@@ -2495,13 +2772,21 @@ class BasicReturn(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicReturn:
-        (reply_code,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.reply_code,) = _unpack_H(buf, offset)
         offset += 2
-        reply_text, offset = _f.decode_shortstr(buf, offset)
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(reply_code, reply_text, exchange, routing_key)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.reply_text = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicDeliver(Method):
@@ -2556,20 +2841,29 @@ class BasicDeliver(Method):
         return (
             b'\x00<\x00<'
             + _f.encode_shortstr(self.consumer_tag)
-            + _S_QB.pack(self.delivery_tag, (1 if self.redelivered else 0))
+            + _pack_QB(self.delivery_tag, (1 if self.redelivered else 0))
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicDeliver:
-        consumer_tag, offset = _f.decode_shortstr(buf, offset)
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.consumer_tag = buf[start:offset].decode()
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.redelivered = (bits1 & 1) != 0
         offset += 9
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(consumer_tag, delivery_tag, bool(bits0 & 1), exchange, routing_key)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicGet(Method):
@@ -2614,20 +2908,25 @@ class BasicGet(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHH.pack(60, 70, self.ticket)
+            _pack_HHH(60, 70, self.ticket)
             + _f.encode_shortstr(self.queue)
-            + _S_B.pack((1 if self.no_ack else 0))
+            + _pack_B((1 if self.no_ack else 0))
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicGet:
-        (ticket,) = _S_H.unpack_from(buf, offset)
+        self = _new(cls)
+        (self.ticket,) = _unpack_H(buf, offset)
         offset += 2
-        queue, offset = _f.decode_shortstr(buf, offset)
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.queue = buf[start:offset].decode()
+        bits0 = buf[offset]
+        self.no_ack = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(ticket, queue, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicGetOk(Method):
@@ -2682,22 +2981,29 @@ class BasicGetOk(Method):
 
     def encode(self) -> bytes:
         return (
-            _S_HHQB.pack(60, 71, self.delivery_tag, (1 if self.redelivered else 0))
+            _pack_HHQB(60, 71, self.delivery_tag, (1 if self.redelivered else 0))
             + _f.encode_shortstr(self.exchange)
             + _f.encode_shortstr(self.routing_key)
-            + _S_I.pack(self.message_count)
+            + _pack_I(self.message_count)
         )
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicGetOk:
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.redelivered = (bits1 & 1) != 0
         offset += 9
-        exchange, offset = _f.decode_shortstr(buf, offset)
-        routing_key, offset = _f.decode_shortstr(buf, offset)
-        (message_count,) = _S_I.unpack_from(buf, offset)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.exchange = buf[start:offset].decode()
+        start = offset + 1
+        offset = start + buf[offset]
+        self.routing_key = buf[start:offset].decode()
+        (self.message_count,) = _unpack_I(buf, offset)
         offset += 4
-        _f.check_end(buf, offset)
-        return cls(delivery_tag, bool(bits0 & 1), exchange, routing_key, message_count)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicGetEmpty(Method):
@@ -2733,9 +3039,13 @@ class BasicGetEmpty(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicGetEmpty:
-        cluster_id, offset = _f.decode_shortstr(buf, offset)
-        _f.check_end(buf, offset)
-        return cls(cluster_id)
+        self = _new(cls)
+        start = offset + 1
+        offset = start + buf[offset]
+        self.cluster_id = buf[start:offset].decode()
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicAck(Method):
@@ -2774,14 +3084,17 @@ class BasicAck(Method):
         self.multiple = multiple
 
     def encode(self) -> bytes:
-        return _S_HHQB.pack(60, 80, self.delivery_tag, (1 if self.multiple else 0))
+        return _pack_HHQB(60, 80, self.delivery_tag, (1 if self.multiple else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicAck:
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.multiple = (bits1 & 1) != 0
         offset += 9
-        _f.check_end(buf, offset)
-        return cls(delivery_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicReject(Method):
@@ -2817,14 +3130,17 @@ class BasicReject(Method):
         self.requeue = requeue
 
     def encode(self) -> bytes:
-        return _S_HHQB.pack(60, 90, self.delivery_tag, (1 if self.requeue else 0))
+        return _pack_HHQB(60, 90, self.delivery_tag, (1 if self.requeue else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicReject:
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.requeue = (bits1 & 1) != 0
         offset += 9
-        _f.check_end(buf, offset)
-        return cls(delivery_tag, bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicRecoverAsync(Method):
@@ -2856,14 +3172,17 @@ class BasicRecoverAsync(Method):
         self.requeue = requeue
 
     def encode(self) -> bytes:
-        return _S_HHB.pack(60, 100, (1 if self.requeue else 0))
+        return _pack_HHB(60, 100, (1 if self.requeue else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicRecoverAsync:
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        bits0 = buf[offset]
+        self.requeue = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicRecover(Method):
@@ -2895,14 +3214,17 @@ class BasicRecover(Method):
         self.requeue = requeue
 
     def encode(self) -> bytes:
-        return _S_HHB.pack(60, 110, (1 if self.requeue else 0))
+        return _pack_HHB(60, 110, (1 if self.requeue else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicRecover:
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        bits0 = buf[offset]
+        self.requeue = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicRecoverOk(Method):
@@ -2925,8 +3247,10 @@ class BasicRecoverOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicRecoverOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class BasicNack(Method):
@@ -2966,14 +3290,18 @@ class BasicNack(Method):
         self.requeue = requeue
 
     def encode(self) -> bytes:
-        return _S_HHQB.pack(60, 120, self.delivery_tag, (1 if self.multiple else 0) | (2 if self.requeue else 0))
+        return _pack_HHQB(60, 120, self.delivery_tag, (1 if self.multiple else 0) | (2 if self.requeue else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> BasicNack:
-        delivery_tag, bits0 = _S_QB.unpack_from(buf, offset)
+        self = _new(cls)
+        self.delivery_tag, bits1 = _unpack_QB(buf, offset)
+        self.multiple = (bits1 & 1) != 0
+        self.requeue = (bits1 & 2) != 0
         offset += 9
-        _f.check_end(buf, offset)
-        return cls(delivery_tag, bool(bits0 & 1), bool(bits0 & 2))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- tx ----------------------------------------------------------------------
@@ -3001,8 +3329,10 @@ class TxSelect(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxSelect:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxSelectOk(Method):
@@ -3026,8 +3356,10 @@ class TxSelectOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxSelectOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxCommit(Method):
@@ -3052,8 +3384,10 @@ class TxCommit(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxCommit:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxCommitOk(Method):
@@ -3077,8 +3411,10 @@ class TxCommitOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxCommitOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxRollback(Method):
@@ -3104,8 +3440,10 @@ class TxRollback(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxRollback:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class TxRollbackOk(Method):
@@ -3129,8 +3467,10 @@ class TxRollbackOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> TxRollbackOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- confirm -----------------------------------------------------------------
@@ -3162,14 +3502,17 @@ class ConfirmSelect(Method):
         self.nowait = nowait
 
     def encode(self) -> bytes:
-        return _S_HHB.pack(85, 10, (1 if self.nowait else 0))
+        return _pack_HHB(85, 10, (1 if self.nowait else 0))
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConfirmSelect:
-        (bits0,) = _S_B.unpack_from(buf, offset)
+        self = _new(cls)
+        bits0 = buf[offset]
+        self.nowait = (bits0 & 1) != 0
         offset += 1
-        _f.check_end(buf, offset)
-        return cls(bool(bits0 & 1))
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 class ConfirmSelectOk(Method):
@@ -3192,8 +3535,10 @@ class ConfirmSelectOk(Method):
 
     @classmethod
     def decode(cls, buf: bytes, offset: int) -> ConfirmSelectOk:
-        _f.check_end(buf, offset)
-        return cls()
+        self = _new(cls)
+        if offset != len(buf):
+            _f.check_end(buf, offset)
+        return self
 
 
 # -- tables ------------------------------------------------------------------

@@ -26,7 +26,7 @@ __all__ = [
 
 #: class-id, weight and body-size at the start of a content header payload.
 CONTENT_HEADER = struct.Struct(">HHQ")
-_METHOD_IDS = struct.Struct(">HH")
+_unpack_index = struct.Struct(">I").unpack_from
 
 
 def method_index(class_id: int, method_id: int) -> int:
@@ -112,32 +112,27 @@ def decode_method(methods: Mapping[int, type[Method]], payload: bytes) -> Method
     :raises CommandInvalid: unknown class or method id (503).
     :raises AMQPSyntaxError: fields that cannot be decoded (502).
     """
-    if len(payload) < 4:
+    try:
+        # The index is class id and method id as one big-endian 32-bit int.
+        index = _unpack_index(payload)[0]
+    except struct.error:
         raise AMQPSyntaxError(
             f"method frame of {len(payload)} bytes is too short for its class "
             "and method ids"
-        )
-    class_id, method_id = _METHOD_IDS.unpack_from(payload)
-    cls = methods.get((class_id << 16) | method_id)
+        ) from None
+    cls = methods.get(index)
     if cls is None:
         raise CommandInvalid(
-            f"unknown method: class {class_id}, method {method_id}",
-            class_id,
-            method_id,
+            f"unknown method: class {index >> 16}, method {index & 0xFFFF}",
+            index >> 16,
+            index & 0xFFFF,
         )
     try:
         return cls.decode(payload, 4)
     except AMQPError as exc:
-        exc.reply_text = f"{cls.NAME}: {exc.reply_text}"
-        exc.class_id, exc.method_id = class_id, method_id
-        raise
+        raise _in_command(exc, cls) from None
     except _MALFORMED as exc:
-        raise AMQPSyntaxError(
-            f"{cls.NAME}: frame ends inside a field or holds an illegal "
-            f"value ({exc})",
-            class_id,
-            method_id,
-        ) from None
+        raise _malformed(exc, cls, "frame ends inside a field or holds an illegal value") from None
 
 
 def decode_properties(cls: type[Properties], payload: bytes, offset: int) -> Properties:
@@ -148,10 +143,32 @@ def decode_properties(cls: type[Properties], payload: bytes, offset: int) -> Pro
         exc.reply_text = f"{cls.NAME}: {exc.reply_text}"
         raise
     except _MALFORMED as exc:
-        raise AMQPSyntaxError(
-            f"{cls.NAME}: content header ends inside a property or holds an "
-            f"illegal value ({exc})"
+        raise _malformed(
+            exc, cls, "content header ends inside a property or holds an illegal value"
         ) from None
+
+
+def _in_command(exc: AMQPError, cls: type[Method]) -> AMQPError:
+    """*exc*, raised inside a method's fields, named after the method."""
+    exc.reply_text = f"{cls.NAME}: {exc.reply_text}"
+    exc.class_id, exc.method_id = cls.CLASS_ID, cls.METHOD_ID
+    return exc
+
+
+def _malformed(
+    exc: Exception, cls: type[Method] | type[Properties], what: str
+) -> AMQPSyntaxError:
+    """The 502 for a Python error met while decoding *cls*."""
+    if isinstance(exc, UnicodeDecodeError):
+        text = (
+            f"{cls.NAME}: a short string is not valid UTF-8 (byte {exc.start} of "
+            f"{exc.object!r:.60}: {exc.reason})"
+        )
+    else:
+        text = f"{cls.NAME}: {what} ({exc})"
+    if issubclass(cls, Method):
+        return AMQPSyntaxError(text, cls.CLASS_ID, cls.METHOD_ID)
+    return AMQPSyntaxError(text)
 
 
 class ReplyCode(NamedTuple):

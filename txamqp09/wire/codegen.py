@@ -447,16 +447,35 @@ def parse_spec(
 
 
 class _Structs:
-    """Precompiled struct formats used by a module, one per format."""
+    """Precompiled struct formats used by a module, one per format.
+
+    Generated code calls module-level aliases of their bound ``pack`` and
+    ``unpack_from`` methods (``_pack_HHH``), saving an attribute lookup per
+    field group on the hot path.
+    """
 
     def __init__(self) -> None:
-        self.formats: dict[str, str] = {}
+        self.used: set[tuple[str, str]] = set()
 
-    def name(self, fmt: str) -> str:
-        return self.formats.setdefault(fmt, f"_S_{fmt}")
+    def pack(self, fmt: str) -> str:
+        """The name of the packing function for *fmt*."""
+        self.used.add((fmt, "pack"))
+        return f"_pack_{fmt}"
+
+    def unpack(self, fmt: str) -> str:
+        """The name of the ``unpack_from`` function for *fmt*."""
+        self.used.add((fmt, "unpack_from"))
+        return f"_unpack_{fmt}"
 
     def lines(self) -> list[str]:
-        return [f'{name} = struct.Struct(">{fmt}")' for fmt, name in sorted(self.formats.items())]
+        """Definitions of every struct and alias used."""
+        out = []
+        for fmt in sorted({fmt for fmt, _ in self.used}):
+            out.append(f'_S_{fmt} = struct.Struct(">{fmt}")')
+            for method, prefix in (("pack", "_pack"), ("unpack_from", "_unpack")):
+                if (fmt, method) in self.used:
+                    out.append(f"{prefix}_{fmt} = _S_{fmt}.{method}")
+        return out
 
 
 def _docstring(text: str, indent: str) -> list[str]:
@@ -551,7 +570,7 @@ def _encode_method(m: MethodSpec, klass_index: int, structs: _Structs) -> list[s
             fmt = "HH" + fmt
             args = [str(klass_index), str(m.index)] + args
             header_pending = False
-        parts.append(f"{structs.name(fmt)}.pack({', '.join(args)})")
+        parts.append(f"{structs.pack(fmt)}({', '.join(args)})")
     if header_pending:
         parts.append(repr(struct.pack(">HH", klass_index, m.index)))
     body = ["    def encode(self) -> bytes:"]
@@ -565,38 +584,65 @@ def _encode_method(m: MethodSpec, klass_index: int, structs: _Structs) -> list[s
     return body
 
 
+def _decode_field(fld: Field, target: str, indent: str) -> list[str]:
+    """Lines that decode one variable-size field at ``offset`` into *target*.
+
+    Short strings, the commonest field, are decoded inline: a length octet,
+    then UTF-8. A length running past the payload is caught by the end check
+    every decoder finishes with, and invalid UTF-8 raises UnicodeDecodeError,
+    which :func:`~txamqp09.wire.base.decode_method` maps to 502 like every
+    other malformed field.
+    """
+    if fld.type == "shortstr":
+        return [
+            f"{indent}start = offset + 1",
+            f"{indent}offset = start + buf[offset]",
+            f"{indent}{target} = buf[start:offset].decode()",
+        ]
+    return [f"{indent}{target}, offset = {_DECODERS[fld.type]}"]
+
+
+def _decode_fixed(
+    slots: list[tuple[Optional[Field], list[Field]]], structs: _Structs, indent: str
+) -> list[str]:
+    """Lines that decode a run of fixed-size fields and bit octets into ``self``.
+
+    Each bit octet is read into a local ``bitsN`` (N its slot in the run) and
+    its bits are then stored as booleans.
+    """
+    fmt = _slot_format(slots)
+    targets = [f"self.{f.attr}" if f is not None else f"bits{n}" for n, (f, _) in enumerate(slots)]
+    if fmt == "B":
+        lines = [f"{indent}{targets[0]} = buf[offset]"]
+    else:
+        target = f"({targets[0]},)" if len(targets) == 1 else ", ".join(targets)
+        lines = [f"{indent}{target} = {structs.unpack(fmt)}(buf, offset)"]
+    for n, (_, bits) in enumerate(slots):
+        for bit, b in enumerate(bits):
+            lines.append(f"{indent}self.{b.attr} = (bits{n} & {1 << bit}) != 0")
+    lines.append(f"{indent}offset += {struct.calcsize('>' + fmt)}")
+    return lines
+
+
+_END_CHECK = [
+    "        if offset != len(buf):",
+    "            _f.check_end(buf, offset)",
+]
+
+
 def _decode_method(m: MethodSpec, structs: _Structs) -> list[str]:
     body = [
         "    @classmethod",
         f"    def decode(cls, buf: bytes, offset: int) -> {m.pyname}:",
+        "        self = _new(cls)",
     ]
-    bit_vars = 0
-    values: dict[str, str] = {}
     for kind, run in _groups(m.fields):
         if kind == "var":
-            fld = run[0]
-            body.append(f"        {fld.attr}, offset = {_DECODERS[fld.type]}")
-            values[fld.name] = fld.attr
-            continue
-        slots = _bit_octets(run)
-        fmt = _slot_format(slots)
-        targets = []
-        for f, bits in slots:
-            if f:
-                targets.append(f.attr)
-                values[f.name] = f.attr
-            else:
-                var = f"bits{bit_vars}"
-                bit_vars += 1
-                targets.append(var)
-                for n, b in enumerate(bits):
-                    values[b.name] = f"bool({var} & {1 << n})"
-        target = f"({targets[0]},)" if len(targets) == 1 else ", ".join(targets)
-        body.append(f"        {target} = {structs.name(fmt)}.unpack_from(buf, offset)")
-        body.append(f"        offset += {struct.calcsize('>' + fmt)}")
-    body.append("        _f.check_end(buf, offset)")
-    args = ", ".join(values[f.name] for f in m.fields)
-    body.append(f"        return cls({args})")
+            body += _decode_field(run[0], f"self.{run[0].attr}", "        ")
+        else:
+            body += _decode_fixed(_bit_octets(run), structs, "        ")
+    body += _END_CHECK
+    body.append("        return self")
     return body
 
 
@@ -693,7 +739,7 @@ def _properties_class(k: ClassSpec, structs: _Structs) -> list[str]:
         if f.type == "bit":
             raise ValueError(f"{k.name}: bit properties are not supported")
         if f.type in FIXED:
-            encoded = f"{structs.name(FIXED[f.type])}.pack(self.{f.attr})"
+            encoded = f"{structs.pack(FIXED[f.type])}(self.{f.attr})"
         else:
             encoded = _ENCODERS[f.type].format(f"self.{f.attr}")
         lines += [
@@ -702,30 +748,60 @@ def _properties_class(k: ClassSpec, structs: _Structs) -> list[str]:
             f"            parts.append({encoded})",
         ]
     if words == 1:
-        lines.append(f'        return {structs.name("H")}.pack(flags) + b"".join(parts)')
+        lines.append(f'        return {structs.pack("H")}(flags) + b"".join(parts)')
     else:
         lines.append('        return _f.encode_property_flags(flags) + b"".join(parts)')
     lines += [
         "",
         "    @classmethod",
         f"    def decode(cls, buf: bytes, offset: int) -> {name}:",
-        f"        flags, offset = _f.decode_property_flags(buf, offset, {words})",
-        f"        if flags & ~{known:#x}:",
-        "            raise _f.unknown_properties(cls.NAME, flags)",
-        "        self = cls()",
     ]
-    for n, f in enumerate(k.properties):
-        lines.append(f"        if flags & {_flag_mask(n):#x}:")
-        if f.type in FIXED:
-            fmt = FIXED[f.type]
-            lines.append(
-                f"            (self.{f.attr},) = {structs.name(fmt)}.unpack_from(buf, offset)"
-            )
-            lines.append(f"            offset += {struct.calcsize('>' + fmt)}")
-        else:
-            lines.append(f"            self.{f.attr}, offset = {_DECODERS[f.type]}")
-    lines += ["        _f.check_end(buf, offset)", "        return self"]
+    if words == 1:
+        lines += [
+            "        flags = (buf[offset] << 8) | buf[offset + 1]",
+            "        offset += 2",
+        ]
+    else:
+        lines.append(f"        flags, offset = _f.decode_property_flags(buf, offset, {words})")
+    lines += [
+        f"        if flags & ~{known:#x}:",
+        f"            raise _f.property_flags_error(cls.NAME, flags, {words})",
+        "        self = _new(cls)",
+    ]
+    # Properties are tested in groups: a message sets few of them, so most
+    # groups are passed over with one test and set to None in one statement.
+    numbered = list(enumerate(k.properties))
+    for first in range(0, len(numbered), PROPERTY_GROUP):
+        group = numbered[first : first + PROPERTY_GROUP]
+        mask = 0
+        for n, _ in group:
+            mask |= _flag_mask(n)
+        lines.append(f"        if flags & {mask:#x}:")
+        for n, f in group:
+            lines.append(f"            if flags & {_flag_mask(n):#x}:")
+            lines += _decode_property(f, structs, "                ")
+            lines += ["            else:", f"                self.{f.attr} = None"]
+        lines.append("        else:")
+        lines.append("            " + " = ".join(f"self.{f.attr}" for _, f in group) + " = None")
+    lines += _END_CHECK + ["        return self"]
     return lines
+
+
+#: Content properties tested together by generated decoders.
+PROPERTY_GROUP = 4
+
+
+def _decode_property(f: Field, structs: _Structs, indent: str) -> list[str]:
+    """Lines that decode one property at ``offset`` into ``self``."""
+    if f.type == "octet":
+        return [f"{indent}self.{f.attr} = buf[offset]", f"{indent}offset += 1"]
+    if f.type in FIXED:
+        fmt = FIXED[f.type]
+        return [
+            f"{indent}(self.{f.attr},) = {structs.unpack(fmt)}(buf, offset)",
+            f"{indent}offset += {struct.calcsize('>' + fmt)}",
+        ]
+    return _decode_field(f, f"self.{f.attr}", indent)
 
 
 def _namespace_class(k: ClassSpec) -> list[str]:
@@ -824,6 +900,8 @@ def generate(spec: Spec, tables: str) -> str:
         "#: The table dialect of this version; see :mod:`txamqp09.wire.fields`.",
         "TABLES = _TABLES",
         "_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)",
+        "#: Makes an instance without __init__: decoders set every field themselves.",
+        "_new = object.__new__",
         "",
         *structs.lines(),
         "",

@@ -124,19 +124,23 @@ def _truncated(what: str) -> AMQPSyntaxError:
 # -- strings and scalars ---------------------------------------------------
 
 
+#: The length octet of every possible shortstr, by length.
+_SHORT_LENGTHS = tuple(bytes((n,)) for n in range(256))
+
+
 def encode_shortstr(value: str) -> bytes:
     """A shortstr: one length octet and at most 255 bytes of UTF-8."""
     try:
-        data = value.encode("utf-8")
+        data = value.encode()
+        return _SHORT_LENGTHS[len(data)] + data
     except AttributeError:
         raise EncodeError(
             f"a short string must be str, not {type(value).__name__}"
         ) from None
-    if len(data) > 255:
+    except IndexError:
         raise EncodeError(
             f"short string is {len(data)} bytes of UTF-8; the limit is 255"
-        )
-    return _B.pack(len(data)) + data
+        ) from None
 
 
 def decode_shortstr(buf: bytes, offset: int) -> tuple[str, int]:
@@ -201,8 +205,14 @@ def decode_timestamp(buf: bytes, offset: int) -> tuple[datetime, int]:
 
 
 def check_end(buf: bytes, offset: int) -> None:
-    """Fail when a decoded payload has bytes left after its last field."""
-    if offset != len(buf):
+    """Fail unless *offset*, where decoding stopped, is the end of *buf*.
+
+    Decoding past the end means a length field pointed beyond the payload;
+    stopping short means bytes were left after the last field.
+    """
+    if offset > len(buf):
+        raise _truncated("field")
+    if offset < len(buf):
         raise AMQPSyntaxError(
             f"{len(buf) - offset} unexpected bytes after the last field"
         )
@@ -635,3 +645,15 @@ def decode_property_flags(buf: bytes, offset: int, max_words: int) -> tuple[int,
 def unknown_properties(name: str, flags: int) -> AMQPSyntaxError:
     """The error for property flags naming properties a class lacks."""
     return AMQPSyntaxError(f"{name}: flags {flags:#x} name properties this class lacks")
+
+
+def property_flags_error(name: str, flags: int, words: int) -> AMQPSyntaxError:
+    """The error for property flags with bits a class of *words* flag words lacks.
+
+    :param flags: the flag words read, word k in bits 16k..16k+15.
+    """
+    if flags >> (16 * (words - 1)) & 1:
+        return AMQPSyntaxError(
+            f"property flags continue past the {words} word(s) this class has"
+        )
+    return unknown_properties(name, flags)

@@ -57,7 +57,6 @@ _END = bytes((FRAME_END,))
 #: The heartbeat frame: type 8, channel 0, empty payload.
 HEARTBEAT_FRAME = _HEADER.pack(FRAME_HEARTBEAT, 0, 0) + _END
 
-_CONTENT_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY))
 _TYPE_NAMES = {
     4: "out-of-band method",
     5: "out-of-band header",
@@ -80,6 +79,8 @@ class FrameReader:
         with 540 not-implemented instead of 501 frame-error.
     """
 
+    __slots__ = ("_buffer", "frame_max", "_reserved")
+
     def __init__(
         self, frame_max: int = FRAME_MIN_SIZE, reserved_types: frozenset[int] = frozenset()
     ) -> None:
@@ -93,43 +94,63 @@ class FrameReader:
         return len(self._buffer)
 
     def feed(self, data: bytes) -> Iterator[Frame]:
-        """Add *data*; iterate the result for every frame it completes, in order.
+        """Add *data* and yield every frame it completes, in order.
 
+        This is a generator: *data* is taken and parsed as the result is
+        iterated, so iterate it (an uniterated result drops *data*).
         Iteration raises :class:`FrameError` (501) at the first malformed
-        frame, after yielding the frames before it.
+        frame, after yielding the frames before it. The bytes of frames not
+        yet returned (an incomplete frame, or frames after the caller
+        stopped iterating) stay buffered for the next feed.
         """
-        self._buffer += data
-        return self._frames()
-
-    def _frames(self) -> Iterator[Frame]:
+        # Frames are sliced from *data* itself in the common case, where no
+        # partial frame is buffered: one copy per payload. Otherwise *data*
+        # joins the buffer and payloads are copied out through a view.
         buffer = self._buffer
-        size = len(buffer)
+        whole: Optional[bytes] = None
+        view: Optional[memoryview] = None
+        source: Union[bytes, bytearray]
+        if buffer or type(data) is not bytes:
+            buffer += data
+            source = buffer
+            view = memoryview(buffer)
+        else:
+            source = whole = data
+        size = len(source)
         pos = 0
-        view = memoryview(buffer)
+        # Module constants as locals: looked up once per feed, not per frame.
+        unpack_header, overhead, frame_end = _HEADER.unpack_from, FRAME_OVERHEAD, FRAME_END
         try:
             while size - pos >= 7:
-                frame_type, channel, length = _HEADER.unpack_from(buffer, pos)
-                if length + FRAME_OVERHEAD > self.frame_max:
+                frame_type, channel, length = unpack_header(source, pos)
+                if length + overhead > self.frame_max:
                     raise FrameError(
                         f"frame of {length + FRAME_OVERHEAD} bytes exceeds "
                         f"frame_max {self.frame_max}"
                     )
-                if frame_type not in _CONTENT_TYPES:
+                if not 1 <= frame_type <= 3:  # not method, header or body
                     self._check_type(frame_type, channel, length)
                 end = pos + 7 + length
                 if end >= size:
                     break
-                if buffer[end] != FRAME_END:
+                if source[end] != frame_end:
                     raise FrameError(
-                        f"frame-end octet is {buffer[end]:#04x}, not 0xce: the "
+                        f"frame-end octet is {source[end]:#04x}, not 0xce: the "
                         "frame's size field does not match its contents"
                     )
-                payload = view[pos + 7 : end].tobytes()
+                if whole is not None:
+                    payload = whole[pos + 7 : end]
+                else:
+                    assert view is not None
+                    payload = view[pos + 7 : end].tobytes()
                 pos = end + 1
                 yield frame_type, channel, payload
         finally:
-            view.release()
-            del buffer[:pos]
+            if view is not None:
+                view.release()
+                del buffer[:pos]
+            elif pos < size:
+                buffer += source[pos:]
 
     def _check_type(self, frame_type: int, channel: int, length: int) -> None:
         """Refuse a frame that is not method, header or body by its header alone."""
@@ -194,6 +215,9 @@ def content_frames(
     return b"".join(parts)
 
 
+_unpack_content_header = CONTENT_HEADER.unpack_from
+
+
 class Command:
     """A method, with its content when the method carries one.
 
@@ -223,9 +247,10 @@ class Command:
 
         :raises AMQPSyntaxError: the properties are malformed (502).
         """
-        if self._properties is None and self._cls is not None:
-            self._properties = decode_properties(self._cls, self.raw_properties, 0)
-        return self._properties
+        properties = self._properties
+        if properties is None and self._cls is not None:
+            properties = self._properties = decode_properties(self._cls, self.raw_properties, 0)
+        return properties
 
     def __repr__(self) -> str:
         if self._cls is None:
@@ -263,7 +288,8 @@ class ContentAssembler:
         self._method = None
         self._raw = b""
         self._size = -1
-        self._parts = []
+        if self._parts:
+            self._parts = []
         self._received = 0
 
     def method(self, method: Method) -> Optional[Command]:
@@ -284,9 +310,9 @@ class ContentAssembler:
         method = self._method
         if method is None or self._size >= 0:
             raise UnexpectedFrame("content header frame without a content method before it")
-        if len(payload) < CONTENT_HEADER.size + 2:
+        if len(payload) < 14:  # class id, weight, body size, one flag word
             raise FrameError(f"content header of {len(payload)} bytes is too short")
-        class_id, _weight, size = CONTENT_HEADER.unpack_from(payload)
+        class_id, _weight, size = _unpack_content_header(payload)
         if class_id != method.CLASS_ID:
             raise UnexpectedFrame(
                 f"content header for class {class_id} follows {method.NAME}"
@@ -300,29 +326,42 @@ class ContentAssembler:
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
-        self._cls = self._properties.get(class_id)
-        if self._cls is None:
+        cls = self._cls = self._properties.get(class_id)
+        if cls is None:
             raise AMQPSyntaxError(f"class {class_id} has no content properties")
-        self._raw = payload[CONTENT_HEADER.size :]
+        self._raw = payload[12:]
         self._size = size
-        return self._finish() if size == 0 else None
+        return self._finish(b"") if size == 0 else None
 
     def body(self, payload: bytes) -> Optional[Command]:
         """Take a body frame payload; the command once the body is complete."""
-        if self._method is None or self._size < 0:
+        size = self._size
+        if size < 0:
             raise UnexpectedFrame("body frame without a content header before it")
-        self._received += len(payload)
-        if self._received > self._size:
+        received = self._received + len(payload)
+        if received < size:
+            self._received = received
+            self._parts.append(payload)
+            return None
+        if received > size:
             raise FrameError(
-                f"body frames carry {self._received} bytes but the content "
-                f"header announced {self._size}"
+                f"body frames carry {received} bytes but the content "
+                f"header announced {size}"
             )
-        self._parts.append(payload)
-        return self._finish() if self._received == self._size else None
+        parts = self._parts
+        if parts:
+            parts.append(payload)
+            payload = b"".join(parts)
+        return self._finish(payload)
 
-    def _finish(self) -> Command:
+    def _finish(self, body: bytes) -> Command:
         assert self._method is not None
-        body = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
         command = Command(self._method, self._raw, body, self._cls)
-        self.reset()
+        # reset(), inlined: this runs once per message.
+        self._method = None
+        self._raw = b""
+        self._size = -1
+        if self._parts:
+            self._parts = []
+        self._received = 0
         return command
