@@ -238,8 +238,7 @@ class LiveTests:
         consumer = await channel.basic_consume(queue, no_ack=True, max_backlog=10)
         for number in range(100):
             channel.basic_publish(b"%d" % number, routing_key=queue)
-        while not connection.reading_paused:
-            await deferLater(reactor, 0.01, lambda: None)
+        await until(lambda: connection.reading_paused)
         self.assertGreaterEqual(consumer.backlog, 10)  # type: ignore[attr-defined]
         bodies = [(await consumer.__anext__()).body for _ in range(100)]
         self.assertEqual(bodies, [b"%d" % number for number in range(100)])
@@ -367,6 +366,56 @@ class OwnBrokerTests(LiveTests, TestCase):
     def dropConnections(self) -> None:
         for connection in list(self.broker.factory.connections):
             connection.dropConnection()
+
+
+    async def fillBeyondTheWatermark(self, version: str) -> tuple[Channel, str, Channel]:
+        """A publishing channel that filled a queue past the broker's watermark, and a draining one."""
+        throttled = LoopbackBroker(high_watermark=2000)
+        throttled.start()
+        self.addCleanup(throttled.stop)
+        publishing = await connect(reactor, throttled.url, version=version)
+        draining = await connect(reactor, throttled.url, version=version)
+        for connection in (publishing, draining):
+            self.addCleanup(connection.disconnect)
+        channel = await publishing.channel()
+        queue = (await channel.queue_declare("", exclusive=False, auto_delete=True)).queue
+        for _ in range(50):
+            channel.basic_publish(b"x" * 100, routing_key=queue)
+        return channel, queue, await draining.channel()
+
+    async def drain(self, channel: Channel, queue: str) -> list[bytes]:
+        bodies = []
+        while (message := await channel.basic_get(queue, no_ack=True)) is not None:
+            bodies.append(message.body)
+        return bodies
+
+    @inline
+    async def test_channelFlowHoldsPublishing(self) -> None:
+        channel, queue, draining = await self.fillBeyondTheWatermark("0-9")
+        await until(lambda: not channel.flow_active)
+        channel.basic_publish(b"held", routing_key=queue)
+        bodies = await self.drain(draining, queue)
+        await until(lambda: channel.flow_active)
+        bodies += await self.drain(draining, queue)
+        while b"held" not in bodies:
+            bodies += await self.drain(draining, queue)
+        self.assertEqual(len(bodies), 51)
+
+    @inline
+    async def test_connectionBlockedIsReported(self) -> None:
+        channel, queue, draining = await self.fillBeyondTheWatermark("0-9-1")
+        changes: list[Any] = []
+        channel.connection.addBlockedListener(changes.append)
+        await until(lambda: channel.connection.blocked is not None)
+        self.assertIn("high watermark", channel.connection.blocked)
+        await self.drain(draining, queue)
+        await until(lambda: changes[-1:] == [None])
+
+
+async def until(condition: Any) -> None:
+    """Wait, looking every 10 ms, until *condition()* holds."""
+    while not condition():
+        await deferLater(reactor, 0.01, lambda: None)
 
 
 class RabbitMQTests(LiveTests, TestCase):
