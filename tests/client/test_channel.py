@@ -431,3 +431,15 @@ class GeneratedAPITests(SynchronousTestCase):
         tunnel, message = server.received()[1:]
         self.assertEqual((tunnel[1].method.NAME, tunnel[1].body, tunnel[1].method.meta_data), ("tunnel.request", b"payload", {"k": b"v"}))
         self.assertEqual((message[1].NAME, message[1].body), ("message.transfer", Content(b"b")))
+
+
+class RequestByNameTests(SynchronousTestCase):
+    def test_requestByName(self) -> None:
+        server, channel = opened()
+        bound = channel.request("queue.bind", queue="q", exchange="x")
+        server.send(1, server.spec.QueueBindOk())
+        self.assertEqual(self.successResultOf(bound).NAME, "queue.bind-ok")
+        self.assertIsNone(self.successResultOf(channel.request("basic.recover-async", requeue=True)))
+        self.failureResultOf(channel.request("file.qos"), NotInThisVersion)
+        server.send(1, server.spec.ChannelClose(reply_code=406, reply_text="PRECONDITION_FAILED"))
+        self.failureResultOf(channel.request("basic.recover-async"), ChannelClosed)

@@ -218,7 +218,7 @@ class Channel:
         """Fires with the ChannelClosed or ConnectionClosed that ended the channel."""
         return self._closed.when()
 
-    def opened(self, command: Command) -> Channel:
+    def _opened(self, command: Command) -> Channel:
         """channel.open-ok arrived: the channel is usable."""
         self.state = _OPEN
         return self
@@ -226,7 +226,7 @@ class Channel:
     def open(self) -> Deferred[Channel]:
         """Send channel.open; fires with this channel once the server opened it."""
         self.connection.sendMethod(self.number, self.build("channel.open"))
-        return self._expect((self.spec.BY_NAME["channel.open-ok"],), Channel.opened)
+        return self._expect((self.spec.BY_NAME["channel.open-ok"],), Channel._opened)
 
     def close(self, reply_code: int = 200, reply_text: str = "normal shutdown") -> Deferred[Any]:
         """Close the channel; fires once the server confirmed (channel.close-ok).
@@ -503,7 +503,7 @@ class Channel:
         arguments: Optional[dict[str, Any]] = None,
     ) -> Deferred[Any]:
         """Declare an exchange; fires with exchange.declare-ok."""
-        return self._request(
+        return self.request(
             "exchange.declare",
             exchange=exchange,
             type=type,
@@ -531,7 +531,7 @@ class Channel:
         Fires with queue.declare-ok: its ``queue``, ``message_count`` and
         ``consumer_count``.
         """
-        return self._request(
+        return self.request(
             "queue.declare",
             queue=queue,
             passive=passive,
@@ -546,7 +546,7 @@ class Channel:
         self, prefetch_count: int = 0, *, prefetch_size: int = 0, global_: bool = False
     ) -> Deferred[Any]:
         """Limit unacknowledged deliveries to *prefetch_count* messages (0: no limit)."""
-        return self._request(
+        return self.request(
             "basic.qos", prefetch_count=prefetch_count, prefetch_size=prefetch_size, global_=global_
         )
 
@@ -598,7 +598,7 @@ class Channel:
         """Cancel *consumer*; fires once the server confirmed."""
         if not consumer.active:
             return succeed(None)
-        cancelled = self._request(f"{consumer.amqp_class}.cancel", consumer_tag=consumer.tag)
+        cancelled = self.request(f"{consumer.amqp_class}.cancel", consumer_tag=consumer.tag)
 
         def forget(result: Any) -> Any:
             self.consumers.pop(consumer.tag, None)
@@ -627,7 +627,7 @@ class Channel:
         """Put the channel in confirm mode: :meth:`basic_publish` then returns Deferreds."""
         if self.state is _OPEN and self._confirms is None and "confirm.select" in self.spec.BY_NAME:
             self._confirms = ConfirmTracker()
-        return self._request("confirm.select", nowait=nowait)
+        return self.request("confirm.select", nowait=nowait)
 
     @property
     def unconfirmed(self) -> int:
@@ -636,24 +636,29 @@ class Channel:
 
     def tx_select(self) -> Deferred[Any]:
         """Make the channel transactional: publishes and acks wait for :meth:`tx_commit`."""
-        return self._request("tx.select")
+        return self.request("tx.select")
 
     def tx_commit(self) -> Deferred[Any]:
         """Commit the current transaction."""
-        return self._request("tx.commit")
+        return self.request("tx.commit")
 
     def tx_rollback(self) -> Deferred[Any]:
         """Abandon the current transaction's publishes and acks."""
-        return self._request("tx.rollback")
+        return self.request("tx.rollback")
 
-    def _request(self, name: str, **fields: Any) -> Deferred[Any]:
+    def request(self, name: str, **fields: Any) -> Deferred[Any]:
+        """Send the method called *name* with *fields*; a Deferred for its response.
+
+        ``channel.request("queue.bind", queue="q", exchange="x")`` is the
+        untyped form of ``channel.queue_bind(...)``. Failures, including
+        :class:`NotInThisVersion`, come through the Deferred, which fires with
+        None for a method without a response.
+        """
         try:
-            method = self.build(name, **fields)
-        except NotInThisVersion as error:
+            requested = self.call(self.build(name, **fields))
+        except ClientError as error:
             return fail(error)
-        requested = self.call(method)
-        assert requested is not None
-        return requested
+        return requested if requested is not None else succeed(None)
 
 
 def _as_bytes(body: BodyLike) -> bytes:

@@ -95,16 +95,12 @@ class ReconnectingClient(Service):
     ) -> None:
         """Bind *queue* to *exchange* after every connection."""
         self.declare(
-            lambda channel: _required(
-                channel.call(
-                    channel.build(
-                        "queue.bind",
-                        queue=queue,
-                        exchange=exchange,
-                        routing_key=routing_key,
-                        arguments=arguments or {},
-                    )
-                )
+            lambda channel: channel.request(
+                "queue.bind",
+                queue=queue,
+                exchange=exchange,
+                routing_key=routing_key,
+                arguments=arguments or {},
             )
         )
 
@@ -197,11 +193,6 @@ class ReconnectingClient(Service):
         if self._connection is not None:
             yield self._connection.disconnect()
         yield self._service.stopService()
-
-
-def _required(deferred: Optional[Deferred[Any]]) -> Deferred[Any]:
-    assert deferred is not None
-    return deferred
 
 
 def _unwrapped(protocol: Any) -> ClientConnection:
