@@ -23,8 +23,10 @@ The node accepts guest/guest on virtual host ``/``.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -47,6 +49,8 @@ RABBITMQ_BIN = "/usr/lib/rabbitmq/bin"
 _LOOPBACK = "127.0.0.1"
 _ERL_LOOPBACK_ARGS = "-kernel inet_dist_use_interface {127,0,0,1}"
 _AMQP0_9_1_HEADER = b"AMQP\x00\x00\x09\x01"
+#: prctl option: the signal a child gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
 
 
 class RabbitMQError(Exception):
@@ -200,6 +204,10 @@ class RabbitMQ:
     def start(self) -> None:
         """Start epmd and the node; return once it answers AMQP on :attr:`port`.
 
+        On Linux the node and its epmd end when the thread that started them
+        ends, so that a killed test run leaves nothing behind: start them from
+        a thread that lives as long as they should (normally the main one).
+
         :raises RabbitMQError: the node exited or did not answer within
             ``start_timeout`` seconds; the message holds the end of its log.
         """
@@ -212,6 +220,7 @@ class RabbitMQ:
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            preexec_fn=_end_with_parent,
         )
         with open(self.log_file, "wb") as log:
             self._server = subprocess.Popen(
@@ -221,6 +230,7 @@ class RabbitMQ:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.base_dir,
+                preexec_fn=_end_with_parent,
             )
         try:
             self._wait_ready()
@@ -285,6 +295,19 @@ class RabbitMQ:
         epmd, self._epmd = self._epmd, None
         if epmd is not None:
             _end_process(epmd, 5.0)
+
+
+def _end_with_parent() -> None:
+    """In the child: get SIGTERM when the process that started it dies (Linux).
+
+    A test run that is killed outright cannot stop its node; this stops it
+    anyway instead of leaving it running.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def _end_process(process: subprocess.Popen[bytes], timeout: float) -> None:
