@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, gatherResults, maybeDeferred
+from twisted.internet.defer import Deferred, gatherResults, inlineCallbacks, maybeDeferred
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
@@ -66,6 +66,26 @@ class LiveTests:
             message = await channel.basic_get(queue)
             self.assertEqual(message.body, version.encode())  # type: ignore[attr-defined]
             message.ack()
+
+    @inline
+    async def test_accessRequestOfZeroEightAndZeroNine(self) -> None:
+        for version in ("0-9", "0-8"):
+            channel = await self.channel(version=version)
+            granted = await channel.access_request(realm="/data", active=True, read=True, write=True)  # type: ignore[attr-defined]
+            self.assertEqual(granted.NAME, "access.request-ok")
+            declared = await channel.queue_declare("", exclusive=True)
+            channel.basic_publish(b"with ticket", routing_key=declared.queue)
+            self.assertEqual((await channel.basic_get(declared.queue, no_ack=True)).body, b"with ticket")  # type: ignore[attr-defined]
+
+    @inlineCallbacks
+    def test_inlineCallbacksStyle(self) -> Any:
+        connection = yield connect(reactor, self.url())
+        channel = yield connection.channel()
+        declared = yield channel.queue_declare("", exclusive=True)
+        channel.basic_publish(b"yielded", routing_key=declared.queue)
+        message = yield channel.basic_get(declared.queue, no_ack=True)
+        self.assertEqual(message.body, b"yielded")  # type: ignore[attr-defined]
+        yield connection.disconnect()
 
     @inline
     async def test_heartbeatAndFrameMaxNegotiated(self) -> None:
