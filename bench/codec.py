@@ -162,14 +162,18 @@ def _seconds(call: Callable[..., Any], arg: Optional[bytes], n: int) -> float:
     time spent descheduled do not count)."""
     rng = range(n)
     gc.collect()
-    start = time.process_time()
-    if arg is None:
-        for _ in rng:
-            call()
-    else:
-        for _ in rng:
-            call(arg)
-    return time.process_time() - start
+    gc.disable()  # as timeit does: collections would land on either side at random
+    try:
+        start = time.process_time()
+        if arg is None:
+            for _ in rng:
+                call()
+        else:
+            for _ in rng:
+                call(arg)
+        return time.process_time() - start
+    finally:
+        gc.enable()
 
 
 def rates(

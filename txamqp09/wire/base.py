@@ -21,6 +21,7 @@ __all__ = [
     "method_index",
     "decode_method",
     "decode_properties",
+    "properties_error",
     "CONTENT_HEADER",
 ]
 
@@ -120,13 +121,14 @@ def decode_method(methods: Mapping[int, type[Method]], payload: bytes) -> Method
             f"method frame of {len(payload)} bytes is too short for its class "
             "and method ids"
         ) from None
-    cls = methods.get(index)
-    if cls is None:
+    try:
+        cls = methods[index]
+    except KeyError:
         raise CommandInvalid(
             f"unknown method: class {index >> 16}, method {index & 0xFFFF}",
             index >> 16,
             index & 0xFFFF,
-        )
+        ) from None
     try:
         return cls.decode(payload, 4)
     except AMQPError as exc:
@@ -139,13 +141,25 @@ def decode_properties(cls: type[Properties], payload: bytes, offset: int) -> Pro
     """Decode content properties, mapping malformed input to 502."""
     try:
         return cls.decode(payload, offset)
-    except AMQPError as exc:
+    except Exception as exc:
+        raise properties_error(cls, exc) from None
+
+
+def properties_error(cls: type[Properties], exc: Exception) -> Exception:
+    """What to raise for *exc*, raised while decoding properties of *cls*.
+
+    An :class:`AMQPError` gains the class name in its text; the Python
+    errors malformed input causes become 502; anything else is a bug and is
+    returned unchanged.
+    """
+    if isinstance(exc, AMQPError):
         exc.reply_text = f"{cls.NAME}: {exc.reply_text}"
-        raise
-    except _MALFORMED as exc:
-        raise _malformed(
+        return exc
+    if isinstance(exc, _MALFORMED):
+        return _malformed(
             exc, cls, "content header ends inside a property or holds an illegal value"
-        ) from None
+        )
+    return exc
 
 
 def _in_command(exc: AMQPError, cls: type[Method]) -> AMQPError:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Iterator, Mapping, Optional, Union
 
-from txamqp09.wire.base import CONTENT_HEADER, Method, Properties, decode_properties
+from txamqp09.wire.base import CONTENT_HEADER, Method, Properties, properties_error
 from txamqp09.wire.errors import (
     AMQPNotImplemented,
     AMQPSyntaxError,
@@ -248,8 +248,14 @@ class Command:
         :raises AMQPSyntaxError: the properties are malformed (502).
         """
         properties = self._properties
-        if properties is None and self._cls is not None:
-            properties = self._properties = decode_properties(self._cls, self.raw_properties, 0)
+        if properties is None:
+            cls = self._cls
+            if cls is None:
+                return None
+            try:
+                properties = self._properties = cls.decode(self.raw_properties, 0)
+            except Exception as exc:
+                raise properties_error(cls, exc) from None
         return properties
 
     def __repr__(self) -> str:
@@ -266,27 +272,27 @@ class ContentAssembler:
         fails with 406 precondition-failed before any body is buffered.
     """
 
-    __slots__ = ("_properties", "max_body_size", "_method", "_raw", "_size", "_parts", "_received", "_cls")
+    __slots__ = ("_properties", "max_body_size", "_command", "_size", "_parts", "_received")
 
     def __init__(self, properties: Mapping[int, type[Properties]], max_body_size: int) -> None:
         self._properties = properties
         self.max_body_size = max_body_size
-        self._method: Optional[Method] = None
-        self._raw = b""
+        #: The command whose content is being received.
+        self._command: Optional[Command] = None
+        #: The announced body size, or -1 before the content header.
         self._size = -1
+        #: Body frames so far, when the body spans several.
         self._parts: list[bytes] = []
         self._received = 0
-        self._cls: Optional[type[Properties]] = None
 
     @property
     def busy(self) -> bool:
         """A content method is waiting for its header or body."""
-        return self._method is not None
+        return self._command is not None
 
     def reset(self) -> None:
         """Drop any partly received content."""
-        self._method = None
-        self._raw = b""
+        self._command = None
         self._size = -1
         if self._parts:
             self._parts = []
@@ -294,44 +300,49 @@ class ContentAssembler:
 
     def method(self, method: Method) -> Optional[Command]:
         """Take a method frame's method; a complete command if it has no content."""
-        if self._method is not None:
-            name = self._method.NAME
+        if self._command is not None:
+            name = self._command.method.NAME
             self.reset()
             raise UnexpectedFrame(
                 f"{method.NAME} arrived while {name} still waited for its content"
             )
-        if not method.CONTENT:
-            return Command(method)
-        self._method = method
-        return None
+        command = Command(method)
+        if method.CONTENT:
+            self._command = command
+            return None
+        return command
 
     def header(self, payload: bytes) -> Optional[Command]:
         """Take a content header payload; the command if its body is empty."""
-        method = self._method
-        if method is None or self._size >= 0:
+        command = self._command
+        if command is None or self._size >= 0:
             raise UnexpectedFrame("content header frame without a content method before it")
         if len(payload) < 14:  # class id, weight, body size, one flag word
             raise FrameError(f"content header of {len(payload)} bytes is too short")
         class_id, _weight, size = _unpack_content_header(payload)
+        method = command.method
         if class_id != method.CLASS_ID:
             raise UnexpectedFrame(
                 f"content header for class {class_id} follows {method.NAME}"
             )
         if size > self.max_body_size:
-            name = method.NAME
             self.reset()
             raise PreconditionFailed(
-                f"{name}: message body of {size} bytes exceeds the maximum of "
+                f"{method.NAME}: message body of {size} bytes exceeds the maximum of "
                 f"{self.max_body_size} bytes",
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
-        cls = self._cls = self._properties.get(class_id)
+        cls = self._properties.get(class_id)
         if cls is None:
             raise AMQPSyntaxError(f"class {class_id} has no content properties")
-        self._raw = payload[12:]
+        command.raw_properties = payload[12:]
+        command._cls = cls
+        if size == 0:
+            self._command = None
+            return command
         self._size = size
-        return self._finish(b"") if size == 0 else None
+        return None
 
     def body(self, payload: bytes) -> Optional[Command]:
         """Take a body frame payload; the command once the body is complete."""
@@ -348,20 +359,15 @@ class ContentAssembler:
                 f"body frames carry {received} bytes but the content "
                 f"header announced {size}"
             )
+        command = self._command
+        assert command is not None
         parts = self._parts
         if parts:
             parts.append(payload)
             payload = b"".join(parts)
-        return self._finish(payload)
-
-    def _finish(self, body: bytes) -> Command:
-        assert self._method is not None
-        command = Command(self._method, self._raw, body, self._cls)
-        # reset(), inlined: this runs once per message.
-        self._method = None
-        self._raw = b""
-        self._size = -1
-        if self._parts:
             self._parts = []
-        self._received = 0
+            self._received = 0
+        command.body = payload
+        self._command = None
+        self._size = -1
         return command
