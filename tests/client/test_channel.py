@@ -73,12 +73,15 @@ class RequestTests(SynchronousTestCase):
 
     def test_unexpectedResponseClosesTheConnection(self) -> None:
         server, channel = opened()
-        channel.queue_declare("q")
+        declaring = channel.queue_declare("q")
         server.methods()
         server.send(1, server.spec.ExchangeDeclareOk())
         [(number, close)] = server.methods()
         self.assertEqual((number, close.NAME, close.reply_code), (0, "connection.close", 503))
         self.assertIn("waited for queue.declare-ok", close.reply_text)
+        # Everything on the connection fails at once, with the same reason.
+        self.assertEqual(self.failureResultOf(declaring, ConnectionClosed).value.reply_code, 503)
+        self.assertRaises(ConnectionClosed, channel.basic_publish, b"x")
 
     def test_basicGet(self) -> None:
         server, channel = opened()

@@ -44,6 +44,7 @@ from txamqp09.client.params import ConnectionParameters, endpoint_for, parse_url
 from txamqp09.protocol import AMQPConnection, ConnectionState
 from txamqp09.wire.base import CONTENT_HEADER, Method, decode_method
 from txamqp09.wire.errors import (
+    AMQPError,
     ChannelError,
     ChannelLevelError,
     CommandInvalid,
@@ -520,12 +521,18 @@ class ClientConnection(AMQPConnection):
         server has :attr:`close_timeout` seconds to confirm before the
         transport is dropped.
         """
-        if not self._closed.done:
-            self.close(ConnectionLevelError(reply_text, reply_code=200))
-            ending = ConnectionClosed(200, f"{reply_text} (closed by the client)")
-            for channel in list(self.channels.values()):
-                channel.shutdown(ending, clean=True)
+        self.close(ConnectionLevelError(reply_text, reply_code=200))
         return self.whenClosed()
+
+    def close(self, error: Optional[AMQPError] = None) -> None:
+        """Start the close handshake (see :meth:`disconnect`); channels end at once."""
+        if self.state in (ConnectionState.CLOSING, ConnectionState.CLOSED):
+            return
+        super().close(error)
+        ending = connection_closed(self.close_reason, self.method_names)
+        clean = ending.reply_code == 200
+        for channel in list(self.channels.values()):
+            channel.shutdown(ending, clean)
 
     def connectionLost(self, reason: Optional[Failure] = None) -> None:
         super().connectionLost(reason)
