@@ -52,7 +52,7 @@ try:
     from pamqp.body import ContentBody
     from pamqp.header import ContentHeader
 except ImportError:  # pragma: no cover
-    pamqp_frame = None
+    pamqp_frame = None  # type: ignore[assignment]
 
 BODY = b"0123456789abcdef"
 FRAME_MAX = 131072
@@ -145,7 +145,7 @@ def pamqp_encode_deliver() -> bytes:
 
 def pamqp_decode(data: bytes) -> Any:
     """Unmarshal the three frames of one message (properties included)."""
-    unmarshal = pamqp_frame.unmarshal
+    unmarshal: Callable[[bytes], tuple[int, int, Any]] = pamqp_frame.unmarshal
     consumed, _, method = unmarshal(data)
     pos = consumed
     consumed, _, header = unmarshal(data[pos:])

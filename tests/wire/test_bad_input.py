@@ -190,7 +190,7 @@ class FrameReaderTests(_Errors):
         """Feeding one byte at a time yields the same frames as one feed."""
         data, expected = self._stream()
         reader = FrameReader()
-        got = []
+        got: list[tuple[int, int, bytes]] = []
         for n in range(len(data)):
             got.extend(reader.feed(data[n : n + 1]))
         self.assertEqual(got, expected)
@@ -231,7 +231,7 @@ class FrameReaderTests(_Errors):
         """Any split of the stream into chunks gives the same frames."""
         data, expected = self._stream()
         reader = FrameReader()
-        got = []
+        got: list[tuple[int, int, bytes]] = []
         last = 0
         for cut in sorted(cuts) + [len(data)]:
             got.extend(reader.feed(data[last:cut]))

@@ -234,8 +234,8 @@ class Golden0_9Tests(_Golden):
             b"\x00" b"\x00\x00\x00\x02hi",  # inline content
         )
         self.assertMethod(AMQP0_9, method, payload)
-        self.assertIs(type(decode_method(A9.METHODS, payload).application_headers["h"]),
-                      fields.ShortStr)
+        decoded: Any = decode_method(A9.METHODS, payload)
+        self.assertIs(type(decoded.application_headers["h"]), fields.ShortStr)
 
     def test_message_transfer_reference(self) -> None:
         method = A9.MessageTransfer(body=fields.Content(b"ref-1", is_reference=True))

@@ -113,10 +113,10 @@ class GeneratedTestsTests(SynchronousTestCase):
             suffix = _ident(version.name)
             methods = globals()[f"MethodRoundTrip_{suffix}"]
             props = globals()[f"PropertiesRoundTrip_{suffix}"]
-            for cls in version.methods.values():
-                self.assertTrue(hasattr(methods, f"test_{_ident(cls.NAME)}"), cls.NAME)
-            for cls in version.properties.values():
-                self.assertTrue(hasattr(props, f"test_{_ident(cls.NAME)}"), cls.NAME)
+            for method in version.methods.values():
+                self.assertTrue(hasattr(methods, f"test_{_ident(method.NAME)}"), method.NAME)
+            for prop in version.properties.values():
+                self.assertTrue(hasattr(props, f"test_{_ident(prop.NAME)}"), prop.NAME)
             self.assertEqual(
                 len([n for n in vars(methods) if n.startswith("test_")]),
                 len(version.methods),

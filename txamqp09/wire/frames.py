@@ -1,11 +1,13 @@
 """AMQP frames: an incremental reader, frame builders and the content assembler.
 
 A frame is a 7-byte header (type octet, channel short, payload size long), the
-payload, and the frame-end octet 0xCE. :class:`FrameReader` parses frames out
-of one growing :class:`bytearray` with an offset, copying each payload once
-and compacting the buffer once per :meth:`~FrameReader.feed`. It checks the
-frame size against ``frame_max``, the frame type, and the heartbeat's channel
-and size as soon as a header arrives, before any of the payload is buffered.
+payload, and the frame-end octet 0xCE. :class:`FrameReader` parses frames with
+an offset straight out of the bytes it is fed when nothing is buffered, and
+otherwise out of one growing :class:`bytearray` that it compacts once per
+:meth:`~FrameReader.feed`; either way each payload is copied once. It checks
+the frame size against ``frame_max``, the frame type, and the heartbeat's
+channel and size as soon as a header arrives, before any of the payload is
+buffered.
 
 :class:`ContentAssembler` joins a content-carrying method with its content
 header and body frames into a :class:`Command`.
@@ -14,7 +16,7 @@ header and body frames into a :class:`Command`.
 from __future__ import annotations
 
 import struct
-from typing import Iterator, Mapping, Optional, Union
+from typing import Generator, Mapping, Optional, Union
 
 from txamqp09.wire.base import CONTENT_HEADER, Method, Properties, properties_error
 from txamqp09.wire.errors import (
@@ -93,11 +95,11 @@ class FrameReader:
         """Bytes received but not yet returned as frames."""
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> Iterator[Frame]:
+    def feed(self, data: BodyLike) -> Generator[Frame, None, None]:
         """Add *data* and yield every frame it completes, in order.
 
         This is a generator: *data* is taken and parsed as the result is
-        iterated, so iterate it (an uniterated result drops *data*).
+        iterated, so iterate it (a result never iterated drops *data*).
         Iteration raises :class:`FrameError` (501) at the first malformed
         frame, after yielding the frames before it. The bytes of frames not
         yet returned (an incomplete frame, or frames after the caller
@@ -333,9 +335,10 @@ class ContentAssembler:
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
-        cls = self._properties.get(class_id)
-        if cls is None:
-            raise AMQPSyntaxError(f"class {class_id} has no content properties")
+        try:
+            cls = self._properties[class_id]
+        except KeyError:
+            raise AMQPSyntaxError(f"class {class_id} has no content properties") from None
         command.raw_properties = payload[12:]
         command._cls = cls
         if size == 0:
