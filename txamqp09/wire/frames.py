@@ -59,6 +59,8 @@ _END = bytes((FRAME_END,))
 #: The heartbeat frame: type 8, channel 0, empty payload.
 HEARTBEAT_FRAME = _HEADER.pack(FRAME_HEARTBEAT, 0, 0) + _END
 
+#: The frame types that carry commands: method, content header, body.
+_CONTENT_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY))
 _TYPE_NAMES = {
     4: "out-of-band method",
     5: "out-of-band header",
@@ -122,6 +124,7 @@ class FrameReader:
         pos = 0
         # Module constants as locals: looked up once per feed, not per frame.
         unpack_header, overhead, frame_end = _HEADER.unpack_from, FRAME_OVERHEAD, FRAME_END
+        content_types = _CONTENT_TYPES
         try:
             while size - pos >= 7:
                 frame_type, channel, length = unpack_header(source, pos)
@@ -130,9 +133,10 @@ class FrameReader:
                         f"frame of {length + FRAME_OVERHEAD} bytes exceeds "
                         f"frame_max {self.frame_max}"
                     )
-                if not 1 <= frame_type <= 3:  # not method, header or body
+                if frame_type not in content_types:
                     self._check_type(frame_type, channel, length)
-                end = pos + 7 + length
+                start = pos + 7
+                end = start + length
                 if end >= size:
                     break
                 if source[end] != frame_end:
@@ -141,10 +145,10 @@ class FrameReader:
                         "frame's size field does not match its contents"
                     )
                 if whole is not None:
-                    payload = whole[pos + 7 : end]
+                    payload = whole[start:end]
                 else:
                     assert view is not None
-                    payload = view[pos + 7 : end].tobytes()
+                    payload = view[start:end].tobytes()
                 pos = end + 1
                 yield frame_type, channel, payload
         finally:
