@@ -202,6 +202,31 @@ class HeartbeatTests(SynchronousTestCase):
         self.assertEqual(server.transport.producerState, "producing")
 
 
+class WriteBufferTests(SynchronousTestCase):
+    def test_transportPausesAndResumesTheConnection(self) -> None:
+        server = ScriptedServer()
+        connection = self.successResultOf(server.open())
+        self.assertIs(server.transport.producer, connection)
+        self.assertTrue(connection.writable)
+        self.successResultOf(connection.whenWritable())
+        connection.pauseProducing()
+        self.assertFalse(connection.writable)
+        room = connection.whenWritable()
+        self.assertNoResult(room)
+        connection.resumeProducing()
+        self.successResultOf(room)
+
+    def test_lossFailsTheWait(self) -> None:
+        server = ScriptedServer()
+        connection = self.successResultOf(server.open())
+        connection.pauseProducing()
+        room = connection.whenWritable()
+        connection.stopProducing()
+        server.lose()
+        self.failureResultOf(room, ConnectionClosed)
+        self.failureResultOf(connection.whenWritable(), ConnectionClosed)
+
+
 class BlockedTests(SynchronousTestCase):
     def test_blockedAndUnblockedReachListeners(self) -> None:
         server = ScriptedServer()

@@ -166,6 +166,21 @@ class LiveTests:
         self.assertEqual({name: received[name] for name in sent}, sent)  # type: ignore[attr-defined]
 
     @inline
+    async def test_publishingLoopWaitsForTheWriteBuffer(self) -> None:
+        connection = await self.connect()
+        channel = await connection.channel()
+        queue = await self.privateQueue(channel)
+        waits = 0
+        for number in range(20000):
+            if not connection.writable:
+                waits += 1
+                await connection.whenWritable()
+            channel.basic_publish(b"%d" % number, routing_key=queue)
+        self.assertGreater(waits, 0)
+        while (await channel.queue_declare(queue, passive=True)).message_count < 20000:
+            pass
+
+    @inline
     async def test_largeBodiesAreSplitToFrameMax(self) -> None:
         channel = await self.channel(frame_max=4096)
         queue = await self.privateQueue(channel)

@@ -87,6 +87,8 @@ CAPABILITIES = {
     "per_consumer_qos": True,
 }
 _NO_LIMIT = (1 << 32) - 1
+#: Output held for the end of a batch is written once it reaches this size.
+WRITE_CHUNK = 65536
 _BASIC = 60
 #: Class and method ids of basic.deliver at the start of its frame payload.
 _DELIVER_IDS = bytes((0, _BASIC, 0, 60))
@@ -178,10 +180,15 @@ class ClientConnection(AMQPConnection):
         self._refusal: Optional[bytes] = None
         self._negotiation_call: Optional[IDelayedCall] = None
         self._secret_updates: deque[Deferred[Any]] = deque()
+        self._writable: Outcome[None] = Outcome()
+        self._writable.succeed(None)
+        self._unflushed = 0
 
     # -- opening -----------------------------------------------------------------
 
     def connectionMade(self) -> None:
+        assert self.transport is not None
+        self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         version = self.requested_version
         self.write(version.header)
         self.useVersion(version)
@@ -483,6 +490,43 @@ class ClientConnection(AMQPConnection):
 
     # -- backpressure ------------------------------------------------------------
 
+    def write(self, data: bytes) -> None:
+        # Output waits for the end of the input being handled, but no longer
+        # than WRITE_CHUNK bytes: the transport must see a long publishing
+        # loop's output to tell it (pauseProducing) that its buffer is full.
+        self._unflushed += len(data)
+        super().write(data)
+        if self._unflushed >= WRITE_CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        self._unflushed = 0
+        super().flush()
+
+    # The transport calls these when its write buffer fills up and drains.
+
+    def pauseProducing(self) -> None:
+        """The transport's write buffer is full (the server reads slowly or is blocked)."""
+        if self._writable.done:
+            self._writable = Outcome()
+
+    def resumeProducing(self) -> None:
+        """The transport's write buffer has drained."""
+        self._writable.succeed(None)
+
+    def stopProducing(self) -> None:
+        """The transport is going away; connectionLost follows."""
+
+    @property
+    def writable(self) -> bool:
+        """The transport takes more output without buffering it up."""
+        return self._writable.done
+
+    def whenWritable(self) -> Deferred[None]:
+        """Fires when the transport takes more output: await it between batches of publishes."""
+        return self._writable.when()
+
+
     def pauseReading(self, by: object) -> None:
         """Stop reading from the socket until every *by* has called :meth:`resumeReading`."""
         first = not self._pausers
@@ -544,6 +588,9 @@ class ClientConnection(AMQPConnection):
         for update in pending:
             update.errback(ended)
         self._opened.fail(ended)
+        waiting_for_room, self._writable = self._writable, Outcome()
+        waiting_for_room.fail(ended)
+        self._writable.fail(ended)
         self._closed.succeed(ended)
 
     def _ending(self) -> ConnectionClosed:
