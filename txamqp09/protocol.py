@@ -175,12 +175,14 @@ class AMQPConnection(Protocol):
         """Queue *data* for the transport; written at the end of the batch."""
         if self.state is ConnectionState.CLOSED:
             return
-        self._output.append(data)
-        if self.batch.active:
-            if len(self._output) == 1:
+        output = self._output
+        output.append(data)
+        if len(output) == 1:
+            # First write since the last flush: flush now, or at the batch's end.
+            if self.batch.active:
                 self.batch.mark(self)
-        else:
-            self.flush()
+            else:
+                self.flush()
 
     def flush(self) -> None:
         """Write queued output now."""

@@ -52,6 +52,7 @@ _TAG_AND_FLAG = struct.Struct(">QB")
 _ACK_FIELDS = struct.Struct(">QB")
 _CONFIRM_FRAME = struct.Struct(">BHIHHQBB")
 _FRAME_END = 0xCE
+_CONTENT_HEADER_SIZE = CONTENT_HEADER.size
 _END = b"\xce"
 _DELIVER_IDS = struct.pack(">HH", 60, 60)
 _GET_OK_IDS = struct.pack(">HH", 60, 71)
@@ -98,13 +99,16 @@ class ServerChannel:
         self._write = connection.write
         self._properties_class = self.version.properties[60]
         self._body_max = connection.frame_max - FRAME_OVERHEAD
-        #: basic.publish fields waiting for content: (exchange, routing key,
-        #: envelope bytes, mandatory, immediate); None when no content is due.
-        self.content: Optional[tuple[str, str, bytes, bool, bool]] = None
+        #: The basic.publish waiting for content: (exchange, routing key,
+        #: their wire encoding); None when no content is due.
+        self.content: Optional[tuple[str, str, bytes]] = None
+        #: The mandatory (1) and immediate (2) bits of that basic.publish.
+        self._flags = 0
+        self._max_body_size = connection.max_body_size
         self._raw_properties: Optional[bytes] = None
         self._remaining = 0
         self._parts: list[bytes] = []
-        self._envelopes: dict[bytes, tuple[str, str]] = {}
+        self._envelopes: dict[bytes, tuple[str, str, bytes]] = {}
         self._deliver_prefixes: dict[str, bytes] = {}
         #: The queue most recently declared here (the empty-name shortcut).
         self.last_queue = ""
@@ -147,36 +151,36 @@ class ServerChannel:
         if flags_at >= end:
             raise AMQPSyntaxError("basic.publish: frame ends inside its fields", 60, 40)
         envelope = bytes(buf[offset + 2 : flags_at])
-        names = self._envelopes.get(envelope)
-        if names is None:
-            names = (
+        content = self._envelopes.get(envelope)
+        if content is None:
+            content = (
                 _decode_name(buf[exchange_at : key_at - 1]),
                 _decode_name(buf[key_at:flags_at]),
+                envelope,
             )
             if len(self._envelopes) >= _ENVELOPE_CACHE_SIZE:
                 self._envelopes.clear()
-            self._envelopes[envelope] = names
-        flags = buf[flags_at]
-        self.content = (names[0], names[1], envelope, bool(flags & 1), bool(flags & 2))
+            self._envelopes[envelope] = content
+        self.content = content
+        self._flags = buf[flags_at]
 
     def headerFrame(self, buf: bytearray, start: int, end: int) -> None:
         """The content header of the pending basic.publish."""
         if self._raw_properties is not None:
             raise UnexpectedFrame("a second content header arrived for one basic.publish")
-        if end - start < CONTENT_HEADER.size + 2:
+        if end - start < _CONTENT_HEADER_SIZE + 2:
             raise FrameError(f"content header of {end - start} bytes is too short")
         class_id, _weight, size = CONTENT_HEADER.unpack_from(buf, start)
         if class_id != 60:
             raise UnexpectedFrame(f"content header for class {class_id} follows basic.publish")
-        if size > self.connection.max_body_size:
+        if size > self._max_body_size:
             self.content = None
             raise PreconditionFailed(
-                f"message body of {size} bytes exceeds the maximum of "
-                f"{self.connection.max_body_size} bytes",
+                f"message body of {size} bytes exceeds the maximum of {self._max_body_size} bytes",
                 60,
                 40,
             )
-        self._raw_properties = bytes(buf[start + CONTENT_HEADER.size : end])
+        self._raw_properties = bytes(buf[start + _CONTENT_HEADER_SIZE : end])
         self._remaining = size
         if size == 0:
             self._published(b"")
@@ -204,7 +208,7 @@ class ServerChannel:
     def _published(self, body: bytes) -> None:
         content = self.content
         assert content is not None and self._raw_properties is not None
-        exchange, routing_key, envelope, mandatory, immediate = content
+        exchange, routing_key, envelope = content
         message = Message(
             exchange, routing_key, envelope, self._raw_properties, body,
             self._properties_class, self.client,
@@ -212,8 +216,9 @@ class ServerChannel:
         self.content = None
         self._raw_properties = None
         self.publishes += 1
+        flags = self._flags
         try:
-            self.session.publish(exchange, message, mandatory, immediate)
+            self.session.publish(exchange, message, flags & 1 == 1, flags & 2 == 2)
         except AMQPError as error:
             _blame(error, 60, 40)
             raise
@@ -248,19 +253,15 @@ class ServerChannel:
         raw = message.raw_properties
         body = message.body
         size = len(body)
-        method_and_header = (
-            _METHOD_FRAME.pack(1, number, len(ids_and_head) + len(middle) + len(tail)),
-            ids_and_head,
-            middle,
-            tail,
-            _CONTENT_HEADER_FRAME.pack(_FRAME_END, 2, number, 12 + len(raw), 60, 0, size),
-            raw,
-        )
+        method_frame = _METHOD_FRAME.pack(1, number, len(ids_and_head) + len(middle) + len(tail))
+        header_frame = _CONTENT_HEADER_FRAME.pack(_FRAME_END, 2, number, 12 + len(raw), 60, 0, size)
         chunk = self._body_max
         if size <= chunk:
             body_frame = _BODY_FRAME.pack(_FRAME_END, 3, number, size) if size else b""
-            return b"".join((*method_and_header, body_frame, body, _END))
-        parts = list(method_and_header)
+            return b"".join(
+                (method_frame, ids_and_head, middle, tail, header_frame, raw, body_frame, body, _END)
+            )
+        parts = [method_frame, ids_and_head, middle, tail, header_frame, raw]
         for start in range(0, size, chunk):
             piece = body[start : start + chunk]
             parts.append(_BODY_FRAME.pack(_FRAME_END, 3, number, len(piece)))

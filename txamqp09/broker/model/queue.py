@@ -266,6 +266,9 @@ class Queue:
     def _pick(self, message: Message) -> Optional[Consumer]:
         """The next consumer in turn that can take *message*."""
         consumers = self.consumers
+        if len(consumers) == 1:
+            only = consumers[0]
+            return only if only.can_take(message) else None
         for _ in range(len(consumers)):
             consumer = consumers[0]
             consumers.rotate(-1)
