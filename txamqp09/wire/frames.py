@@ -354,20 +354,21 @@ class ContentAssembler:
     def body(self, payload: bytes) -> Optional[Command]:
         """Take a body frame payload; the command once the body is complete."""
         size = self._size
-        if size < 0:
-            raise UnexpectedFrame("body frame without a content header before it")
         received = self._received + len(payload)
-        if received < size:
+        if received != size:
+            if size < 0:
+                raise UnexpectedFrame("body frame without a content header before it")
+            if received > size:
+                raise FrameError(
+                    f"body frames carry {received} bytes but the content "
+                    f"header announced {size}"
+                )
             self._received = received
             self._parts.append(payload)
             return None
-        if received > size:
-            raise FrameError(
-                f"body frames carry {received} bytes but the content "
-                f"header announced {size}"
-            )
-        command = self._command
-        assert command is not None
+        # The body is complete (the common case: in one frame). A command is
+        # pending whenever _size is set, so no None check is needed.
+        command: Command = self._command  # type: ignore[assignment]
         parts = self._parts
         if parts:
             parts.append(payload)
