@@ -250,6 +250,8 @@ class ClosingTests(SynchronousTestCase):
         self.assertNoResult(closed)
         server.send(0, server.spec.ConnectionCloseOk())
         self.assertTrue(server.transport.disconnecting)
+        # A TLS transport would wait for its producer before closing.
+        self.assertIsNone(server.transport.producer)
         server.lose(Failure(ConnectionDone()))
         self.assertEqual(self.successResultOf(closed).reply_code, 200)
 

@@ -578,6 +578,12 @@ class ClientConnection(AMQPConnection):
         for channel in list(self.channels.values()):
             channel.shutdown(ending, clean)
 
+    def dropConnection(self, abort: bool = True) -> None:
+        # A TLS transport closes only once its producer is unregistered.
+        if self.transport is not None:
+            self.transport.unregisterProducer()  # type: ignore[attr-defined]
+        super().dropConnection(abort)
+
     def connectionLost(self, reason: Optional[Failure] = None) -> None:
         super().connectionLost(reason)
         self._cancelNegotiationTimer()
