@@ -13,7 +13,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, gatherResults, inlineCallbacks, maybeDeferred
+from twisted.internet.defer import (
+    Deferred,
+    gatherResults,
+    inlineCallbacks,
+    maybeDeferred,
+)
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
@@ -253,17 +258,21 @@ class LiveTests:
             channel.basic_publish(b"%d" % number, routing_key=queue)
         await channel.basic_qos(2)
         held: list[Message] = []
-        await channel.basic_consume(queue, held.append)
-        await self.roundTrip(channel, queue)
-        self.assertEqual(len(held), 2)
-        held[1].ack(multiple=True)
-        await self.roundTrip(channel, queue)
-        self.assertEqual([message.body for message in held], [b"0", b"1", b"2", b"3"])
+        arrived = {2: Deferred(), 4: Deferred()}
 
-    async def roundTrip(self, channel: Channel, queue: str) -> None:
-        """Let deliveries in flight arrive."""
-        await channel.queue_declare(queue, passive=True)
-        await deferLater(reactor, 0.05, lambda: None)
+        def hold(message: Message) -> None:
+            held.append(message)
+            if len(held) in arrived:
+                arrived[len(held)].callback(None)
+
+        await channel.basic_consume(queue, hold)
+        await arrived[2]
+        # The broker keeps the rest ready while two are unacknowledged.
+        self.assertEqual((await channel.queue_declare(queue, passive=True)).message_count, 4)
+        held[1].ack(multiple=True)
+        await arrived[4]
+        self.assertEqual((await channel.queue_declare(queue, passive=True)).message_count, 2)
+        self.assertEqual([message.body for message in held], [b"0", b"1", b"2", b"3"])
 
     @inline
     async def test_slowConsumerPausesReading(self) -> None:
