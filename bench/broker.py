@@ -18,6 +18,9 @@ Run::
     python bench/broker.py                 # both brokers, both scenarios
     python bench/broker.py --messages 500000 --only txamqp09
     python bench/broker.py --repeat 3      # the fastest of three runs each
+
+Runs alternate between the brokers so that other load on the machine falls
+on both alike.
 """
 
 from __future__ import annotations
@@ -314,19 +317,33 @@ def _counter(no_ack: bool, sock: socket.socket) -> Callable[[], int]:
     return count
 
 
-def measure(broker: Any, scenario: Scenario, messages: int, window: int, repeat: int = 1) -> Result:
-    """Run *scenario* on *broker* (best of *repeat* runs); read its CPU time and memory."""
-    run_scenario(broker.port, scenario, min(messages // 10, 20000), window)  # warm-up
-    best: Optional[Result] = None
+def measure(broker: Any, scenario: Scenario, messages: int, window: int) -> Result:
+    """Run *scenario* once on *broker*; read its CPU time and memory."""
+    cpu_before = cpu_seconds(broker.pid)
+    seconds = run_scenario(broker.port, scenario, messages, window)
+    cpu = cpu_seconds(broker.pid) - cpu_before
+    return Result(broker.name, scenario.name, messages, seconds, cpu, rss_kib(broker.pid))
+
+
+def compare(brokers: list[Any], scenarios: list[Scenario], messages: int, window: int, repeat: int) -> list[Result]:
+    """The fastest of *repeat* runs per broker and scenario.
+
+    Runs alternate between the brokers, so that other load on the machine
+    falls on both alike.
+    """
+    for broker in brokers:
+        for scenario in scenarios:
+            run_scenario(broker.port, scenario, min(messages // 10, 20000), window)  # warm-up
+    best: dict[tuple[str, str], Result] = {}
     for _ in range(repeat):
-        cpu_before = cpu_seconds(broker.pid)
-        seconds = run_scenario(broker.port, scenario, messages, window)
-        cpu = cpu_seconds(broker.pid) - cpu_before
-        result = Result(broker.name, scenario.name, messages, seconds, cpu, rss_kib(broker.pid))
-        if best is None or result.seconds < best.seconds:
-            best = result
-    assert best is not None
-    return best
+        for scenario in scenarios:
+            for broker in brokers:
+                result = measure(broker, scenario, messages, window)
+                print(report([result]).splitlines()[1], file=sys.stderr)
+                key = (broker.name, scenario.name)
+                if key not in best or result.seconds < best[key].seconds:
+                    best[key] = result
+    return [best[(broker.name, scenario.name)] for scenario in scenarios for broker in brokers]
 
 
 def report(results: list[Result]) -> str:
@@ -357,24 +374,20 @@ def main(argv: Optional[list[str]] = None) -> None:
                         help="run this scenario (repeatable; default: all)")
     options = parser.parse_args(argv)
     scenarios = [SCENARIOS[name] for name in options.scenario or SCENARIOS]
-    results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="bench-broker-") as base_dir:
-        factories: list[Callable[[], Any]] = []
-        if options.only != "rabbitmq":
-            factories.append(Txamqp09Broker)
-        if options.only != "txamqp09":
-            missing = rabbitmq_missing()
-            if missing:
-                print(f"RabbitMQ skipped: {missing}", file=sys.stderr)
-            else:
-                factories.append(lambda: RabbitMQBroker(base_dir))
-        for factory in factories:
-            broker = factory()
-            try:
-                for scenario in scenarios:
-                    results.append(measure(broker, scenario, options.messages, options.window, options.repeat))
-                    print(report(results[-1:]).splitlines()[1], file=sys.stderr)
-            finally:
+        brokers: list[Any] = []
+        try:
+            if options.only != "rabbitmq":
+                brokers.append(Txamqp09Broker())
+            if options.only != "txamqp09":
+                missing = rabbitmq_missing()
+                if missing:
+                    print(f"RabbitMQ skipped: {missing}", file=sys.stderr)
+                else:
+                    brokers.append(RabbitMQBroker(base_dir))
+            results = compare(brokers, scenarios, options.messages, options.window, options.repeat)
+        finally:
+            for broker in brokers:
                 broker.stop()
     print(report(results))
 

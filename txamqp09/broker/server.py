@@ -195,6 +195,9 @@ class ServerConnection(AMQPConnection):
         peer = self.transport.getPeer()
         self.client.name = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
+        if hasattr(self.transport, "setTcpNoDelay"):
+            # Output is already gathered per read: Nagle would only add delay.
+            self.transport.setTcpNoDelay(True)
         self._negotiation_call = self.clock.callLater(
             self.negotiation_timeout, self._negotiationTimedOut
         )
