@@ -360,8 +360,9 @@ class IsolationTests(LoopbackTestCase):
                 channel.queue_declare("fine")
                 stalled = pika.BlockingConnection(parameters)
                 stalled.channel().basic_consume("stalled", lambda *args: None, auto_ack=True)
-                # The stalled client never reads again, while 8 MiB are sent to it.
-                for _ in range(128):
+                # The stalled client never reads again, while 32 MiB are sent to
+                # it: more than the socket buffers on both sides hold.
+                for _ in range(512):
                     channel.basic_publish("", "stalled", b"s" * 65536)
                 garbage = self.raw_socket()
                 garbage.sendall(b"AMQP\x00\x00\x09\x01" + b"\x01\x00\x00\x00\x00\x00\x04nope\x00")
