@@ -93,9 +93,10 @@ class LiveTests:
         yield connection.disconnect()
 
     @inline
-    async def test_heartbeatAndFrameMaxNegotiated(self) -> None:
+    async def test_negotiatedLimitsAndNoNagle(self) -> None:
         connection = await self.connect(heartbeat=7, frame_max=8192)
         self.assertEqual((connection.negotiated_heartbeat, connection.frame_max), (7, 8192))  # type: ignore[attr-defined]
+        self.assertTrue(connection.transport.getTcpNoDelay())  # type: ignore[union-attr]
 
     @inline
     async def test_wrongPasswordFails(self) -> None:

@@ -133,9 +133,9 @@ def _lower_limit(ours: int, theirs: int) -> int:
     return min(ours, theirs)
 
 
-def _reading_producer(transport: Any) -> Any:
-    """The transport (or the one a TLS layer wraps) that can pause reading."""
-    while transport is not None and not hasattr(transport, "pauseProducing"):
+def _socket_transport(transport: Any, attribute: str) -> Any:
+    """The transport, or the one a TLS layer wraps, that has *attribute*; or None."""
+    while transport is not None and not hasattr(transport, attribute):
         transport = getattr(transport, "transport", None)
     return transport
 
@@ -189,6 +189,10 @@ class ClientConnection(AMQPConnection):
     def connectionMade(self) -> None:
         assert self.transport is not None
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
+        # Output is gathered per batch already; Nagle would only delay it.
+        tcp = _socket_transport(self.transport, "setTcpNoDelay")
+        if tcp is not None:
+            tcp.setTcpNoDelay(True)
         version = self.requested_version
         self.write(version.header)
         self.useVersion(version)
@@ -531,7 +535,7 @@ class ClientConnection(AMQPConnection):
         """Stop reading from the socket until every *by* has called :meth:`resumeReading`."""
         first = not self._pausers
         self._pausers.add(by)
-        producer = _reading_producer(self.transport)
+        producer = _socket_transport(self.transport, "pauseProducing")
         if first and producer is not None:
             producer.pauseProducing()
 
@@ -540,7 +544,7 @@ class ClientConnection(AMQPConnection):
         if by not in self._pausers:
             return
         self._pausers.discard(by)
-        producer = _reading_producer(self.transport)
+        producer = _socket_transport(self.transport, "pauseProducing")
         if not self._pausers and producer is not None and self.state is not ConnectionState.CLOSED:
             producer.resumeProducing()
 
