@@ -225,3 +225,65 @@ class DeliveryPathTests(ConsumerTestCase):
         self.channel.close()
         self.server.client.dataReceived(self.deliveryBytes(1, b"x"))
         self.assertEqual(consumer.backlog, 0)
+
+
+class AckCoalescingTests(ConsumerTestCase):
+    """Acks made in order while output is held become one basic.ack with multiple."""
+
+    def acks(self) -> list[tuple[str, int, bool]]:
+        return [
+            (method.NAME, method.delivery_tag, getattr(method, "multiple", False))
+            for _, method in self.server.methods()
+        ]
+
+    def deliverAll(self, tags: range) -> None:
+        spec = self.server.spec
+        self.server.client.dataReceived(
+            b"".join(
+                content_frames(1, spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), spec.BasicProperties(), b"m", 131072)
+                for tag in tags
+            )
+        )
+
+    def test_inOneReadOneAck(self) -> None:
+        self.consume(lambda message: message.ack())
+        self.deliverAll(range(1, 4))
+        self.assertEqual(self.acks(), [("basic.ack", 3, True)])
+        self.deliverAll(range(4, 6))
+        self.assertEqual(self.acks(), [("basic.ack", 5, True)])
+
+    def test_acksAlreadyWrittenStayWritten(self) -> None:
+        self.consume(lambda message: message.ack())
+        for tag in range(1, 3):
+            self.deliver(tag)
+        self.assertEqual(self.acks(), [("basic.ack", 1, True), ("basic.ack", 2, True)])
+
+    def test_outOfOrderAcksAreSingle(self) -> None:
+        consumer = self.consume()
+        self.deliverAll(range(1, 4))
+        first, second, third = (self.successResultOf(self.next(consumer)) for _ in range(3))
+        second.ack()
+        first.ack()
+        third.ack()
+        self.assertEqual(self.acks(), [("basic.ack", 2, False), ("basic.ack", 1, True), ("basic.ack", 3, False)])
+
+    def test_refusalsInBetween(self) -> None:
+        def settle(message: Any) -> None:
+            if message.delivery_tag == 2:
+                message.reject(requeue=False)
+            else:
+                message.ack()
+
+        self.consume(settle)
+        self.deliverAll(range(1, 5))
+        self.assertEqual(
+            self.acks(), [("basic.ack", 1, True), ("basic.reject", 2, False), ("basic.ack", 4, True)]
+        )
+
+    def test_noAckDeliveriesCountAsSettled(self) -> None:
+        self.channel.basic_consume("q", lambda message: None, consumer_tag="auto", no_ack=True)
+        self.server.send(1, self.server.spec.BasicConsumeOk(consumer_tag="auto"))
+        self.consume(lambda message: message.ack())
+        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="auto", delivery_tag=1), b"m")
+        self.deliver(2)
+        self.assertEqual(self.acks(), [("basic.ack", 2, True)])

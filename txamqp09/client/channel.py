@@ -126,6 +126,8 @@ class Channel:
         self._flow_active = True
         self._held: list[bytes] = []
         self._publish_frames: dict[tuple[str, str, bool, bool], bytes] = {}
+        self._settled_through = 0
+        self._last_ack: Optional[bytes] = None
         self._consumer_tags = count(1)
 
     def __repr__(self) -> str:
@@ -345,6 +347,8 @@ class Channel:
         if consumer is None:
             self._onOtherRequest(command)
             return
+        if consumer.no_ack:
+            self._settle(command.method.delivery_tag, False)  # type: ignore[attr-defined]
         consumer.deliver(Message(self, command, consumer.no_ack))
 
     def _onReturn(self, command: Command) -> None:
@@ -470,22 +474,44 @@ class Channel:
 
     # -- acknowledgements ------------------------------------------------------
 
+    # Delivery tags count up from 1 per channel. Every tag up to
+    # _settled_through is settled (acked, nacked, rejected, or delivered
+    # without acknowledgement), so an ack with multiple set up to it acks
+    # nothing else: acks made in order while output waits for the end of
+    # a batch become one basic.ack frame instead of one per message.
+
+    def _settle(self, delivery_tag: int, multiple: bool) -> bool:
+        """Record a settlement; whether every tag up to *delivery_tag* is now settled."""
+        if multiple or delivery_tag == self._settled_through + 1:
+            if delivery_tag > self._settled_through:
+                self._settled_through = delivery_tag
+            return True
+        return False
+
     def ack(self, delivery_tag: int, multiple: bool = False) -> None:
         """Acknowledge a delivery (and with *multiple* all before it)."""
         if self.state is not _OPEN:
             raise self._unusable()
-        self.connection.write(framing.ack_frame(self.number, delivery_tag, multiple))
+        if not self._settle(delivery_tag, multiple):
+            self.connection.write(framing.ack_frame(self.number, delivery_tag, False))
+            return
+        frame = framing.ack_frame(self.number, self._settled_through, True)
+        if not self.connection.replaceQueued(self._last_ack, frame):
+            self.connection.write(frame)
+        self._last_ack = frame
 
     def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> None:
         """Refuse deliveries (basic.nack, 0-9-1 only)."""
         if "basic.nack" not in self.spec.BY_NAME:
             raise NotInThisVersion(f"basic.nack does not exist in AMQP {self.version.name}; use reject")
         self._checkOpen()
+        self._settle(delivery_tag, multiple)
         self.connection.write(framing.nack_frame(self.number, delivery_tag, multiple, requeue))
 
     def reject(self, delivery_tag: int, requeue: bool = True) -> None:
         """Refuse one delivery (basic.reject)."""
         self._checkOpen()
+        self._settle(delivery_tag, False)
         self.connection.write(framing.reject_frame(self.number, delivery_tag, requeue))
 
     # -- explicit wrappers of the common methods ---------------------------------
@@ -613,6 +639,8 @@ class Channel:
         def unwrap(channel: Channel, command: Command) -> Optional[Message]:
             if command.method.NAME == "basic.get-empty":
                 return None
+            if no_ack:
+                channel._settle(command.method.delivery_tag, False)  # type: ignore[attr-defined]
             return Message(channel, command, settled=no_ack)
 
         try:

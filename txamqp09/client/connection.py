@@ -507,6 +507,14 @@ class ClientConnection(AMQPConnection):
         self._unflushed = 0
         super().flush()
 
+    def replaceQueued(self, previous: Optional[bytes], replacement: bytes) -> bool:
+        """Put *replacement* in the place of *previous* if that is the last output not yet written."""
+        output = self._output
+        if previous is None or not output or output[-1] is not previous:
+            return False
+        output[-1] = replacement
+        return True
+
     # The transport calls these when its write buffer fills up and drains.
 
     def pauseProducing(self) -> None:
