@@ -76,6 +76,8 @@ class DeclarationTests(SynchronousTestCase):
         self.assertTrue(queue.name.startswith("amq.gen-"))
         self.assertEqual(len(queue.name), len("amq.gen-") + 22)
         self.assertRaises(AccessRefused, self.vhost.declare_queue, "amq.q", self.client)
+        generated = self.vhost.declare_queue("amq.gen-given", self.client, server_named=True)
+        self.assertIs(self.vhost.queues["amq.gen-given"], generated)
         self.assertRaises(NotFound, self.vhost.declare_queue, "missing", self.client, passive=True)
         self.vhost.declare_queue("q", self.client, durable=True)
         error = self.assertRaises(PreconditionFailed, self.vhost.declare_queue, "q", self.client)
