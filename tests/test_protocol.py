@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
@@ -22,7 +23,8 @@ class Peer:
         self.version = version
         self.spec: Any = version.spec
         self.clock = Clock()
-        self.transport = StringTransport()
+        # guest may log in only from loopback.
+        self.transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
         self.server = ServerConnection(self.clock, heartbeat=heartbeat)
         self.server.makeConnection(self.transport)
         self._reader = FrameReader(1 << 20)

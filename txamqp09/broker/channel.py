@@ -14,6 +14,11 @@ basic.ack straight to :meth:`ServerChannel.publishFrame`,
 :meth:`~ServerChannel.ackFrame`, which read their fields from the input
 buffer; deliveries are written with precompiled structs, forwarding the
 publisher's property bytes unchanged.
+
+Every method is checked against the user's permissions and access tickets
+before its handler runs (:class:`~txamqp09.broker.auth.methods.AccessGuard`,
+one table lookup for methods without rules); basic.publish on the hot path
+is checked from its decoded ticket and exchange name.
 """
 
 from __future__ import annotations
@@ -85,7 +90,7 @@ class ServerChannel:
     def __init__(
         self, connection: ServerConnection, number: int, vhost: VirtualHost, client: Client
     ) -> None:
-        assert connection.version is not None
+        assert connection.version is not None and connection.guard is not None
         self.connection = connection
         self.number = number
         self.version: ProtocolVersion = connection.version
@@ -96,6 +101,7 @@ class ServerChannel:
             vhost, client, self, per_consumer_qos=self.version is AMQP0_9_1
         )
         self.handlers = handlers_for(self.version)
+        self.guard = connection.guard
         self._write = connection.write
         self._properties_class = self.version.properties[60]
         self._body_max = connection.frame_max - FRAME_OVERHEAD
@@ -112,6 +118,8 @@ class ServerChannel:
         self._deliver_prefixes: dict[str, bytes] = {}
         #: The queue most recently declared here (the empty-name shortcut).
         self.last_queue = ""
+        #: The name the next server-named queue gets, once checked.
+        self._next_queue_name: Optional[str] = None
         self._confirms_pending = 0
         self._confirmed_up_to = 0
         #: Messages published on this channel.
@@ -125,19 +133,39 @@ class ServerChannel:
         if handler is None:
             raise _refusal(method)
         try:
+            self.guard.check(self.number, method, queue=self._checked_queue(method))
             handler(self, method)
         except AMQPError as error:
             _blame(error, method.CLASS_ID, method.METHOD_ID)
             raise
 
+    def _checked_queue(self, method: Any) -> Optional[str]:
+        """The queue *method* acts on when its ``queue`` field is empty (None otherwise).
+
+        That is the queue last declared on this channel, or for a new
+        server-named queue the name it will get, so that permissions are
+        checked on the real name, as RabbitMQ does.
+
+        :raises NotFound: the channel has declared no queue yet.
+        """
+        if getattr(method, "queue", None) != "":
+            return None
+        if method.NAME == "queue.declare" and not method.passive:
+            if self._next_queue_name is None:
+                self._next_queue_name = unique_name("amq.gen-")
+            return self._next_queue_name
+        return self._queue_name("")
+
     def _reply(self, method: Method) -> None:
         self.connection.sendMethod(self.number, method)
 
     def close(self) -> None:
-        """The channel is closing: settle the model side (requeue unacked, end consumers)."""
+        """The channel is closing: settle the model side (requeue unacked, end
+        consumers) and destroy its access tickets."""
         self.content = None
         self._confirms_pending = 0
         self.session.close()
+        self.guard.channel_closed(self.number)
 
     # -- hot path: publish ---------------------------------------------------
 
@@ -161,6 +189,7 @@ class ServerChannel:
             if len(self._envelopes) >= _ENVELOPE_CACHE_SIZE:
                 self._envelopes.clear()
             self._envelopes[envelope] = content
+        self.guard.check_publish(self.number, (buf[offset] << 8) | buf[offset + 1], content[0])
         self.content = content
         self._flags = buf[flags_at]
 
@@ -327,8 +356,8 @@ class ServerChannel:
         """0-9: a pong proves the client alive, as any frame does."""
 
     def access_request(self, method: Any) -> None:
-        """0-8 / 0-9: grant a ticket for any realm (realms are not enforced)."""
-        self._reply(self.spec.AccessRequestOk(ticket=1))
+        """0-8 / 0-9: grant a ticket for the realm, if the user holds the rights asked for."""
+        self._reply(self.spec.AccessRequestOk(ticket=self.guard.request_ticket(self.number, method)))
 
     # -- exchange ------------------------------------------------------------
 
@@ -372,7 +401,12 @@ class ServerChannel:
 
     def queue_declare(self, method: Any) -> None:
         name = method.queue
-        if method.passive:
+        server_named = not name and not method.passive
+        if server_named:
+            # Generated and checked by _checked_queue before this handler ran.
+            assert self._next_queue_name is not None
+            name, self._next_queue_name = self._next_queue_name, None
+        elif method.passive:
             name = self._queue_name(name)
         queue = self.vhost.declare_queue(
             name,
@@ -382,6 +416,7 @@ class ServerChannel:
             exclusive=method.exclusive,
             auto_delete=method.auto_delete,
             arguments=method.arguments,
+            server_named=server_named,
         )
         self.last_queue = queue.name
         if not method.nowait:

@@ -12,18 +12,27 @@ import platform
 import struct
 from typing import Any, Callable, Optional
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Factory
+from twisted.python.failure import Failure
 
 import twisted
 from txamqp09 import __version__
+from txamqp09.broker.auth import (
+    AccessGuard,
+    IAMQPUser,
+    Login,
+    PeerInfo,
+    Security,
+    UserDatabase,
+)
+from txamqp09.broker.auth.errors import LoginRefused
 from txamqp09.broker.channel import ServerChannel
 from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
-    AccessRefused,
     AMQPError,
     AMQPNotImplemented,
     ChannelError,
@@ -31,7 +40,6 @@ from txamqp09.wire.errors import (
     CommandInvalid,
     ConnectionLevelError,
     FrameError,
-    InvalidPath,
     NotAllowed,
     UnexpectedFrame,
 )
@@ -66,8 +74,6 @@ __all__ = [
     "ServerConnection",
     "ServerFactory",
     "server_properties",
-    "parse_plain",
-    "parse_amqplain",
 ]
 
 #: Capabilities a 0-9-1 client learns from connection.start.
@@ -96,53 +102,6 @@ def server_properties(version: ProtocolVersion) -> dict[str, Any]:
     return properties
 
 
-def parse_plain(response: bytes) -> tuple[str, str]:
-    """SASL PLAIN: ``authzid NUL authcid NUL password``.
-
-    :raises AccessRefused: the response is not in that form.
-    """
-    parts = response.split(b"\x00")
-    if len(parts) != 3:
-        raise AccessRefused("PLAIN response must be authzid NUL user NUL password")
-    try:
-        return parts[1].decode("utf-8"), parts[2].decode("utf-8")
-    except UnicodeDecodeError:
-        raise AccessRefused("PLAIN user and password must be UTF-8") from None
-
-
-def parse_amqplain(response: bytes, version: ProtocolVersion) -> tuple[str, str]:
-    """AMQPLAIN: a field table without its length holding LOGIN and PASSWORD.
-
-    :raises AccessRefused: the response is not such a table.
-    """
-    from txamqp09.wire.errors import AMQPError
-    from txamqp09.wire.fields import encode_longstr
-
-    try:
-        table, _ = version.tables.decode_table(encode_longstr(response), 0)
-    except AMQPError:
-        raise AccessRefused("AMQPLAIN response is not a field table") from None
-    login, password = table.get("LOGIN"), table.get("PASSWORD")
-    if not isinstance(login, (bytes, str)) or not isinstance(password, (bytes, str)):
-        raise AccessRefused("AMQPLAIN response lacks LOGIN or PASSWORD")
-
-    def text(value: bytes | str) -> str:
-        return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-    return text(login), text(password)
-
-
-#: Checks a user name and password; returns the user or raises AccessRefused.
-Authenticator = Callable[[str, str], Any]
-
-
-def guest_only(user: str, password: str) -> str:
-    """The default authenticator: only guest/guest."""
-    if (user, password) != ("guest", "guest"):
-        raise AccessRefused("login refused: unknown user or wrong password")
-    return user
-
-
 class ServerConnection(AMQPConnection):
     """One client's connection to the broker.
 
@@ -153,7 +112,9 @@ class ServerConnection(AMQPConnection):
 
     :param broker: the model the connection works on (a new, empty one if
         omitted).
-    :param authenticate: checks credentials; see :data:`Authenticator`.
+    :param security: authenticates the client and authorizes its methods
+        (shared by the broker's connections; if omitted, one of its own with
+        RabbitMQ's defaults: vhost ``/``, guest/guest from loopback only).
     :param negotiation_timeout: seconds a client has to finish opening.
     """
 
@@ -162,16 +123,23 @@ class ServerConnection(AMQPConnection):
         clock: IReactorTime,
         *,
         broker: Optional[Broker] = None,
-        authenticate: Authenticator = guest_only,
+        security: Optional[Security] = None,
         negotiation_timeout: float = 10.0,
         **options: Any,
     ) -> None:
         super().__init__(clock, **options)
         self._reader.frame_max = self.frame_max
         self.broker = broker if broker is not None else Broker()
-        self.authenticate = authenticate
+        self.security = security if security is not None else Security(UserDatabase.default(), clock)
         self.negotiation_timeout = negotiation_timeout
-        self.user: Any = None
+        #: The client's address and verified TLS certificate.
+        self.peer = PeerInfo()
+        #: The login under way (start-ok received, not yet decided).
+        self._pending_login: Optional[Deferred[Login]] = None
+        self.login: Optional[Login] = None
+        self.user: Optional[IAMQPUser] = None
+        #: Checks the channels' methods, once the vhost is open.
+        self.guard: Optional[AccessGuard] = None
         self.vhost: Optional[str] = None
         self.client_properties: dict[str, Any] = {}
         #: The client asked for server-sent basic.cancel (consumer_cancel_notify).
@@ -218,12 +186,13 @@ class ServerConnection(AMQPConnection):
             self.dropConnection(abort=False)
             return
         self.useVersion(version)
-        spec = version.spec
+        assert self.transport is not None
+        self.peer = PeerInfo.from_transport(self.transport)
         self.sendMethod(
             0,
-            spec.ConnectionStart(
+            version.spec.ConnectionStart(
                 server_properties=server_properties(version),
-                mechanisms=b"PLAIN AMQPLAIN",
+                mechanisms=self.security.mechanisms_field(self.peer),
                 locales=b"en_US",
             ),
         )
@@ -239,23 +208,29 @@ class ServerConnection(AMQPConnection):
             )
 
     def connection_start_ok(self, method: Any) -> None:
-        assert self.version is not None
-        self._expect(method, self.user is not None)
+        """Start the login; connection.tune follows once it succeeds.
+
+        The login may wait (repeated failures from the client's host are
+        slowed down); methods arriving meanwhile are out of order.
+        """
+        self._expect(method, self._pending_login is not None or self.user is not None)
         self.client_properties = method.client_properties
         capabilities = self.client_properties.get("capabilities")
         if isinstance(capabilities, dict):
             self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
             self.blocked_notify = bool(capabilities.get("connection.blocked"))
-        if method.mechanism == "PLAIN":
-            user, password = parse_plain(method.response)
-        elif method.mechanism == "AMQPLAIN":
-            user, password = parse_amqplain(method.response, self.version)
-        else:
-            raise self._refused(f"unsupported authentication mechanism {method.mechanism!r}")
-        try:
-            self.user = self.authenticate(user, password)
-        except AccessRefused as error:
-            raise self._refused(error.reply_text) from None
+        login = self.security.login(method.mechanism, method.response, self.peer)
+        if not login.called:
+            self._pending_login = login
+        login.addCallbacks(self._loggedIn, self._loginRefused)
+
+    def _loggedIn(self, login: Login) -> None:
+        """The client is authenticated: tune the connection."""
+        assert self.version is not None
+        self._pending_login = None
+        self.login, self.user = login, login.user
+        if self.state is not ConnectionState.NEGOTIATING:
+            return  # closed while the login waited; connectionLost logs out
         self.sendMethod(
             0,
             self.version.spec.ConnectionTune(
@@ -263,8 +238,13 @@ class ServerConnection(AMQPConnection):
             ),
         )
 
-    def _refused(self, text: str) -> ConnectionLevelError:
-        return ConnectionLevelError(text, 10, 11, reply_code=403)
+    def _loginRefused(self, failure: Failure) -> None:
+        """connection.close 403 with the refusal's text (the reason is logged)."""
+        self._pending_login = None
+        if failure.check(CancelledError):
+            return  # the connection was lost while the login waited
+        failure.trap(LoginRefused)
+        self.close(failure.value)  # type: ignore[arg-type]
 
     def connection_tune_ok(self, method: Any) -> None:
         self._expect(method, self.user is None or self.vhost is not None)
@@ -288,17 +268,16 @@ class ServerConnection(AMQPConnection):
         self.startHeartbeat(method.heartbeat)
 
     def connection_open(self, method: Any) -> None:
-        assert self.version is not None
+        """Open the virtual host: 402 if it does not exist, 403 without permissions on it."""
         self._expect(method, self.user is None or self.vhost is not None)
-        vhost = self.broker.vhosts.get(method.virtual_host)
-        if vhost is None:
-            raise InvalidPath(
-                f"no access to virtual host {method.virtual_host!r}: it does not exist",
-                method.CLASS_ID,
-                method.METHOD_ID,
-            )
+        assert self.version is not None and self.user is not None
+        self.guard = self.security.open_vhost(
+            self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
+        )
         self.vhost = method.virtual_host
-        self.model_vhost = vhost
+        # The security database says which vhosts exist; it may have gained
+        # this one after the broker started.
+        self.model_vhost = self.broker.add_vhost(method.virtual_host)
         self.state = ConnectionState.OPEN
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
@@ -505,8 +484,12 @@ class ServerConnection(AMQPConnection):
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
         self._negotiation_call = None
+        if self._pending_login is not None:
+            self._pending_login.cancel()
         self._closeChannels()
         self.client.close()
+        if self.login is not None:
+            self.login.logout()
         super().connectionLost(reason)
         factory = getattr(self, "factory", None)
         if factory is not None:
@@ -537,6 +520,10 @@ class ServerFactory(Factory):
     """Builds a :class:`ServerConnection` per client, sharing one broker model.
 
     :param broker: the model (a new one with the virtual host ``/`` if omitted).
+    :param security: users, vhosts, permissions and tickets, shared by every
+        connection (RabbitMQ's defaults if omitted: vhost ``/``, guest/guest
+        from loopback only); the model gets a virtual host for each of its
+        vhosts.
     :param high_watermark: bytes of ready messages above which publishers
         are blocked (see :class:`~txamqp09.broker.flow.PublisherThrottle`).
     """
@@ -546,11 +533,15 @@ class ServerFactory(Factory):
         clock: IReactorTime,
         broker: Optional[Broker] = None,
         *,
+        security: Optional[Security] = None,
         high_watermark: int = DEFAULT_HIGH_WATERMARK,
         **options: Any,
     ) -> None:
         self.clock = clock
         self.broker = broker if broker is not None else Broker()
+        self.security = security if security is not None else Security(UserDatabase.default(), clock)
+        for vhost in self.security.database.vhosts:
+            self.broker.add_vhost(vhost)
         self.options = options
         self.batch = OutputBatch()
         #: The connections that are currently up.
@@ -564,7 +555,9 @@ class ServerFactory(Factory):
         self.throttle.stop()
 
     def buildProtocol(self, addr: Any) -> ServerConnection:
-        connection = ServerConnection(self.clock, broker=self.broker, batch=self.batch, **self.options)
+        connection = ServerConnection(
+            self.clock, broker=self.broker, security=self.security, batch=self.batch, **self.options
+        )
         connection.factory = self
         self.connections.add(connection)
         return connection
