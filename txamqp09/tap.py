@@ -4,31 +4,41 @@ Examples::
 
     twistd -n amqp09 --port 5672
     twistd -n amqp09 --listen tcp:5672:interface=127.0.0.1 --listen tcp:5673
+    twistd -n amqp09 --definitions definitions.json --ssl-port 5671 \\
+        --ssl-key server.key --ssl-cert server.crt --ssl-ca ca.crt --ssl-verify required
+
+The security options (users, SASL mechanisms, tickets, TLS) come from
+:class:`~txamqp09.broker.auth.options.SecurityOptions`; docs/security.rst
+explains them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from twisted.application import service, strports
+from twisted.application.internet import StreamServerEndpointService
 from twisted.internet.interfaces import IReactorTime
 from twisted.python import usage
 
+from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.model import Broker
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
 
 __all__ = ["Options", "makeService"]
 
 
-class Options(usage.Options):
-    """Command-line options of ``twistd amqp09``."""
+class Options(SecurityOptions):
+    """Command-line options of ``twistd amqp09`` (with the security options)."""
 
-    synopsis = "[--port PORT] [--listen ENDPOINT ...]"
+    synopsis = "[--port PORT] [--listen ENDPOINT ...] [--definitions FILE] [--ssl-port PORT ...]"
     longdesc = (
         "Run an AMQP broker that speaks AMQP 0-9, 0-8 and 0-9-1 on the same "
-        "port, chosen per connection by the protocol header."
+        "port, chosen per connection by the protocol header. Without "
+        "--definitions it has one virtual host, /, and one user, guest "
+        "(password guest), who may connect only from this machine."
     )
-    optParameters = [
+    optParameters: ClassVar[list[list[Any]]] = [
         ["port", "p", None, "TCP port to listen on, on every interface (e.g. 5672)."],
         ["frame-max", None, 131072, "Largest frame the broker accepts, in bytes.", int],
         ["channel-max", None, 2047, "Highest channel number a connection may use.", int],
@@ -57,10 +67,11 @@ class Options(usage.Options):
             self["listen"].append("tcp:5672")
         if self["frame-max"] < 4096:
             raise usage.UsageError("--frame-max must be at least 4096")
+        self.check_security()
 
 
 def makeService(options: Options, clock: Optional[IReactorTime] = None) -> service.MultiService:
-    """The broker: one listening service per endpoint, sharing one factory."""
+    """The broker: one listening service per endpoint (and the TLS port), sharing one factory."""
     if clock is None:
         from twisted.internet import reactor
 
@@ -69,6 +80,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     factory = ServerFactory(
         clock,
         Broker(),
+        security=options.security(clock),
         frame_max=options["frame-max"],
         channel_max=options["channel-max"],
         heartbeat=options["heartbeat"],
@@ -77,4 +89,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     broker: Any = service.MultiService()
     for description in options["listen"]:
         strports.service(description, factory).setServiceParent(broker)
+    tls = options.tls_endpoint(clock)
+    if tls is not None:
+        StreamServerEndpointService(tls, factory).setServiceParent(broker)
     return broker

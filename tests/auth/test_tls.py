@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from cryptography.x509.oid import NameOID
 from OpenSSL import SSL, crypto
@@ -18,6 +18,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
+from txamqp09 import tap
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.auth.sasl import MechanismRegistry, PeerInfo, parse_external
 from txamqp09.broker.auth.tls import TLSSettings, VerifyMode, context_factory
@@ -292,23 +293,17 @@ class OptionsTests(SynchronousTestCase):
                 self.parse(*arguments)
             self.assertIn(words, str(caught.exception))
 
-    def test_mixes_into_the_taps_options(self) -> None:
-        class TapOptions(SecurityOptions):
-            optParameters: ClassVar[list[list[Any]]] = [["port", "p", None, "TCP port."]]
-
-            def postOptions(self) -> None:
-                super().postOptions()
-                self["listen"] = f"tcp:{self['port']}"
-
-        options = TapOptions()
+    def test_mixed_into_the_taps_options(self) -> None:
+        options = tap.Options()
         options.parseOptions(["--port", "5672", "--require-tickets"])
-        self.assertEqual((options["listen"], options["require-tickets"]), ("tcp:5672", True))
+        self.assertEqual((options["listen"], options["require-tickets"]), (["tcp:5672"], True))
         self.assertEqual(list(options.database.users), ["guest"])
-        help_text = str(TapOptions())
+        help_text = str(tap.Options())
         self.assertIn("--port=", help_text)
         self.assertIn("--ssl-verify=", help_text)
+        self.assertRaises(usage.UsageError, tap.Options().parseOptions, ["--ssl-port", "5671"])
 
     def test_help_explains_each_option(self) -> None:
         text = " ".join(str(SecurityOptions()).split())
-        for words in ["--definitions", "rabbitmqctl export_definitions", "--ssl-verify", "needed for EXTERNAL", "--require-tickets", "never request tickets"]:
+        for words in ["--definitions", "rabbitmqctl export_definitions", "--ssl-verify", "(SASL EXTERNAL) only with peer or required", "--require-tickets", "never request tickets"]:
             self.assertIn(words, text)

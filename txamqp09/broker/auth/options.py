@@ -25,7 +25,11 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.ssl import CertificateOptions
 from twisted.python import usage
 
-from txamqp09.broker.auth.definitions import DefinitionsError, load_definitions
+from txamqp09.broker.auth.definitions import (
+    Definitions,
+    DefinitionsError,
+    load_definitions,
+)
 from txamqp09.broker.auth.sasl import MechanismRegistry
 from txamqp09.broker.auth.security import Security
 from txamqp09.broker.auth.tls import TLSSettings, VerifyMode, context_factory
@@ -40,10 +44,15 @@ class SecurityOptions(usage.Options):
     Subclass it (its options join the subclass's own) and call
     :meth:`check_security` from ``postOptions``.
 
-    :ivar database: the users database, once :meth:`check_security` ran.
+    :ivar definitions: the ``--definitions`` file as loaded (or RabbitMQ's
+        defaults without it), once :meth:`check_security` ran; its database is
+        the broker's, so ``definitions.write(path)`` exports what the broker
+        has now, with the file's other entries kept.
+    :ivar database: the users database (``definitions.database``).
     :ivar tls_context: the TLS context factory, or None without ``--ssl-port``.
     """
 
+    definitions: Definitions
     database: UserDatabase
     tls_context: CertificateOptions | None = None
 
@@ -61,8 +70,8 @@ class SecurityOptions(usage.Options):
         ["ssl-port", None, None,
          ("Also listen for TLS connections on this port (usually 5671). Needs "
           "--ssl-key and --ssl-cert.")],
-        ["ssl-interface", None, "",
-         "Address the TLS port listens on (default: all), e.g. 127.0.0.1."],
+        ["ssl-interface", None, None,
+         "Address the TLS port listens on, e.g. 127.0.0.1 (default: all addresses)."],
         ["ssl-key", None, None, "PEM file with the server's private key (unencrypted)."],
         ["ssl-cert", None, None,
          "PEM file with the server's certificate, followed by any intermediate certificates."],
@@ -70,7 +79,8 @@ class SecurityOptions(usage.Options):
          "PEM file with the CA certificate(s) that client certificates must be signed by."],
         ["ssl-verify", None, "none",
          ("Client certificates: 'none' (not asked for), 'peer' (verified against --ssl-ca "
-          "if sent), 'required' (every client must send one; needed for EXTERNAL logins).")],
+          "if sent), 'required' (every client must send one). Clients log in with a "
+          "certificate (SASL EXTERNAL) only with peer or required.")],
     ]
     optFlags: ClassVar[list[list[Any]]] = [
         ["require-tickets", None,
@@ -91,7 +101,8 @@ class SecurityOptions(usage.Options):
         path = self["definitions"]
         try:
             MechanismRegistry(self["auth-mechanisms"].split())
-            self.database = load_definitions(path).database if path else UserDatabase.default()
+            self.definitions = load_definitions(path) if path else Definitions(UserDatabase.default())
+            self.database = self.definitions.database
             settings = self._tls_settings()
             self.tls_context = context_factory(settings) if settings is not None else None
         except (DefinitionsError, ValueError) as error:
@@ -127,5 +138,5 @@ class SecurityOptions(usage.Options):
         if self.tls_context is None:
             return None
         return SSL4ServerEndpoint(
-            reactor, int(self["ssl-port"]), self.tls_context, interface=self["ssl-interface"]
+            reactor, int(self["ssl-port"]), self.tls_context, interface=self["ssl-interface"] or ""
         )
