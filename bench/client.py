@@ -181,7 +181,7 @@ async def run_aio_pika(port: int, messages: int, queue: str) -> Timings:
     started = time.perf_counter()
     for _ in range(messages):
         await exchange.publish(aio_pika.Message(BODY), routing_key=queue)
-    while (await channel.declare_queue(queue, passive=True)).declaration_result.message_count < messages:
+    while ((await channel.declare_queue(queue, passive=True)).declaration_result.message_count or 0) < messages:
         pass
     published = time.perf_counter()
     await channel.set_qos(prefetch_count=PREFETCH)

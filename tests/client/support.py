@@ -27,9 +27,10 @@ from txamqp09.wire.frames import (
 )
 from txamqp09.wire.versions import AMQP0_9_1, HEADER_SIZE, ProtocolVersion
 
-__all__ = ["inline", "ScriptedServer", "HEARTBEAT"]
+__all__ = ["inline", "fails", "ScriptedServer", "HEARTBEAT"]
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
 #: What ScriptedServer.received() lists for a heartbeat frame.
 HEARTBEAT = "heartbeat"
@@ -43,6 +44,15 @@ def inline(test: Callable[..., Awaitable[T]]) -> Callable[..., Deferred[T]]:
         return ensureDeferred(test(*args, **kwargs))  # type: ignore[arg-type]
 
     return run
+
+
+async def fails(deferred: Deferred[Any], kind: type[E]) -> E:
+    """Wait for *deferred*, which must fail with *kind*; the exception."""
+    try:
+        await deferred
+    except kind as error:
+        return error
+    raise AssertionError(f"{deferred!r} did not fail with {kind.__name__}")
 
 
 class ScriptedServer:
@@ -90,7 +100,7 @@ class ScriptedServer:
                 out.append((channel, command.method if not command.method.CONTENT else command))
         return out
 
-    def methods(self) -> list[tuple[int, Method]]:
+    def methods(self) -> list[tuple[int, Any]]:
         """The methods the client sent since the last look (contents reduced to their methods)."""
         return [
             (channel, item.method if isinstance(item, Command) else item)

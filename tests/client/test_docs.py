@@ -44,7 +44,7 @@ class GuideExampleTests(TestCase):
             server = PrivateCertificate.loadPEM(key.read() + cert.read())
         with open(files.ca, "rb") as ca:
             options = server.options(Certificate.loadPEM(ca.read()))
-        listening = reactor.listenSSL(0, self.broker.factory, options, interface="127.0.0.1")
+        listening = reactor.listenSSL(0, self.broker.factory, options, interface="127.0.0.1")  # type: ignore[attr-defined]
         self.addCleanup(listening.stopListening)
         query = urlencode({"cacertfile": files.ca, "certfile": files.client_cert, "keyfile": files.client_key})
         self.urls = {

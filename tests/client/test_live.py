@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from twisted.internet import reactor
 from twisted.internet.defer import (
@@ -22,6 +22,11 @@ from twisted.internet.defer import (
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
+
+if TYPE_CHECKING:
+    _TestCaseBase = TestCase
+else:
+    _TestCaseBase = object
 
 from txamqp09.client import (
     Channel,
@@ -36,10 +41,10 @@ from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
 from txamqp09.wire.errors import NotFound
 
-from .support import inline
+from .support import fails, inline
 
 
-class LiveTests:
+class LiveTests(_TestCaseBase):
     """Cases that need a broker; a subclass provides :meth:`url`."""
 
     timeout = 30
@@ -49,16 +54,22 @@ class LiveTests:
 
     async def connect(self, **changes: Any) -> ClientConnection:
         connection = await connect(reactor, self.url(), **changes)
-        self.addCleanup(connection.disconnect)  # type: ignore[attr-defined]
+        self.addCleanup(connection.disconnect)
         return connection
 
     async def channel(self, **changes: Any) -> Channel:
         return await (await self.connect(**changes)).channel()
 
+    async def getMessage(self, channel: Channel, queue: str, no_ack: bool = False) -> Message:
+        """basic.get that must find a message."""
+        message = await channel.basic_get(queue, no_ack=no_ack)
+        assert message is not None, f"{queue} is empty"
+        return message
+
     async def privateQueue(self, channel: Channel) -> str:
         """A server-named exclusive queue, gone with the connection."""
         declared = await channel.queue_declare("", exclusive=True)
-        return declared.queue  # type: ignore[no-any-return]
+        return declared.queue
 
     # -- connections -----------------------------------------------------------
 
@@ -68,19 +79,19 @@ class LiveTests:
             channel = await self.channel(version=version)
             queue = await self.privateQueue(channel)
             channel.basic_publish(version.encode(), routing_key=queue)
-            message = await channel.basic_get(queue)
-            self.assertEqual(message.body, version.encode())  # type: ignore[attr-defined]
+            message = await self.getMessage(channel, queue)
+            self.assertEqual(message.body, version.encode())
             message.ack()
 
     @inline
     async def test_accessRequestOfZeroEightAndZeroNine(self) -> None:
         for version in ("0-9", "0-8"):
             channel = await self.channel(version=version)
-            granted = await channel.access_request(realm="/data", active=True, read=True, write=True)  # type: ignore[attr-defined]
+            granted = await channel.access_request(realm="/data", active=True, read=True, write=True)
             self.assertEqual(granted.NAME, "access.request-ok")
             declared = await channel.queue_declare("", exclusive=True)
             channel.basic_publish(b"with ticket", routing_key=declared.queue)
-            self.assertEqual((await channel.basic_get(declared.queue, no_ack=True)).body, b"with ticket")  # type: ignore[attr-defined]
+            self.assertEqual((await self.getMessage(channel, declared.queue, no_ack=True)).body, b"with ticket")
 
     @inlineCallbacks
     def test_inlineCallbacksStyle(self) -> Any:
@@ -89,35 +100,35 @@ class LiveTests:
         declared = yield channel.queue_declare("", exclusive=True)
         channel.basic_publish(b"yielded", routing_key=declared.queue)
         message = yield channel.basic_get(declared.queue, no_ack=True)
-        self.assertEqual(message.body, b"yielded")  # type: ignore[attr-defined]
+        self.assertEqual(message.body, b"yielded")
         yield connection.disconnect()
 
     @inline
     async def test_negotiatedLimitsAndNoNagle(self) -> None:
         connection = await self.connect(heartbeat=7, frame_max=8192)
-        self.assertEqual((connection.negotiated_heartbeat, connection.frame_max), (7, 8192))  # type: ignore[attr-defined]
+        self.assertEqual((connection.negotiated_heartbeat, connection.frame_max), (7, 8192))
         self.assertTrue(connection.transport.getTcpNoDelay())  # type: ignore[union-attr]
 
     @inline
     async def test_wrongPasswordFails(self) -> None:
         for mechanism in ("PLAIN", "AMQPLAIN"):
             refused = connect(reactor, self.url(), password="wrong", mechanism=mechanism)
-            closed = await self.assertFailure(refused, ConnectionClosed)  # type: ignore[attr-defined]
-            self.assertEqual(closed.reply_code, 403, str(closed))  # type: ignore[attr-defined]
+            closed = await fails(refused, ConnectionClosed)
+            self.assertEqual(closed.reply_code, 403, str(closed))
 
     @inline
     async def test_unknownVirtualHostFails(self) -> None:
         refused = connect(reactor, self.url(), virtual_host="no-such-vhost")
-        closed = await self.assertFailure(refused, ConnectionClosed)  # type: ignore[attr-defined]
-        self.assertIn("no-such-vhost", closed.reply_text)  # type: ignore[attr-defined]
+        closed = await fails(refused, ConnectionClosed)
+        self.assertIn("no-such-vhost", closed.reply_text)
 
     @inline
     async def test_disconnectIsClean(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
         ended = await connection.disconnect()
-        self.assertEqual(ended.reply_code, 200)  # type: ignore[attr-defined]
-        self.assertIsInstance(channel.closed_by, ConnectionClosed)  # type: ignore[attr-defined]
+        self.assertEqual(ended.reply_code, 200)
+        self.assertIsInstance(channel.closed_by, ConnectionClosed)
 
     # -- channels ----------------------------------------------------------------
 
@@ -126,11 +137,11 @@ class LiveTests:
         connection = await self.connect()
         channel = await connection.channel()
         missing = f"missing-{uuid.uuid4()}"
-        closed = await self.assertFailure(channel.queue_declare(missing, passive=True), ChannelClosed)  # type: ignore[attr-defined]
-        self.assertEqual((closed.reply_code, closed.method_name), (404, "queue.declare"))  # type: ignore[attr-defined]
-        self.assertIsInstance(closed.error, NotFound)  # type: ignore[attr-defined]
-        self.assertIn(missing, closed.reply_text)  # type: ignore[attr-defined]
-        await self.assertFailure(channel.queue_declare("x"), ChannelClosed)  # type: ignore[attr-defined]
+        closed = await fails(channel.queue_declare(missing, passive=True), ChannelClosed)
+        self.assertEqual((closed.reply_code, closed.method_name), (404, "queue.declare"))
+        self.assertIsInstance(closed.error, NotFound)
+        self.assertIn(missing, closed.reply_text)
+        await fails(channel.queue_declare("x"), ChannelClosed)
         # The connection goes on.
         other = await connection.channel()
         await other.queue_declare("", exclusive=True)
@@ -140,7 +151,7 @@ class LiveTests:
         connection = await self.connect()
         channel = await connection.channel()
         await channel.close()
-        self.assertNotIn(channel.number, connection.channels)  # type: ignore[attr-defined]
+        self.assertNotIn(channel.number, connection.channels)
         await (await connection.channel()).queue_declare("", exclusive=True)
 
     # -- content -----------------------------------------------------------------
@@ -165,11 +176,11 @@ class LiveTests:
         }
         body = bytes(range(256))
         channel.basic_publish(body, routing_key=queue, properties=sent)
-        message = await channel.basic_get(queue, no_ack=True)
-        self.assertEqual(message.body, body)  # type: ignore[attr-defined]
-        received = message.properties.fields()  # type: ignore[attr-defined]
+        message = await self.getMessage(channel, queue, no_ack=True)
+        self.assertEqual(message.body, body)
+        received = message.properties.fields()
         sent["headers"] = {"int": 1, "text": "é".encode(), "flag": True, "nested": {"list": [1, b"two"]}}
-        self.assertEqual({name: received[name] for name in sent}, sent)  # type: ignore[attr-defined]
+        self.assertEqual({name: received[name] for name in sent}, sent)
 
     @inline
     async def test_publishingLoopWaitsForTheWriteBuffer(self) -> None:
@@ -192,8 +203,8 @@ class LiveTests:
         queue = await self.privateQueue(channel)
         body = uuid.uuid4().bytes * 20000
         channel.basic_publish(body, routing_key=queue)
-        message = await channel.basic_get(queue, no_ack=True)
-        self.assertEqual(message.body, body)  # type: ignore[attr-defined]
+        message = await self.getMessage(channel, queue, no_ack=True)
+        self.assertEqual(message.body, body)
 
     @inline
     async def test_topicRouting(self) -> None:
@@ -201,13 +212,13 @@ class LiveTests:
         exchange = f"topic-{uuid.uuid4()}"
         await channel.exchange_declare(exchange, "topic", auto_delete=True)
         queue = await self.privateQueue(channel)
-        await channel.queue_bind(queue=queue, exchange=exchange, routing_key="a.*")  # type: ignore[attr-defined]
+        await channel.queue_bind(queue=queue, exchange=exchange, routing_key="a.*")
         channel.basic_publish(b"yes", exchange, "a.b")
         channel.basic_publish(b"no", exchange, "b.a")
-        first = await channel.basic_get(queue, no_ack=True)
-        self.assertEqual((first.body, first.routing_key), (b"yes", "a.b"))  # type: ignore[attr-defined]
+        first = await self.getMessage(channel, queue, no_ack=True)
+        self.assertEqual((first.body, first.routing_key), (b"yes", "a.b"))
         self.assertIsNone(await channel.basic_get(queue))
-        await channel.exchange_delete(exchange=exchange)  # type: ignore[attr-defined]
+        await channel.exchange_delete(exchange=exchange)
 
     @inline
     async def test_rejectAndNack(self) -> None:
@@ -215,13 +226,13 @@ class LiveTests:
         queue = await self.privateQueue(channel)
         for body in (b"1", b"2"):
             channel.basic_publish(body, routing_key=queue)
-        first = await channel.basic_get(queue)
-        first.reject(requeue=True)  # type: ignore[attr-defined]
-        again = await channel.basic_get(queue)
-        self.assertEqual((again.body, again.redelivered), (b"1", True))  # type: ignore[attr-defined]
-        again.nack(requeue=False)  # type: ignore[attr-defined]
-        second = await channel.basic_get(queue)
-        second.reject(requeue=False)  # type: ignore[attr-defined]
+        first = await self.getMessage(channel, queue)
+        first.reject(requeue=True)
+        again = await self.getMessage(channel, queue)
+        self.assertEqual((again.body, again.redelivered), (b"1", True))
+        again.nack(requeue=False)
+        second = await self.getMessage(channel, queue)
+        second.reject(requeue=False)
         self.assertIsNone(await channel.basic_get(queue))
 
     @inline
@@ -259,7 +270,7 @@ class LiveTests:
             channel.basic_publish(b"%d" % number, routing_key=queue)
         await channel.basic_qos(2)
         held: list[Message] = []
-        arrived = {2: Deferred(), 4: Deferred()}
+        arrived: dict[int, Deferred[None]] = {2: Deferred(), 4: Deferred()}
 
         def hold(message: Message) -> None:
             held.append(message)
@@ -284,7 +295,7 @@ class LiveTests:
         for number in range(100):
             channel.basic_publish(b"%d" % number, routing_key=queue)
         await until(lambda: connection.reading_paused)
-        self.assertGreaterEqual(consumer.backlog, 10)  # type: ignore[attr-defined]
+        self.assertGreaterEqual(consumer.backlog, 10)
         bodies = [(await consumer.__anext__()).body for _ in range(100)]
         self.assertEqual(bodies, [b"%d" % number for number in range(100)])
         self.assertFalse(connection.reading_paused)
@@ -297,10 +308,10 @@ class LiveTests:
         consumer = await channel.basic_consume(queue)
         cancelled: Deferred[Any] = Deferred()
         consumer.onCancel(cancelled.callback)
-        await (await connection.channel()).queue_delete(queue=queue)  # type: ignore[attr-defined]
+        await (await connection.channel()).queue_delete(queue=queue)
         self.assertIs(await cancelled, consumer)
         self.assertTrue(consumer.cancelled_by_server)
-        await self.assertFailure(Deferred.fromCoroutine(consumer.__anext__()), StopAsyncIteration)  # type: ignore[attr-defined]
+        await fails(Deferred.fromCoroutine(consumer.__anext__()), StopAsyncIteration)
 
     @inline
     async def test_rpcWithAReplyQueue(self) -> None:
@@ -312,8 +323,8 @@ class LiveTests:
             number = int(request.body)
             server_channel.basic_publish(
                 b"%d" % (number * number),
-                routing_key=request.properties.reply_to,  # type: ignore[attr-defined]
-                properties={"correlation_id": request.properties.correlation_id},  # type: ignore[attr-defined]
+                routing_key=request.properties.reply_to,
+                properties={"correlation_id": request.properties.correlation_id},
             )
             request.ack()
 
@@ -322,7 +333,7 @@ class LiveTests:
         replies = await self.privateQueue(client_channel)
         waiting: dict[str, Deferred[Message]] = {}
         await client_channel.basic_consume(
-            replies, lambda reply: waiting.pop(reply.properties.correlation_id).callback(reply), no_ack=True  # type: ignore[attr-defined]
+            replies, lambda reply: waiting.pop(reply.properties.correlation_id).callback(reply), no_ack=True
         )
         calls = []
         for number in range(5):
@@ -342,9 +353,9 @@ class LiveTests:
         channel = await self.channel()
         queue = await self.privateQueue(channel)
         await channel.confirm_select()
-        confirmed = await gatherResults([channel.basic_publish(b"x", routing_key=queue) for _ in range(200)])  # type: ignore[list-item]
+        confirmed = await gatherResults([cast(Deferred[int], channel.basic_publish(b"x", routing_key=queue)) for _ in range(200)])
         self.assertEqual(confirmed, list(range(1, 201)))
-        self.assertEqual(channel.unconfirmed, 0)  # type: ignore[attr-defined]
+        self.assertEqual(channel.unconfirmed, 0)
         self.assertEqual((await channel.queue_declare(queue, passive=True)).message_count, 200)
 
     @inline
@@ -359,8 +370,8 @@ class LiveTests:
         channel.basic_publish(b"committed", routing_key=queue)
         self.assertEqual((await observer.queue_declare(queue, passive=True)).message_count, 0)
         await channel.tx_commit()
-        message = await observer.basic_get(queue, no_ack=True)
-        self.assertEqual(message.body, b"committed")  # type: ignore[attr-defined]
+        message = await self.getMessage(observer, queue, no_ack=True)
+        self.assertEqual(message.body, b"committed")
 
 
     # -- reconnection ------------------------------------------------------------
@@ -384,7 +395,7 @@ class LiveTests:
         client.declare_queue(queue, auto_delete=True)
         client.consume(queue, handle, prefetch_count=10)
         client.startService()
-        self.addCleanup(client.stopService)  # type: ignore[attr-defined]
+        self.addCleanup(client.stopService)
         first = await client.whenConnected()
         await client.publish(b"before", routing_key=queue)
         await arrived[0]
@@ -482,7 +493,11 @@ class RabbitMQTests(LiveTests, TestCase):
         connection = await self.connect()
         changes: list[Any] = []
         changed: list[Deferred[None]] = [Deferred(), Deferred()]
-        connection.addBlockedListener(lambda reason: (changes.append(reason), changed[len(changes) - 1].callback(None)))
+        def note(reason: Any) -> None:
+            changes.append(reason)
+            changed[len(changes) - 1].callback(None)
+
+        connection.addBlockedListener(note)
         channel = await connection.channel()
         await channel.queue_declare("", exclusive=True)
         self.node.ctl("set_vm_memory_high_watermark", "0")

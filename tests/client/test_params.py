@@ -83,7 +83,7 @@ class EndpointTests(SynchronousTestCase):
     def test_plain(self) -> None:
         endpoint = endpoint_for(MemoryReactorClock(), parse_url("amqp://h:1/?connection_timeout=3000"))
         self.assertIsInstance(endpoint, HostnameEndpoint)
-        self.assertEqual(endpoint._timeout, 3.0)
+        self.assertEqual(endpoint._timeout, 3.0)  # type: ignore[attr-defined]
 
     def test_tlsWithClientCertificate(self) -> None:
         files = certificates()

@@ -9,22 +9,27 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 from urllib.parse import urlencode
 
 from twisted.internet import reactor
 from twisted.internet.ssl import Certificate, PrivateCertificate
 from twisted.trial.unittest import TestCase
 
+if TYPE_CHECKING:
+    _TestCaseBase = TestCase
+else:
+    _TestCaseBase = object
+
 from txamqp09.client import ConnectionClosed, TLSFailed, connect
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import RabbitMQ, TLSFiles, rabbitmq_missing
 
 from .certs import certificates
-from .support import inline
+from .support import fails, inline
 
 
-class TLSTests:
+class TLSTests(_TestCaseBase):
     """Cases for a TLS server on 127.0.0.1:``self.port``."""
 
     timeout = 30
@@ -44,7 +49,8 @@ class TLSTests:
             queue = (await channel.queue_declare("", exclusive=True)).queue
             channel.basic_publish(b"secret", routing_key=queue)
             message = await channel.basic_get(queue, no_ack=True)
-            self.assertEqual(message.body, b"secret")  # type: ignore[attr-defined]
+            assert message is not None
+            self.assertEqual(message.body, b"secret")
         finally:
             await connection.disconnect()
 
@@ -58,18 +64,18 @@ class TLSTests:
 
     @inline
     async def test_untrustedServerCertificateFails(self) -> None:
-        failure = await self.assertFailure(connect(reactor, self.url(cacertfile=certificates().rogue_ca)), TLSFailed)  # type: ignore[attr-defined]
-        self.assertIn("certificate verify failed", str(failure))  # type: ignore[attr-defined]
+        failure = await fails(connect(reactor, self.url(cacertfile=certificates().rogue_ca)), TLSFailed)
+        self.assertIn("certificate verify failed", str(failure))
 
     @inline
     async def test_wrongHostNameFails(self) -> None:
-        failure = await self.assertFailure(connect(reactor, self.url(server_name_indication="elsewhere.example")), TLSFailed)  # type: ignore[attr-defined]
-        self.assertIn("elsewhere.example", str(failure))  # type: ignore[attr-defined]
+        failure = await fails(connect(reactor, self.url(server_name_indication="elsewhere.example")), TLSFailed)
+        self.assertIn("elsewhere.example", str(failure))
 
     @inline
     async def test_missingClientCertificateFails(self) -> None:
         refused = connect(reactor, self.url(certfile="", keyfile=""))
-        await self.assertFailure(refused, ConnectionClosed)  # type: ignore[attr-defined]
+        await fails(refused, ConnectionClosed)
 
     @inline
     async def test_verifyNone(self) -> None:
@@ -87,7 +93,7 @@ class OwnBrokerTLSTests(TLSTests, TestCase):
             authority = Certificate.loadPEM(ca.read())
         options = server.options(authority)
         broker = LoopbackBroker()
-        listening = reactor.listenSSL(0, broker.factory, options, interface="127.0.0.1")
+        listening = reactor.listenSSL(0, broker.factory, options, interface="127.0.0.1")  # type: ignore[attr-defined]
         self.port = listening.getHost().port
         self.addCleanup(listening.stopListening)
         self.addCleanup(broker.stop)

@@ -31,6 +31,7 @@ from txamqp09.client.confirms import ConfirmTracker
 from txamqp09.client.consumer import DEFAULT_MAX_BACKLOG, Consumer, DeliveryCallback
 from txamqp09.client.errors import (
     ChannelClosed,
+    ChannelEnding,
     ClientError,
     NotInThisVersion,
     channel_closed,
@@ -119,9 +120,9 @@ class Channel:
         self.method_handlers: dict[str, Callable[[Command], object]] = {}
         self._dispatch = self._dispatchTable(self.version)
         self._requests: deque[_Request] = deque()
-        self._closed_by: Optional[ClientError] = None
+        self._closed_by: Optional[ChannelEnding] = None
         self._closing_cleanly = True
-        self._closed: Outcome[ClientError] = Outcome()
+        self._closed: Outcome[ChannelEnding] = Outcome()
         self._confirms: Optional[ConfirmTracker] = None
         self._flow_active = True
         self._held: list[bytes] = []
@@ -132,6 +133,11 @@ class Channel:
 
     def __repr__(self) -> str:
         return f"<Channel {self.number} ({self.state.value})>"
+
+    if TYPE_CHECKING:
+        # The methods txamqp09.client.api generates from the spec, seen by
+        # type checkers as what they are: callables.
+        def __getattr__(self, name: str) -> Callable[..., Any]: ...
 
     # -- generic requests ------------------------------------------------------
 
@@ -206,17 +212,17 @@ class Channel:
         if self.state is not _OPEN:
             raise self._unusable()
 
-    def _unusable(self) -> ClientError:
+    def _unusable(self) -> ChannelEnding:
         if self._closed_by is not None:
             return self._closed_by
         return ChannelClosed(504, f"channel {self.number} is {self.state.value}")
 
     @property
-    def closed_by(self) -> Optional[ClientError]:
+    def closed_by(self) -> Optional[ChannelEnding]:
         """Why the channel closed (ChannelClosed or ConnectionClosed), or None."""
         return self._closed_by
 
-    def whenClosed(self) -> Deferred[ClientError]:
+    def whenClosed(self) -> Deferred[ChannelEnding]:
         """Fires with the ChannelClosed or ConnectionClosed that ended the channel."""
         return self._closed.when()
 
@@ -244,7 +250,7 @@ class Channel:
         )
         return self.whenClosed().addCallback(lambda _: None)
 
-    def _startClosing(self, error: ClientError, clean: bool) -> None:
+    def _startClosing(self, error: ChannelEnding, clean: bool) -> None:
         self.state = ChannelState.CLOSING
         self._closed_by = error
         self._closing_cleanly = clean
@@ -255,7 +261,7 @@ class Channel:
         """This side sent channel.close because the server broke the protocol."""
         self._startClosing(channel_closed(error, self.connection.method_names), False)
 
-    def shutdown(self, error: ClientError, clean: bool = False) -> None:
+    def shutdown(self, error: ChannelEnding, clean: bool = False) -> None:
         """The channel is gone: fail everything pending with *error*.
 
         :param clean: consumers end their iteration normally instead of
@@ -270,7 +276,7 @@ class Channel:
         self._failPending(self._closed_by, clean)
         self._closed.succeed(self._closed_by)
 
-    def _failPending(self, error: ClientError, clean: bool) -> None:
+    def _failPending(self, error: ChannelEnding, clean: bool) -> None:
         requests, self._requests = self._requests, deque()
         for request in requests:
             request.deferred.errback(error)

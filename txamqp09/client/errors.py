@@ -22,6 +22,7 @@ __all__ = [
     "ClientError",
     "ChannelClosed",
     "ConnectionClosed",
+    "ChannelEnding",
     "TLSFailed",
     "MessageNacked",
     "AlreadySettled",
@@ -84,6 +85,10 @@ class ConnectionClosed(_Closed):
     """The connection is closed or was lost; nothing on it can go on."""
 
     scope = "connection"
+
+
+#: Why a channel ended: its own close, or its connection's end.
+ChannelEnding = Union[ChannelClosed, ConnectionClosed]
 
 
 class TLSFailed(ConnectionClosed):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from txamqp09.client.errors import AlreadySettled
-from txamqp09.wire.base import Properties
 from txamqp09.wire.frames import Command
 
 if TYPE_CHECKING:
@@ -35,14 +34,15 @@ class Message:
         self._settled = settled
 
     @property
-    def properties(self) -> Properties:
+    def properties(self) -> Any:
         """The content properties (decoded on first use); unset ones are None.
+
+        A ``BasicProperties`` of the connection's version (``Any`` to type
+        checkers, as each version has its own class).
 
         :raises AMQPSyntaxError: the server sent malformed properties.
         """
-        properties = self._command.properties
-        assert properties is not None
-        return properties
+        return self._command.properties
 
     @property
     def headers(self) -> dict[str, Any]:
