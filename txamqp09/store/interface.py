@@ -9,14 +9,19 @@ confirm or tx.commit-ok may be sent.
 Stores never block the caller: operations are queued and written in batches
 (one transaction and one fsync for many operations). A message body handed to
 a store is referenced, not copied.
+
+This module imports nothing from Twisted at run time, so that the broker's
+model (which must not) can use its records; only :meth:`MessageStore.when_durable`
+and :meth:`MessageStore.close` deal in Deferreds, and the model calls neither.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
-from twisted.internet.defer import Deferred
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 __all__ = [
     "DurableExchange",
@@ -127,10 +132,15 @@ class MessageStore(Protocol):
         """Store *message* as enqueued on each (vhost, queue) of *queues*."""
 
     def remove(self, vhost: str, queue: str, message_ids: Sequence[int]) -> int:
-        """Remove messages from a queue (acknowledged, dropped or expired)."""
+        """Remove messages from a queue (acknowledged, dropped or purged).
 
-    def purge(self, vhost: str, queue: str) -> int:
-        """Remove every message of a queue."""
+        A message removed from every queue before its publish was written
+        need not be written at all.
+        """
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence number of the latest operation (0 before any)."""
 
     def when_durable(self, sequence: int) -> Deferred[None]:
         """Fires once every operation up to *sequence* is on disk."""

@@ -99,9 +99,9 @@ class MemoryStore:
             messages.pop(message_id, None)
         return self._done()
 
-    def purge(self, vhost: str, queue: str) -> int:
-        self.messages.get((vhost, queue), {}).clear()
-        return self._done()
+    @property
+    def last_sequence(self) -> int:
+        return self._sequence
 
     def when_durable(self, sequence: int) -> Deferred[None]:
         return succeed(None)

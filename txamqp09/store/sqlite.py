@@ -9,6 +9,12 @@ so batches grow with the load. When a batch is durable the reactor thread
 learns its last sequence number and fires the matching
 :meth:`SQLiteStore.when_durable` Deferreds.
 
+A message removed from all its queues while its publish still waits for the
+writer (a consumer acknowledged it within the same batch cycle) is never
+written, as RabbitMQ's message store does; its sequence number becomes
+durable with the batch it would have been part of. Removals are gathered and
+applied at the end of each batch's transaction.
+
 Disk space: acknowledged and purged messages are deleted in the batch that
 removes their last queue reference. The database uses incremental
 auto-vacuum; after a batch, when free pages exceed a quarter of the file (and
@@ -80,11 +86,36 @@ def _arguments(blob: bytes) -> dict[str, Any]:
     return RABBITMQ.decode_table(bytes(blob), 0)[0]
 
 
+#: A topology operation for the writer thread: a function and its arguments.
+_Operation = tuple[Callable[..., None], tuple[Any, ...]]
+
+
+class _Publish:
+    """A message to write, with the queues it is still on.
+
+    Until the writer takes it, :meth:`SQLiteStore.remove` may take queues off
+    it; with none left it is not written at all.
+    """
+
+    __slots__ = ("message", "queues")
+
+    def __init__(self, message: StoredMessage, queues: list[tuple[str, str]]) -> None:
+        self.message = message
+        self.queues = queues
+
+
 @dataclass
 class _Batch:
-    """Work taken by the writer thread in one go."""
+    """Work taken by the writer thread in one go.
 
-    operations: list[tuple[Callable[..., None], tuple[Any, ...]]]
+    :ivar operations: topology changes and publishes, in order.
+    :ivar removals: (vhost, queue, message id) to delete, applied after the
+        operations (every publish precedes its removal, and removing a row
+        that an operation deleted already changes nothing).
+    """
+
+    operations: list[_Publish | _Operation]
+    removals: list[tuple[str, str, int]]
     last_sequence: int
 
 
@@ -99,8 +130,13 @@ class SQLiteStore:
         self.path = Path(path)
         self._reactor = reactor
         self._lock = threading.Condition()
-        self._pending: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
+        self._pending: list[_Publish | _Operation] = []
+        self._removals: list[tuple[str, str, int]] = []
+        #: Publishes not taken by the writer yet, by message id.
+        self._unwritten: dict[int, _Publish] = {}
         self._sequence = 0
+        #: The last sequence number the writer has taken.
+        self._taken = 0
         self._durable = 0
         self._waiting: list[tuple[int, int, Deferred[None]]] = []
         self._closing = False
@@ -109,8 +145,10 @@ class SQLiteStore:
         self._closed: Deferred[None] = Deferred()
         #: Batches committed (each ends with one fsync), for benchmarks.
         self.commits = 0
-        #: Operations written, for benchmarks.
+        #: Operations covered by the batches taken so far, for benchmarks.
         self.operations = 0
+        #: Publishes never written because every queue removed the message first.
+        self.cancelled = 0
 
     # -- start-up ------------------------------------------------------------
 
@@ -180,13 +218,20 @@ class SQLiteStore:
 
     def _queue(self, operation: Callable[..., None], *args: Any) -> int:
         with self._lock:
-            if self._closing:
-                raise RuntimeError(f"store {self.path} is closed")
-            self._sequence += 1
+            self._check_open()
             self._pending.append((operation, args))
-            if len(self._pending) == 1:
-                self._lock.notify()
-            return self._sequence
+            return self._next_sequence()
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise RuntimeError(f"store {self.path} is closed")
+
+    def _next_sequence(self) -> int:
+        """Number a new operation and wake the writer if it waits (lock held)."""
+        if self._sequence == self._taken:
+            self._lock.notify()
+        self._sequence += 1
+        return self._sequence
 
     def add_exchange(self, exchange: DurableExchange) -> int:
         return self._queue(_add_exchange, exchange)
@@ -207,13 +252,28 @@ class SQLiteStore:
         return self._queue(_remove_binding, binding)
 
     def publish(self, message: StoredMessage, queues: Sequence[tuple[str, str]]) -> int:
-        return self._queue(_publish, message, tuple(queues))
+        publish = _Publish(message, list(queues))
+        with self._lock:
+            self._check_open()
+            self._pending.append(publish)
+            self._unwritten[message.message_id] = publish
+            return self._next_sequence()
 
     def remove(self, vhost: str, queue: str, message_ids: Sequence[int]) -> int:
-        return self._queue(_remove, vhost, queue, tuple(message_ids))
-
-    def purge(self, vhost: str, queue: str) -> int:
-        return self._queue(_purge, vhost, queue)
+        key = (vhost, queue)
+        with self._lock:
+            self._check_open()
+            unwritten = self._unwritten
+            for message_id in message_ids:
+                publish = unwritten.get(message_id)
+                if publish is not None and key in publish.queues:
+                    publish.queues.remove(key)
+                    if not publish.queues:
+                        del unwritten[message_id]
+                        self.cancelled += 1
+                else:
+                    self._removals.append((vhost, queue, message_id))
+            return self._next_sequence()
 
     def when_durable(self, sequence: int) -> Deferred[None]:
         if self._failure is not None:
@@ -240,24 +300,22 @@ class SQLiteStore:
 
     def _next_batch(self) -> Optional[_Batch]:
         with self._lock:
-            while not self._pending and not self._closing:
+            while self._sequence == self._taken and not self._closing:
                 self._lock.wait()
-            if not self._pending:
+            if self._sequence == self._taken:
                 return None
-            batch = _Batch(self._pending, self._sequence)
-            self._pending = []
+            batch = _Batch(self._pending, self._removals, self._sequence)
+            self._pending, self._removals, self._unwritten = [], [], {}
+            self._taken = self._sequence
             return batch
 
     def _write_loop(self, db: sqlite3.Connection) -> None:
         try:
             while (batch := self._next_batch()) is not None:
-                db.execute("BEGIN")
-                for operation, args in batch.operations:
-                    operation(db, *args)
-                db.execute("COMMIT")
-                self.commits += 1
-                self.operations += len(batch.operations)
-                _reclaim(db)
+                if _write(db, batch):
+                    self.commits += 1
+                    _reclaim(db)
+                self.operations = batch.last_sequence
                 self._reactor.callFromThread(self._made_durable, batch.last_sequence)
         except Exception:
             failure = Failure()
@@ -337,15 +395,45 @@ def _remove_binding(db: sqlite3.Connection, b: DurableBinding) -> None:
     )
 
 
-def _publish(db: sqlite3.Connection, m: StoredMessage, queues: tuple[tuple[str, str], ...]) -> None:
-    db.execute(
-        "INSERT INTO messages VALUES (?, ?, ?, ?, ?)",
-        (m.message_id, m.exchange, m.routing_key, m.raw_properties, m.body),
-    )
-    db.executemany(
-        "INSERT OR IGNORE INTO queue_messages VALUES (?, ?, ?)",
-        [(vhost, queue, m.message_id) for vhost, queue in queues],
-    )
+def _write(db: sqlite3.Connection, batch: _Batch) -> bool:
+    """Apply *batch* in one transaction; False when there was nothing to write."""
+    messages: list[tuple[Any, ...]] = []
+    links: list[tuple[str, str, int]] = []
+    started = False
+    for operation in batch.operations:
+        if isinstance(operation, _Publish):
+            if operation.queues:
+                m = operation.message
+                messages.append((m.message_id, m.exchange, m.routing_key, m.raw_properties, m.body))
+                links.extend((vhost, queue, m.message_id) for vhost, queue in operation.queues)
+            continue
+        started = started or _begin(db)
+        _insert_messages(db, messages, links)
+        function, args = operation
+        function(db, *args)
+    if messages or batch.removals:
+        started = started or _begin(db)
+        _insert_messages(db, messages, links)
+        _remove(db, batch.removals)
+    if started:
+        db.execute("COMMIT")
+    return started
+
+
+def _begin(db: sqlite3.Connection) -> bool:
+    db.execute("BEGIN")
+    return True
+
+
+def _insert_messages(
+    db: sqlite3.Connection, messages: list[tuple[Any, ...]], links: list[tuple[str, str, int]]
+) -> None:
+    """Insert the gathered messages and their queue links, then forget them."""
+    if messages:
+        db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?)", messages)
+        db.executemany("INSERT OR IGNORE INTO queue_messages VALUES (?, ?, ?)", links)
+        messages.clear()
+        links.clear()
 
 
 _DELETE_ORPHANS = (
@@ -354,12 +442,12 @@ _DELETE_ORPHANS = (
 )
 
 
-def _remove(db: sqlite3.Connection, vhost: str, queue: str, ids: tuple[int, ...]) -> None:
-    db.executemany(
-        "DELETE FROM queue_messages WHERE vhost = ? AND queue = ? AND message_id = ?",
-        [(vhost, queue, message_id) for message_id in ids],
-    )
-    db.executemany(_DELETE_ORPHANS, [(message_id, message_id) for message_id in ids])
+def _remove(db: sqlite3.Connection, removals: list[tuple[str, str, int]]) -> None:
+    if removals:
+        db.executemany(
+            "DELETE FROM queue_messages WHERE vhost = ? AND queue = ? AND message_id = ?", removals
+        )
+        db.executemany(_DELETE_ORPHANS, [(message_id, message_id) for _, _, message_id in removals])
 
 
 def _purge(db: sqlite3.Connection, vhost: str, queue: str) -> None:
