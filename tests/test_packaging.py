@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -34,6 +35,11 @@ class InstalledPluginTests(SynchronousTestCase):
     def setUp(self) -> None:
         if shutil.which("git") is None or not (ROOT / ".git").exists():
             raise self.skipTest("needs a git checkout to copy the source tree from")
+        for build_tool in ("setuptools", "wheel"):
+            if importlib.util.find_spec(build_tool) is None:
+                raise self.skipTest(
+                    f"needs {build_tool} installed to build the package without the network"
+                )
         self.work = Path(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, self.work, True)
 
