@@ -17,7 +17,7 @@ from txamqp09.broker.model.exchange import (
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.broker.model.session import Client, Session, Sink
-from txamqp09.broker.model.store import Store, TransientStore
+from txamqp09.broker.model.store import Persistence
 from txamqp09.broker.model.vhost import Broker, VirtualHost
 
 __all__ = [
@@ -32,12 +32,11 @@ __all__ = [
     "FanoutExchange",
     "HeadersExchange",
     "Message",
+    "Persistence",
     "Prefetch",
     "Queue",
     "Session",
     "Sink",
-    "Store",
     "TopicExchange",
-    "TransientStore",
     "VirtualHost",
 ]

@@ -10,8 +10,33 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from txamqp09.wire.base import Properties, decode_properties
+from txamqp09.wire.errors import AMQPSyntaxError
 
-__all__ = ["Message"]
+__all__ = ["Message", "delivery_mode"]
+
+#: Property flags of basic's first four properties (the same in 0-8, 0-9, 0-9-1).
+_CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _DELIVERY_MODE = 0x8000, 0x4000, 0x2000, 0x1000
+
+
+def delivery_mode(raw_properties: bytes) -> int:
+    """The delivery-mode of basic content properties, read in place (0 if absent).
+
+    :raises AMQPSyntaxError: the properties end before the delivery-mode.
+    """
+    flags = int.from_bytes(raw_properties[:2], "big")
+    if not flags & _DELIVERY_MODE:
+        return 0
+    position = 2
+    try:
+        if flags & _CONTENT_TYPE:
+            position += 1 + raw_properties[position]
+        if flags & _CONTENT_ENCODING:
+            position += 1 + raw_properties[position]
+        if flags & _HEADERS:
+            position += 4 + int.from_bytes(raw_properties[position : position + 4], "big")
+        return raw_properties[position]
+    except IndexError:
+        raise AMQPSyntaxError("content properties end before their delivery-mode") from None
 
 
 class Message:
@@ -24,6 +49,8 @@ class Message:
     :ivar raw_properties: the content header's property flags and list.
     :ivar body: the message body.
     :ivar publisher: the client that published it (for ``no-local``).
+    :ivar store_id: its id in the message store, once written there (0:
+        not written, a transient message or one no durable queue took).
     """
 
     __slots__ = (
@@ -33,6 +60,7 @@ class Message:
         "raw_properties",
         "body",
         "publisher",
+        "store_id",
         "_properties_class",
         "_properties",
     )
@@ -53,6 +81,7 @@ class Message:
         self.raw_properties = raw_properties
         self.body = body
         self.publisher = publisher
+        self.store_id = 0
         self._properties_class = properties_class
         self._properties: Optional[Properties] = None
 

@@ -116,6 +116,8 @@ class Consumer:
             size = len(message.body)
             for limit in self.limits:
                 limit.take(size)
+        elif message.store_id:
+            queue.discard((message,))
         session.sink.deliver(self, tag, redelivered, message)
 
     def __repr__(self) -> str:
@@ -163,6 +165,8 @@ class Queue:
     and a confirming publisher receives a nack).
 
     :ivar exclusive_owner: the client that owns an exclusive queue, or None.
+    :ivar stored: the queue and its persistent messages are kept in the
+        message store (durable, not exclusive, on a broker with a store).
     """
 
     def __init__(
@@ -181,6 +185,8 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = dict(arguments or {})
+        self._persistence = vhost.persistence if durable and exclusive_owner is None else None
+        self.stored = self._persistence is not None
         self.max_length = count_argument(self.arguments, "x-max-length")
         self.max_length_bytes = count_argument(self.arguments, "x-max-length-bytes")
         self.overflow = choice_argument(
@@ -230,6 +236,7 @@ class Queue:
                 consumer.deliver(self, sequence, message, False)
                 return True
         if self._limited and not self._make_room(len(message.body)):
+            self.discard((message,))
             return self.overflow == Overflow.DROP_HEAD
         self.messages.append((sequence, message, False))
         self.ready_bytes += len(message.body)
@@ -254,8 +261,10 @@ class Queue:
             return True
         if self.overflow == Overflow.REJECT_PUBLISH:
             return False
+        dropped = []
         while self.messages and not self._fits(size, len(self.messages) + 1, self.ready_bytes + size):
-            self._take()
+            dropped.append(self._take()[1])
+        self.discard(dropped)
         return self._fits(size, 1, size)
 
     def _fits(self, size: int, count: int, total: int) -> bool:
@@ -334,9 +343,26 @@ class Queue:
     def purge(self) -> int:
         """Drop every ready message; how many there were."""
         count = len(self.messages)
+        self.discard(message for _, message, _ in self.messages)
         self.messages.clear()
         self.ready_bytes = 0
         return count
+
+    # -- storage -------------------------------------------------------------
+
+    def discard(self, messages: Iterable[Message]) -> None:
+        """*messages* left this queue for good: forget them in the message store."""
+        if self._persistence is not None and not self.deleted:
+            self._persistence.remove(self, messages)
+
+    def restore(self, messages: Iterable[tuple[Message, bool]]) -> None:
+        """Append recovered (message, redelivered) pairs as ready messages, in order."""
+        sequence = self._next_sequence
+        for message, redelivered in messages:
+            self.messages.append((sequence, message, redelivered))
+            self.ready_bytes += len(message.body)
+            sequence += 1
+        self._next_sequence = sequence
 
     # -- consumers -----------------------------------------------------------
 

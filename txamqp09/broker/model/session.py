@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import os
 from collections import defaultdict
-from typing import TYPE_CHECKING, Iterable, Optional, Protocol
+from typing import TYPE_CHECKING, Iterable, Optional, Protocol, Sequence
 
 from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.message import Message
@@ -28,6 +28,8 @@ __all__ = ["Sink", "Client", "Session", "Transaction", "NO_ROUTE", "NO_CONSUMERS
 NO_ROUTE = (312, "NO_ROUTE")
 #: basic.return reply code and text for an immediate message no consumer took.
 NO_CONSUMERS = (313, "NO_CONSUMERS")
+#: The delivery-mode bit in the first byte of the property flags.
+_DELIVERY_MODE_FLAG = 0x10
 
 
 def unique_name(prefix: str) -> str:
@@ -87,6 +89,14 @@ class Client:
         return f"<Client {self.name!r}>"
 
 
+def _by_queue(deliveries: Iterable[Delivery]) -> dict[Queue, list[Delivery]]:
+    """*deliveries* grouped by the queue they came from, in order."""
+    by_queue: dict[Queue, list[Delivery]] = defaultdict(list)
+    for delivery in deliveries:
+        by_queue[delivery.queue].append(delivery)
+    return by_queue
+
+
 class Transaction:
     """Publishes and settlements of a transactional session, held until commit."""
 
@@ -127,6 +137,10 @@ class Session:
         self.tx: Optional[Transaction] = None
         self.confirming = False
         self.published = 0
+        #: The message store's sequence number of the last persistent message
+        #: this session wrote (0: none); confirms wait until it is durable.
+        self.stored_sequence = 0
+        self._persistence = vhost.persistence
         client.sessions[self] = None
 
     # -- flow and qos ----------------------------------------------------------
@@ -246,12 +260,17 @@ class Session:
         queues = exchange.route(message)
         if exchange.exchange_bindings:
             queues = self.vhost.follow(exchange, queues, message)
+        if self._persistence is not None and message.raw_properties[0] & _DELIVERY_MODE_FLAG:
+            self._store(message, queues)
         accepted = True
         if not queues:
             if mandatory:
                 self.sink.returned(*NO_ROUTE, message)
         elif immediate:
             taken = [queue.publish_immediately(message) for queue in queues]
+            for queue, took in zip(queues, taken):
+                if not took:
+                    queue.discard((message,))
             if not any(taken):
                 self.sink.returned(*NO_CONSUMERS, message)
         else:
@@ -260,6 +279,14 @@ class Session:
         if self.confirming:
             self.published += 1
             self.sink.confirmed(self.published, accepted)
+
+    def _store(self, message: Message, queues: Sequence[Queue]) -> None:
+        """Write *message* if it is persistent and a queue keeps it (before
+        any queue can deliver it, so that its store id is known)."""
+        assert self._persistence is not None
+        sequence = self._persistence.publish(message, queues)
+        if sequence:
+            self.stored_sequence = sequence
 
     def confirm_select(self) -> None:
         """confirm.select: confirm every later publish.
@@ -281,6 +308,8 @@ class Session:
         tag = self.last_tag = self.last_tag + 1
         if not no_ack:
             self.unacked[tag] = Delivery(queue, sequence, message, None)
+        elif message.store_id:
+            queue.discard((message,))
         return tag, redelivered, message
 
     # -- settling ------------------------------------------------------------
@@ -296,6 +325,8 @@ class Session:
         delivery = self.unacked.pop(tag, None)
         if delivery is None:
             raise self._unknown(tag)
+        if delivery.message.store_id:
+            delivery.queue.discard((delivery.message,))
         consumer = delivery.consumer
         if consumer is not None:
             delivery.release()
@@ -355,13 +386,13 @@ class Session:
             delivery.release()
         if requeue:
             self._requeue(deliveries)
+        else:
+            for queue, settled in _by_queue(deliveries).items():
+                queue.discard(delivery.message for delivery in settled)
         self.refill_shared()
 
     def _requeue(self, deliveries: list[Delivery]) -> None:
-        by_queue: dict[Queue, list[Delivery]] = defaultdict(list)
-        for delivery in deliveries:
-            by_queue[delivery.queue].append(delivery)
-        for queue, returned in by_queue.items():
+        for queue, returned in _by_queue(deliveries).items():
             queue.requeue(returned)
 
     def recover(self, requeue: bool) -> None:

@@ -10,6 +10,7 @@ what does not exist succeeds, as in RabbitMQ.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any, Mapping, Optional, Sequence
 
 from txamqp09.broker.model.exchange import (
@@ -22,7 +23,16 @@ from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
-from txamqp09.broker.model.store import Store, TransientStore
+from txamqp09.broker.model.store import Persistence
+from txamqp09.store.interface import (
+    DurableBinding,
+    DurableExchange,
+    DurableQueue,
+    Recovered,
+    StoredMessage,
+)
+from txamqp09.wire.fields import encode_shortstr
+from txamqp09.wire.versions import AMQP0_9_1
 from txamqp09.wire.errors import (
     AccessRefused,
     CommandInvalid,
@@ -61,15 +71,24 @@ def _reserved(name: str) -> bool:
     return name.startswith("amq.")
 
 
+def _kept(binding: Binding) -> bool:
+    """Whether *binding* joins entities that survive a restart."""
+    destination = binding.destination
+    if isinstance(destination, Queue):
+        return binding.source.durable and destination.stored
+    return binding.source.durable and destination.durable
+
+
 class VirtualHost:
     """A namespace of exchanges and queues.
 
-    :param store: told about durable definitions.
+    :param persistence: keeps durable definitions and persistent messages
+        (None: nothing is kept).
     """
 
-    def __init__(self, name: str, store: Optional[Store] = None) -> None:
+    def __init__(self, name: str, persistence: Optional[Persistence] = None) -> None:
         self.name = name
-        self.store: Store = store if store is not None else TransientStore()
+        self.persistence = persistence
         self.queues: dict[str, Queue] = {}
         self.default_exchange = DefaultExchange(self.queues)
         self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
@@ -145,8 +164,8 @@ class VirtualHost:
         exchange = self.exchanges[name] = cls(
             name, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments
         )
-        if durable:
-            self.store.exchange_added(self, exchange)
+        if durable and self.persistence is not None:
+            self.persistence.exchange_added(self, exchange)
         return exchange
 
     def _equivalent(self, what: str, argument: str, received: Any, current: Any) -> None:
@@ -176,8 +195,8 @@ class VirtualHost:
             self._unbind(binding)
         for binding in list(exchange.inbound):
             self._unbind(binding)
-        if exchange.durable:
-            self.store.exchange_removed(self, exchange)
+        if exchange.durable and self.persistence is not None:
+            self.persistence.exchange_removed(self, exchange)
 
     def _bindable(self, name: str) -> Exchange:
         exchange = self.exchange(name)
@@ -203,12 +222,20 @@ class VirtualHost:
     # -- bindings ------------------------------------------------------------
 
     def _bind(self, source: Exchange, destination: Any, routing_key: str, arguments: Mapping[str, Any]) -> None:
+        binding = self._link(source, destination, routing_key, arguments)
+        if binding is not None and self.persistence is not None and _kept(binding):
+            self.persistence.binding_added(self, binding)
+
+    def _link(
+        self, source: Exchange, destination: Any, routing_key: str, arguments: Mapping[str, Any]
+    ) -> Optional[Binding]:
+        """Add a binding to the model; None when an identical one exists."""
         binding = Binding(source, destination, routing_key, arguments)
-        if source.bind(binding):
-            if isinstance(destination, Queue):
-                destination.bindings[binding] = None
-            if source.durable and destination.durable:
-                self.store.binding_added(self, binding)
+        if not source.bind(binding):
+            return None
+        if isinstance(destination, Queue):
+            destination.bindings[binding] = None
+        return binding
 
     def _unbind_key(self, source: Exchange, destination: Any, routing_key: str, arguments: Mapping[str, Any]) -> None:
         binding = source.bindings.get((destination, routing_key, freeze(dict(arguments))))
@@ -221,8 +248,8 @@ class VirtualHost:
             return
         if isinstance(binding.destination, Queue):
             binding.destination.bindings.pop(binding, None)
-        if source.durable and binding.destination.durable:
-            self.store.binding_removed(self, binding)
+        if self.persistence is not None and _kept(binding):
+            self.persistence.binding_removed(self, binding)
         if source.auto_delete and not source.bindings and self.exchanges.get(source.name) is source:
             self._remove_exchange(source)
 
@@ -294,8 +321,9 @@ class VirtualHost:
         self.queues[name] = queue
         if exclusive:
             client.exclusive_queues[queue] = None
-        if durable:
-            self.store.queue_added(self, queue)
+        if queue.stored:
+            assert self.persistence is not None
+            self.persistence.queue_added(queue)
         return queue
 
     def bind_queue(
@@ -349,23 +377,82 @@ class VirtualHost:
         queue.consumers.clear()
         if queue.exclusive_owner is not None:
             queue.exclusive_owner.exclusive_queues.pop(queue, None)
-        if queue.durable:
-            self.store.queue_removed(self, queue)
+        if queue.stored:
+            assert self.persistence is not None
+            self.persistence.queue_removed(queue)
         return queue.purge()
+
+    # -- recovery ------------------------------------------------------------
+
+    def restore(
+        self,
+        exchanges: Iterable[DurableExchange],
+        queues: Iterable[DurableQueue],
+        bindings: Iterable[DurableBinding],
+        messages: Mapping[str, Sequence[StoredMessage]],
+    ) -> None:
+        """Rebuild what the message store recovered, without writing it again.
+
+        *messages* are each queue's recovered messages, by queue name, in order.
+        """
+        for exchange in exchanges:
+            cls = EXCHANGE_TYPES.get(exchange.type)
+            if cls is not None and not _reserved(exchange.name):
+                self.exchanges[exchange.name] = cls(
+                    exchange.name, durable=True, auto_delete=exchange.auto_delete,
+                    internal=exchange.internal, arguments=exchange.arguments,
+                )
+        envelopes: dict[tuple[str, str], bytes] = {}
+        for record in queues:
+            queue = self.queues[record.name] = Queue(
+                self, record.name, durable=True, auto_delete=record.auto_delete,
+                arguments=record.arguments,
+            )
+            queue.restore(_restored(messages.get(record.name, ()), envelopes))
+        for binding in bindings:
+            source = self.exchanges.get(binding.source)
+            places = self.queues if binding.destination_kind == "queue" else self.exchanges
+            destination = places.get(binding.destination)
+            if source is not None and destination is not None:
+                self._link(source, destination, binding.routing_key, binding.arguments)
 
     def __repr__(self) -> str:
         return f"<VirtualHost {self.name!r}>"
+
+
+def _restored(
+    records: Iterable[StoredMessage], envelopes: dict[tuple[str, str], bytes]
+) -> Iterator[tuple[Message, bool]]:
+    """Model messages for recovered ones, with (message, redelivered) pairs.
+
+    *envelopes* caches the wire form of each (exchange, routing key).
+    """
+    properties_class = AMQP0_9_1.properties[60]
+    for record in records:
+        key = (record.exchange, record.routing_key)
+        envelope = envelopes.get(key)
+        if envelope is None:
+            envelope = envelopes[key] = encode_shortstr(key[0]) + encode_shortstr(key[1])
+        message = Message(
+            record.exchange, record.routing_key, envelope, record.raw_properties, record.body,
+            properties_class,
+        )
+        message.store_id = record.message_id
+        yield message, record.redelivered
 
 
 class Broker:
     """Every virtual host of one broker.
 
     :param vhosts: the names of the virtual hosts to create.
-    :param store: keeps durable definitions (default: nothing is kept).
+    :param persistence: keeps durable definitions and persistent messages
+        (None: nothing is kept; the broker lives in memory only).
     """
 
-    def __init__(self, vhosts: Sequence[str] = ("/",), store: Optional[Store] = None) -> None:
-        self.store: Store = store if store is not None else TransientStore()
+    def __init__(
+        self, vhosts: Sequence[str] = ("/",), persistence: Optional[Persistence] = None
+    ) -> None:
+        self.persistence = persistence
         self.vhosts: dict[str, VirtualHost] = {}
         for name in vhosts:
             self.add_vhost(name)
@@ -374,5 +461,20 @@ class Broker:
         """Create the virtual host *name* (or return the existing one)."""
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.store)
+            vhost = self.vhosts[name] = VirtualHost(name, self.persistence)
         return vhost
+
+    def restore(self, recovered: Recovered) -> None:
+        """Rebuild what the message store recovered at start-up (before any
+        client connects); virtual hosts named there are created if missing."""
+        assert self.persistence is not None, "a broker without a store has nothing to restore"
+        self.persistence.next_message_id = recovered.next_message_id
+        names = {record.vhost for record in recovered.exchanges}
+        names.update(record.vhost for record in recovered.queues)
+        for name in sorted(names):
+            self.add_vhost(name).restore(
+                [record for record in recovered.exchanges if record.vhost == name],
+                [record for record in recovered.queues if record.vhost == name],
+                [record for record in recovered.bindings if record.vhost == name],
+                {queue: records for (vhost, queue), records in recovered.messages.items() if vhost == name},
+            )

@@ -1,0 +1,1 @@
+"""Durability: the broker model joined to a message store, restarts and crashes."""
