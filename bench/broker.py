@@ -151,15 +151,18 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float =
 
 
 class Txamqp09Broker:
-    """``twistd -n amqp09`` in a subprocess on a free loopback port."""
+    """``twistd -n amqp09`` in a subprocess on a free loopback port.
+
+    :param data_dir: the message store's directory (the run's own).
+    """
 
     name = "txamqp09"
 
-    def __init__(self) -> None:
+    def __init__(self, data_dir: str) -> None:
         self.port = free_port()
         self._process = subprocess.Popen(
             [sys.executable, "-m", "twisted", "amqp09", "--listen",
-             f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0"],
+             f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0", "--data-dir", data_dir],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -378,7 +381,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         brokers: list[Any] = []
         try:
             if options.only != "rabbitmq":
-                brokers.append(Txamqp09Broker())
+                brokers.append(Txamqp09Broker(os.path.join(base_dir, "txamqp09")))
             if options.only != "txamqp09":
                 missing = rabbitmq_missing()
                 if missing:

@@ -3,6 +3,8 @@
 Examples::
 
     twistd -n amqp09 --port 5672
+    twistd -n amqp09 --port 5672 --data-dir /var/lib/txamqp09
+    twistd -n amqp09 --port 5672 --transient
     twistd -n amqp09 --listen tcp:5672:interface=127.0.0.1 --listen tcp:5673
     twistd -n amqp09 --definitions definitions.json --ssl-port 5671 \\
         --ssl-key server.key --ssl-cert server.crt --ssl-ca ca.crt --ssl-verify required
@@ -14,16 +16,20 @@ explains them.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+import os
+from pathlib import Path
+from typing import Any, ClassVar, Optional, cast
 
 from twisted.application import service, strports
 from twisted.application.internet import StreamServerEndpointService
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IReactorFromThreads, IReactorTime
 from twisted.python import usage
 
 from txamqp09.broker.auth.options import SecurityOptions
-from txamqp09.broker.model import Broker
+from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
+from txamqp09.broker.service import BrokerService
+from txamqp09.store.sqlite import SQLiteStore
 
 __all__ = ["Options", "makeService"]
 
@@ -45,6 +51,13 @@ class Options(SecurityOptions):
         ["heartbeat", None, 60, "Heartbeat interval the broker proposes, in seconds (0: off).", int],
         ["high-watermark", None, DEFAULT_HIGH_WATERMARK,
          "Bytes of ready messages above which publishers are blocked.", int],
+        ["data-dir", None, None,
+         "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
+         "or ~/.local/state/txamqp09)."],
+    ]
+    optFlags: ClassVar[list[list[Any]]] = [
+        ["transient", None,
+         "Keep nothing on disk: durable entities and persistent messages live in memory only."],
     ]
 
     def __init__(self) -> None:
@@ -67,26 +80,41 @@ class Options(SecurityOptions):
             self["listen"].append("tcp:5672")
         if self["frame-max"] < 4096:
             raise usage.UsageError("--frame-max must be at least 4096")
+        if self["transient"] and self["data-dir"] is not None:
+            raise usage.UsageError("--transient keeps nothing on disk: it takes no --data-dir")
+        if self["data-dir"] is None:
+            self["data-dir"] = str(default_data_dir())
         self.check_security()
 
 
-def makeService(options: Options, clock: Optional[IReactorTime] = None) -> service.MultiService:
-    """The broker: one listening service per endpoint (and the TLS port), sharing one factory."""
-    if clock is None:
-        from twisted.internet import reactor
+def default_data_dir() -> Path:
+    """Where the message store lives without --data-dir: the XDG state directory."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "txamqp09"
 
+
+def makeService(options: Options, clock: Optional[IReactorTime] = None) -> service.MultiService:
+    """The broker: one listening service per endpoint (and the TLS port), sharing
+    one factory, inside a :class:`~txamqp09.broker.service.BrokerService` that
+    opens the message store first and closes it last."""
+    from twisted.internet import reactor
+
+    if clock is None:
         clock = reactor  # type: ignore[assignment]
     assert clock is not None
+    store = None
+    if not options["transient"]:
+        store = SQLiteStore(Path(options["data-dir"]) / "store.db", cast(IReactorFromThreads, reactor))
     factory = ServerFactory(
         clock,
-        Broker(),
+        Broker(persistence=Persistence(store) if store is not None else None),
         security=options.security(clock),
         frame_max=options["frame-max"],
         channel_max=options["channel-max"],
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
     )
-    broker: Any = service.MultiService()
+    broker: Any = BrokerService(factory, store)
     for description in options["listen"]:
         strports.service(description, factory).setServiceParent(broker)
     tls = options.tls_endpoint(clock)

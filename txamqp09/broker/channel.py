@@ -24,7 +24,10 @@ is checked from its decoded ticket and exchange name.
 from __future__ import annotations
 
 import struct
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from twisted.python.failure import Failure
 
 from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
 from txamqp09.broker.model.session import unique_name
@@ -35,12 +38,13 @@ from txamqp09.wire.errors import (
     AMQPSyntaxError,
     CommandInvalid,
     FrameError,
+    InternalError,
     NotFound,
     PreconditionFailed,
     UnexpectedFrame,
 )
 from txamqp09.wire.fields import encode_shortstr
-from txamqp09.wire.frames import FRAME_OVERHEAD
+from txamqp09.wire.frames import FRAME_OVERHEAD, method_frame
 from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
 
 if TYPE_CHECKING:
@@ -122,6 +126,13 @@ class ServerChannel:
         self._next_queue_name: Optional[str] = None
         self._confirms_pending = 0
         self._confirmed_up_to = 0
+        persistence = vhost.persistence
+        self._store = persistence.store if persistence is not None else None
+        #: Frames (confirms, tx.commit-ok) waiting for the store operation
+        #: they follow to be durable, as (sequence, frame), in sending order.
+        self._held: deque[tuple[int, bytes]] = deque()
+        #: The highest store sequence number known to be durable here.
+        self._durable = 0
         #: Messages published on this channel.
         self.publishes = 0
 
@@ -164,6 +175,7 @@ class ServerChannel:
         consumers) and destroy its access tickets."""
         self.content = None
         self._confirms_pending = 0
+        self._held.clear()
         self.session.close()
         self.guard.channel_closed(self.number)
 
@@ -321,15 +333,55 @@ class ServerChannel:
             self._confirmed_up_to = sequence
             return
         self.flushConfirms()
-        self._write(_CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, sequence, 0, _FRAME_END))
+        self._sendAfter(0, _CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, sequence, 0, _FRAME_END))
 
     def flushConfirms(self) -> None:
-        """Send the gathered acks: one basic.ack, ``multiple`` when it covers several."""
+        """Send the gathered acks: one basic.ack, ``multiple`` when it covers
+        several, once the persistent messages among them are durable."""
         if self._confirms_pending:
             multiple = self._confirms_pending > 1
             self._confirms_pending = 0
-            self._write(
-                _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, self._confirmed_up_to, multiple, _FRAME_END)
+            self._sendAfter(
+                self.session.stored_sequence,
+                _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, self._confirmed_up_to, multiple, _FRAME_END),
+            )
+
+    # -- output that waits for the store ---------------------------------------
+
+    def _sendAfter(self, sequence: int, frame: bytes) -> None:
+        """Write *frame* once store operation *sequence* is durable (0: no
+        wait), and after every frame held before it."""
+        if sequence <= self._durable and not self._held:
+            self._write(frame)
+            return
+        self._held.append((sequence, frame))
+        if len(self._held) == 1:
+            self._waitForStore(sequence)
+
+    def _waitForStore(self, sequence: int) -> None:
+        assert self._store is not None
+        self._store.when_durable(sequence).addCallbacks(
+            self._storeDurable, self._storeFailed, callbackArgs=(sequence,)
+        )
+
+    def _storeDurable(self, _: None, sequence: int) -> None:
+        """Operations up to *sequence* are durable: send what waited for them."""
+        if self.session.closed:
+            return
+        self._durable = max(self._durable, sequence)
+        held = self._held
+        frames = []
+        while held and held[0][0] <= self._durable:
+            frames.append(held.popleft()[1])
+        self._write(b"".join(frames))
+        if held:
+            self._waitForStore(held[0][0])
+
+    def _storeFailed(self, failure: Failure) -> None:
+        """The store cannot make anything durable: what waits can never be sent."""
+        if not self.session.closed:
+            self.connection.close(
+                InternalError(f"the message store failed: {failure.getErrorMessage()}")
             )
 
     def cancelled(self, consumer: Consumer) -> None:
@@ -522,8 +574,12 @@ class ServerChannel:
         self._reply(self.spec.TxSelectOk())
 
     def tx_commit(self, method: Any) -> None:
+        """Apply the transaction; commit-ok once what it changed in the store is durable."""
+        store = self._store
+        before = store.last_sequence if store is not None else 0
         self.session.tx_commit()
-        self._reply(self.spec.TxCommitOk())
+        after = store.last_sequence if store is not None else 0
+        self._sendAfter(after if after > before else 0, method_frame(self.number, self.spec.TxCommitOk()))
 
     def tx_rollback(self, method: Any) -> None:
         self.session.tx_rollback()

@@ -29,12 +29,13 @@ leaves the state of the last committed batch.
 
 from __future__ import annotations
 
+import fcntl
 import sqlite3
 import threading
 from dataclasses import dataclass
 from heapq import heappop, heappush
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorFromThreads
@@ -49,7 +50,7 @@ from txamqp09.store.interface import (
 )
 from txamqp09.wire.fields import RABBITMQ
 
-__all__ = ["SQLiteStore", "VACUUM_MIN_FREE_PAGES", "WAL_SIZE_LIMIT"]
+__all__ = ["SQLiteStore", "StoreInUse", "VACUUM_MIN_FREE_PAGES", "WAL_SIZE_LIMIT"]
 
 #: Free pages worth returning to the file system after a batch.
 VACUUM_MIN_FREE_PAGES = 1024
@@ -104,6 +105,10 @@ class _Publish:
         self.queues = queues
 
 
+class StoreInUse(Exception):
+    """Another process has the store open."""
+
+
 @dataclass
 class _Batch:
     """Work taken by the writer thread in one go.
@@ -142,6 +147,7 @@ class SQLiteStore:
         self._closing = False
         self._failure: Optional[Failure] = None
         self._thread: Optional[threading.Thread] = None
+        self._lock_file: Optional[IO[bytes]] = None
         self._closed: Deferred[None] = Deferred()
         #: Batches committed (each ends with one fsync), for benchmarks.
         self.commits = 0
@@ -160,8 +166,12 @@ class SQLiteStore:
         return connection
 
     def open(self) -> Recovered:
-        """Create or recover the database, then start the writer thread."""
+        """Create or recover the database, then start the writer thread.
+
+        :raises StoreInUse: another process has the database open.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_file = _exclusive(self.path.with_name(self.path.name + ".lock"))
         connection = self._connect()
         if connection.execute("PRAGMA page_count").fetchone()[0] <= 1:
             connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
@@ -322,6 +332,8 @@ class SQLiteStore:
             self._reactor.callFromThread(self._broken, failure)
         finally:
             db.close()
+            if self._lock_file is not None:
+                self._lock_file.close()
             self._reactor.callFromThread(self._closed.callback, None)
 
     def _made_durable(self, sequence: int) -> None:
@@ -336,6 +348,22 @@ class SQLiteStore:
             self._closing = True
         while self._waiting:
             heappop(self._waiting)[2].errback(failure)
+
+
+def _exclusive(path: Path) -> IO[bytes]:
+    """*path* opened and locked for this process alone (the lock ends with it).
+
+    :raises StoreInUse: another process holds the lock.
+    """
+    lock_file = open(path, "ab")
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock_file.close()
+        raise StoreInUse(
+            f"{path.parent} is in use by another broker; give each broker its own data directory"
+        ) from None
+    return lock_file
 
 
 def _failed(failure: Failure) -> Deferred[None]:
