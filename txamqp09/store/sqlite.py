@@ -19,8 +19,10 @@ Disk space: acknowledged and purged messages are deleted in the batch that
 removes their last queue reference. The database uses incremental
 auto-vacuum; after a batch, when free pages exceed a quarter of the file (and
 at least :data:`VACUUM_MIN_FREE_PAGES`), they are returned to the file system.
-The write-ahead log is checkpointed by SQLite as it grows and truncated to
-:data:`WAL_SIZE_LIMIT` bytes afterwards.
+The write-ahead log is checkpointed by the writer thread, after it has
+reported a batch durable (so that confirms never wait for a checkpoint), once
+about :data:`CHECKPOINT_BYTES` have been written since the last one, and is
+truncated to :data:`WAL_SIZE_LIMIT` bytes afterwards.
 
 Recovery relies on SQLite's atomic commits: a batch is on disk entirely or
 not at all, so a crash at any point (a torn write, a half-written batch)
@@ -50,10 +52,14 @@ from txamqp09.store.interface import (
 )
 from txamqp09.wire.fields import RABBITMQ
 
-__all__ = ["SQLiteStore", "StoreInUse", "VACUUM_MIN_FREE_PAGES", "WAL_SIZE_LIMIT"]
+__all__ = ["CHECKPOINT_BYTES", "SQLiteStore", "StoreInUse", "VACUUM_MIN_FREE_PAGES", "WAL_SIZE_LIMIT"]
 
 #: Free pages worth returning to the file system after a batch.
 VACUUM_MIN_FREE_PAGES = 1024
+#: Bytes written (roughly) between two checkpoints of the write-ahead log.
+CHECKPOINT_BYTES = 4 * 1024 * 1024
+#: What a row other than a message body counts for in :data:`CHECKPOINT_BYTES`.
+_ROW_BYTES = 64
 #: Bytes the write-ahead log is truncated to after a checkpoint.
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
@@ -163,6 +169,7 @@ class SQLiteStore:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
         connection.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+        connection.execute("PRAGMA wal_autocheckpoint=0")
         return connection
 
     def open(self) -> Recovered:
@@ -320,13 +327,19 @@ class SQLiteStore:
             return batch
 
     def _write_loop(self, db: sqlite3.Connection) -> None:
+        unchecked = 0
         try:
             while (batch := self._next_batch()) is not None:
-                if _write(db, batch):
-                    self.commits += 1
-                    _reclaim(db)
+                written = _write(db, batch)
+                self.commits += written > 0
                 self.operations = batch.last_sequence
                 self._reactor.callFromThread(self._made_durable, batch.last_sequence)
+                if written:
+                    unchecked += written
+                    if unchecked >= CHECKPOINT_BYTES:
+                        db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                        unchecked = 0
+                    _reclaim(db)
         except Exception:
             failure = Failure()
             self._reactor.callFromThread(self._broken, failure)
@@ -423,11 +436,11 @@ def _remove_binding(db: sqlite3.Connection, b: DurableBinding) -> None:
     )
 
 
-def _write(db: sqlite3.Connection, batch: _Batch) -> bool:
-    """Apply *batch* in one transaction; False when there was nothing to write."""
+def _write(db: sqlite3.Connection, batch: _Batch) -> int:
+    """Apply *batch* in one transaction; roughly how many bytes that wrote (0: nothing)."""
     messages: list[tuple[Any, ...]] = []
     links: list[tuple[str, str, int]] = []
-    started = False
+    written = 0
     for operation in batch.operations:
         if isinstance(operation, _Publish):
             if operation.queues:
@@ -435,33 +448,39 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> bool:
                 messages.append((m.message_id, m.exchange, m.routing_key, m.raw_properties, m.body))
                 links.extend((vhost, queue, m.message_id) for vhost, queue in operation.queues)
             continue
-        started = started or _begin(db)
-        _insert_messages(db, messages, links)
+        written = written or _begin(db)
+        written += _insert_messages(db, messages, links)
         function, args = operation
         function(db, *args)
+        written += _ROW_BYTES
     if messages or batch.removals:
-        started = started or _begin(db)
-        _insert_messages(db, messages, links)
+        written = written or _begin(db)
+        written += _insert_messages(db, messages, links)
         _remove(db, batch.removals)
-    if started:
+        written += _ROW_BYTES * len(batch.removals)
+    if written:
         db.execute("COMMIT")
-    return started
+    return written
 
 
-def _begin(db: sqlite3.Connection) -> bool:
+def _begin(db: sqlite3.Connection) -> int:
+    """Start the batch's transaction; what it counts for in bytes written."""
     db.execute("BEGIN")
-    return True
+    return _ROW_BYTES
 
 
 def _insert_messages(
     db: sqlite3.Connection, messages: list[tuple[Any, ...]], links: list[tuple[str, str, int]]
-) -> None:
-    """Insert the gathered messages and their queue links, then forget them."""
-    if messages:
-        db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?)", messages)
-        db.executemany("INSERT OR IGNORE INTO queue_messages VALUES (?, ?, ?)", links)
-        messages.clear()
-        links.clear()
+) -> int:
+    """Insert the gathered messages and their queue links, then forget them; the bytes written."""
+    if not messages:
+        return 0
+    db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?)", messages)
+    db.executemany("INSERT OR IGNORE INTO queue_messages VALUES (?, ?, ?)", links)
+    written = sum(len(message[4]) for message in messages) + _ROW_BYTES * (len(messages) + len(links))
+    messages.clear()
+    links.clear()
+    return written
 
 
 _DELETE_ORPHANS = (
