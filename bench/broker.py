@@ -34,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -367,6 +369,26 @@ def report(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+@contextmanager
+def running_brokers(base_dir: str, only: Optional[str]) -> Iterator[list[Any]]:
+    """This project's broker and RabbitMQ (when installed; or only the one
+    named), with their data under *base_dir*; stopped on exit."""
+    brokers: list[Any] = []
+    try:
+        if only != "rabbitmq":
+            brokers.append(Txamqp09Broker(os.path.join(base_dir, "txamqp09")))
+        if only != "txamqp09":
+            missing = rabbitmq_missing()
+            if missing:
+                print(f"RabbitMQ skipped: {missing}", file=sys.stderr)
+            else:
+                brokers.append(RabbitMQBroker(base_dir))
+        yield brokers
+    finally:
+        for broker in brokers:
+            broker.stop()
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=300_000, help="messages per scenario")
@@ -378,20 +400,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     options = parser.parse_args(argv)
     scenarios = [SCENARIOS[name] for name in options.scenario or SCENARIOS]
     with tempfile.TemporaryDirectory(prefix="bench-broker-") as base_dir:
-        brokers: list[Any] = []
-        try:
-            if options.only != "rabbitmq":
-                brokers.append(Txamqp09Broker(os.path.join(base_dir, "txamqp09")))
-            if options.only != "txamqp09":
-                missing = rabbitmq_missing()
-                if missing:
-                    print(f"RabbitMQ skipped: {missing}", file=sys.stderr)
-                else:
-                    brokers.append(RabbitMQBroker(base_dir))
+        with running_brokers(base_dir, options.only) as brokers:
             results = compare(brokers, scenarios, options.messages, options.window, options.repeat)
-        finally:
-            for broker in brokers:
-                broker.stop()
     print(report(results))
 
 
