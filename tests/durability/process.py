@@ -31,7 +31,7 @@ class BrokerProcess(ProcessProtocol):
     """
 
     def __init__(self, data_dir: str, *extra: str) -> None:
-        self.data_dir = data_dir
+        self.data_dir = os.path.abspath(data_dir)
         self.extra = extra
         self.port = 0
         self.output = b""
