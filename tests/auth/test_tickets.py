@@ -187,10 +187,13 @@ class TicketTests(SynchronousTestCase):
         other.check(1, amqp.BasicGet(queue="billing.q"))
         other.request_ticket(1, request("/data/billing", read=True))
 
-    def test_remembered_publish_check_follows_an_exclusive_grant_elsewhere(self) -> None:
+    def test_publish_check_follows_an_exclusive_grant_elsewhere(self) -> None:
+        """Realm usage counts its changes: server channels re-check remembered publishes then."""
         other = self.connect("app")
         other.check_publish(1, 0, "billing.events")
+        generation = other.tickets.usage.generation
         self.app.request_ticket(1, request("/data/billing", exclusive=True, **ALL))
+        self.assertGreater(other.tickets.usage.generation, generation)
         with self.assertRaises(AccessRefused):
             other.check_publish(1, 0, "billing.events")
 

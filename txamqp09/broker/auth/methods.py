@@ -153,8 +153,6 @@ _PUBLISH = METHOD_RULES["basic.publish"]
 #: A method's name, class id and method id, for error replies.
 _Ids = tuple[str, int, int]
 _PUBLISH_IDS: _Ids = ("basic.publish", 60, 40)
-#: Passed publish checks remembered per connection.
-_PUBLISH_CACHE_SIZE = 256
 
 
 def _resource(method: Any, source: str, queue: str | None) -> str | None:
@@ -188,7 +186,6 @@ class AccessGuard:
         self.user = user
         self.vhost = vhost
         self.tickets = tickets
-        self._published: dict[tuple[int, int, str], tuple[int, int]] = {}
 
     def check(self, channel: int, method: Any, queue: str | None = None) -> None:
         """Raise unless the user may run ``method`` on ``channel``.
@@ -223,19 +220,14 @@ class AccessGuard:
         """basic.publish's checks from its decoded fields, for the publish fast path.
 
         The same checks as ``check(channel, BasicPublish(...))``, without
-        building a method object. A passed check is remembered until the
-        database or any ticket changes, so repeated publishes cost one lookup.
+        building a method object. The server channel remembers a passed
+        check until ``tickets.database.generation`` or
+        ``tickets.usage.generation`` changes, so that repeated publishes cost
+        one lookup.
         """
-        stamp = (self.tickets.database.generation, self.tickets.usage.generation)
-        key = (channel, ticket, exchange)
-        if self._published.get(key) == stamp:
-            return
         assert _PUBLISH.ticket is not None
         self._check_ticket(channel, ticket, _EX, exchange, _PUBLISH.ticket.right, _PUBLISH_IDS)
         self._check_permission(_PUBLISH.permissions[0], exchange, _PUBLISH_IDS)
-        if len(self._published) >= _PUBLISH_CACHE_SIZE:
-            self._published.clear()
-        self._published[key] = stamp
 
     def _check_ticket(
         self, channel: int, ticket: int, kind: ResourceKind, name: str, right: Right, ids: _Ids
