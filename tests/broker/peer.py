@@ -18,6 +18,9 @@ class Peer:
     """One client connection, opened and with channel 1 open.
 
     :param factory: the server factory (shared between peers of one broker).
+    :param host: the client's address as the server sees it.
+    :param handshake: log in as guest on ``/`` and open channel 1; if false,
+        nothing is sent yet.
     """
 
     def __init__(
@@ -27,14 +30,18 @@ class Peer:
         *,
         heartbeat: int = 0,
         capabilities: Optional[dict[str, Any]] = None,
+        host: str = "127.0.0.1",
+        handshake: bool = True,
     ) -> None:
         self.version = version
         self.spec: Any = version.spec
-        self.transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
+        self.transport = StringTransport(peerAddress=IPv4Address("TCP", host, 40000))
         self.server: ServerConnection = factory.buildProtocol(None)
         self.server.makeConnection(self.transport)
         self._reader = FrameReader(1 << 20)
         self._pending: list[tuple[int, int, Any]] = []
+        if not handshake:
+            return
         self.feed(version.header)
         self.expect(0, "connection.start")
         properties = {"capabilities": capabilities} if capabilities else {}
