@@ -183,7 +183,7 @@ class TicketTests(SynchronousTestCase):
         self.app.check(1, amqp.BasicGet(ticket=ticket, queue="billing.q"))
         with self.assertRaises(AccessRefused):
             self.app.check(2, amqp.BasicGet(queue="billing.q"))
-        self.app.close()
+        self.app.channel_closed(1)
         other.check(1, amqp.BasicGet(queue="billing.q"))
         other.request_ticket(1, request("/data/billing", read=True))
 

@@ -580,7 +580,7 @@ class NegotiationSecurityTests(SynchronousTestCase):
         self.assertIn("basic.publish needs write permission", refusal)
 
     def test_remembered_publish_check_follows_tickets_of_other_connections(self) -> None:
-        """An exclusive ticket elsewhere locks the realm; closing its channel frees it."""
+        """An exclusive ticket elsewhere locks the realm; closing its channel, or losing its connection, frees it."""
         publisher, holder = Peer(self.factory, AMQP0_9), Peer(self.factory, AMQP0_9)
         publisher.send(1, publisher.spec.ExchangeDeclare(exchange="app.x", type="fanout"))
         publisher.expect(1, "exchange.declare-ok")
@@ -592,6 +592,12 @@ class NegotiationSecurityTests(SynchronousTestCase):
         self.assertIn("is in realm '/data/app', which another channel holds exclusively", refusal)
         holder.send(1, holder.spec.ChannelClose(reply_code=200, reply_text="", class_id=0, method_id=0))
         holder.expect(1, "channel.close-ok")
+        self.assertIsNone(self.publish_refusal(publisher, "app.x"))
+        holder.open(1)
+        holder.send(1, holder.spec.AccessRequest(realm="/data/app", exclusive=True, active=True, write=True))
+        holder.expect(1, "access.request-ok")
+        self.assertIsNotNone(self.publish_refusal(publisher, "app.x"))
+        holder.server.connectionLost(None)
         self.assertIsNone(self.publish_refusal(publisher, "app.x"))
 
     def test_default_security_is_rabbitmqs(self) -> None:

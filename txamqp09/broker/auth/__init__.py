@@ -18,8 +18,8 @@ module                         what it holds
 :mod:`.options`                ``twistd amqp09`` options for all of the above
 =============================  ================================================
 
-docs/security.rst explains how they fit together and how the server
-connection calls them.
+docs/security.rst explains how they fit together and what the broker does
+with them.
 """
 
 from txamqp09.broker.auth.cred import IAMQPUser

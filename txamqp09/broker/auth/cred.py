@@ -7,7 +7,7 @@
 
 The avatar (:class:`AMQPUser`) answers permission questions from the database
 as it is at the time of asking, so changed permissions apply to connections
-already open. ``logout`` must run when the connection is lost; the realm
+already open. The broker calls ``logout`` when the connection is lost; the realm
 counts the connections each user has open (:meth:`AMQPRealm.connections`).
 """
 

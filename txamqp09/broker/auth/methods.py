@@ -255,9 +255,6 @@ class AccessGuard:
         return self.tickets.request(channel, method.realm, wanted)
 
     def channel_closed(self, channel: int) -> None:
-        """Forget a closed channel's tickets."""
+        """Forget a closed channel's tickets (the server closes every channel
+        of a connection that is closed or lost, so this is the only way out)."""
         self.tickets.channel_closed(channel)
-
-    def close(self) -> None:
-        """Forget all tickets (on connection loss)."""
-        self.tickets.close()

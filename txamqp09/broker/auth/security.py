@@ -1,6 +1,7 @@
-"""The security layer in one object, for the server connection to call.
+"""The security layer in one object, as the server connection calls it.
 
-:class:`Security` is built once per broker and shared by every connection::
+:class:`Security` is built once per broker and shared by every connection
+(``txamqp09.broker.server``)::
 
     security = Security(UserDatabase.default(), reactor)
 
@@ -11,12 +12,14 @@
     login = yield security.login(method.mechanism, method.response, peer)
     # connection.open
     guard = security.open_vhost(login.user, method.virtual_host, tickets=version_has_tickets)
-    # every method
+    # every channel method; basic.publish on the fast path; channel closed
     guard.check(channel, method)
+    guard.check_publish(channel, ticket, exchange)
+    guard.channel_closed(channel)
     # connection lost
-    guard.close(); login.logout()
+    login.logout()
 
-See docs/security.rst, "Wiring into the connection".
+See docs/security.rst, "In the broker".
 """
 
 from __future__ import annotations

@@ -229,8 +229,3 @@ class TicketTable:
         """Destroy the tickets of a closed channel."""
         for held_channel, realm in [key for key in self._by_channel if key[0] == channel]:
             self._drop(held_channel, realm)
-
-    def close(self) -> None:
-        """Destroy every ticket of the connection (on connection loss)."""
-        for channel, realm in list(self._by_channel):
-            self._drop(channel, realm)
