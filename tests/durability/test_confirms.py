@@ -49,6 +49,7 @@ class DurableConfirmTests(SynchronousTestCase):
         self.peer = Peer(self.factory)
         self.spec = self.peer.spec
         self.peer.send(1, self.spec.QueueDeclare(queue="q", durable=True))
+        self.store.make_durable()
         self.peer.expect(1, "queue.declare-ok")
         self.peer.send(1, self.spec.QueueDeclare(queue="temp"))
         self.peer.expect(1, "queue.declare-ok")
@@ -102,6 +103,16 @@ class DurableConfirmTests(SynchronousTestCase):
         self.assertEqual(self.confirms(), [])
         self.store.make_durable()
         self.assertEqual(self.confirms(), [("basic.ack", 1, False), ("basic.nack", 2, False)])
+
+    def test_answers_to_durable_changes_wait_for_the_disk(self) -> None:
+        self.peer.send(1, self.spec.ExchangeDeclare(exchange="x", type="direct", durable=True))
+        self.peer.send(1, self.spec.QueueBind(queue="q", exchange="x", routing_key="k"))
+        self.peer.send(1, self.spec.QueueBind(queue="temp", exchange="x", routing_key="k"))
+        self.assertEqual(self.peer.names(), [])
+        self.store.make_durable()
+        self.assertEqual(self.peer.names(), ["exchange.declare-ok", "queue.bind-ok", "queue.bind-ok"])
+        self.peer.send(1, self.spec.QueueBind(queue="temp", exchange="x", routing_key="j"))
+        self.assertEqual(self.peer.names(), ["queue.bind-ok"])
 
     def test_tx_commit_ok_waits_for_what_the_commit_wrote(self) -> None:
         self.peer.send(1, self.spec.TxSelect())

@@ -24,11 +24,11 @@ is checked from its decoded ticket and exchange name.
 from __future__ import annotations
 
 import struct
-from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from twisted.python.failure import Failure
 
+from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import CONTENT_HEADER, Method
@@ -136,12 +136,11 @@ class ServerChannel:
         self._confirms_pending = 0
         self._confirmed_up_to = 0
         persistence = vhost.persistence
-        self._store = persistence.store if persistence is not None else None
-        #: Frames (confirms, tx.commit-ok) waiting for the store operation
-        #: they follow to be durable, as (sequence, frame), in sending order.
-        self._held: deque[tuple[int, bytes]] = deque()
-        #: The highest store sequence number known to be durable here.
-        self._durable = 0
+        #: Confirms and answers, each sent once what it follows is durable.
+        self._output = HeldOutput(
+            persistence.store if persistence is not None else None,
+            self._write, lambda: self.session.closed, self._storeFailed,
+        )
         #: Messages published on this channel.
         self.publishes = 0
 
@@ -154,6 +153,7 @@ class ServerChannel:
             raise _refusal(method)
         try:
             self.guard.check(self.number, method, queue=self._checked_queue(method))
+            self._output.method_started()
             handler(self, method)
         except AMQPError as error:
             _blame(error, method.CLASS_ID, method.METHOD_ID)
@@ -184,14 +184,15 @@ class ServerChannel:
         return self._queue_name("")
 
     def _reply(self, method: Method) -> None:
-        self.connection.sendMethod(self.number, method)
+        """Answer the current method, once what it wrote to the store is durable."""
+        self._output.answer(method_frame(self.number, method))
 
     def close(self) -> None:
         """The channel is closing: settle the model side (requeue unacked, end
         consumers) and destroy its access tickets."""
         self.content = None
         self._confirms_pending = 0
-        self._held.clear()
+        self._output.clear()
         self.session.close()
         self.guard.channel_closed(self.number)
 
@@ -322,7 +323,8 @@ class ServerChannel:
         """A content method (``ids_and_head + middle + tail``) with header and body frames."""
         number = self.number
         raw = message.raw_properties
-        body = message.body
+        # Queues read a paged-out body back before they hand the message out.
+        body: bytes = message.body  # type: ignore[assignment]
         size = len(body)
         method_frame = _METHOD_FRAME.pack(1, number, len(ids_and_head) + len(middle) + len(tail))
         header_frame = _CONTENT_HEADER_FRAME.pack(_FRAME_END, 2, number, 12 + len(raw), 60, 0, size)
@@ -363,7 +365,7 @@ class ServerChannel:
             self._confirmed_up_to = sequence
             return
         self.flushConfirms()
-        self._sendAfter(0, _CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, sequence, 0, _FRAME_END))
+        self._output.send_after(0, _CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, sequence, 0, _FRAME_END))
 
     def flushConfirms(self) -> None:
         """Send the gathered acks: one basic.ack, ``multiple`` when it covers
@@ -371,41 +373,10 @@ class ServerChannel:
         if self._confirms_pending:
             multiple = self._confirms_pending > 1
             self._confirms_pending = 0
-            self._sendAfter(
+            self._output.send_after(
                 self.session.stored_sequence,
                 _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, self._confirmed_up_to, multiple, _FRAME_END),
             )
-
-    # -- output that waits for the store ---------------------------------------
-
-    def _sendAfter(self, sequence: int, frame: bytes) -> None:
-        """Write *frame* once store operation *sequence* is durable (0: no
-        wait), and after every frame held before it."""
-        if sequence <= self._durable and not self._held:
-            self._write(frame)
-            return
-        self._held.append((sequence, frame))
-        if len(self._held) == 1:
-            self._waitForStore(sequence)
-
-    def _waitForStore(self, sequence: int) -> None:
-        assert self._store is not None
-        self._store.when_durable(sequence).addCallbacks(
-            self._storeDurable, self._storeFailed, callbackArgs=(sequence,)
-        )
-
-    def _storeDurable(self, _: None, sequence: int) -> None:
-        """Operations up to *sequence* are durable: send what waited for them."""
-        if self.session.closed:
-            return
-        self._durable = max(self._durable, sequence)
-        held = self._held
-        frames = []
-        while held and held[0][0] <= self._durable:
-            frames.append(held.popleft()[1])
-        self._write(b"".join(frames))
-        if held:
-            self._waitForStore(held[0][0])
 
     def _storeFailed(self, failure: Failure) -> None:
         """The store cannot make anything durable: what waits can never be sent."""
@@ -604,12 +575,9 @@ class ServerChannel:
         self._reply(self.spec.TxSelectOk())
 
     def tx_commit(self, method: Any) -> None:
-        """Apply the transaction; commit-ok once what it changed in the store is durable."""
-        store = self._store
-        before = store.last_sequence if store is not None else 0
+        """Apply the transaction; commit-ok once what it wrote to the store is durable."""
         self.session.tx_commit()
-        after = store.last_sequence if store is not None else 0
-        self._sendAfter(after if after > before else 0, method_frame(self.number, self.spec.TxCommitOk()))
+        self._reply(self.spec.TxCommitOk())
 
     def tx_rollback(self, method: Any) -> None:
         self.session.tx_rollback()
