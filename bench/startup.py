@@ -54,7 +54,7 @@ def fill(path: Path, messages: int, body_size: int) -> float:
         store.add_queue(DurableQueue("/", QUEUE))
         for start in range(first, first + messages, _CHUNK):
             for message_id in range(start, min(start + _CHUNK, first + messages)):
-                sequence = store.publish(StoredMessage(message_id, "", QUEUE, properties, body), [("/", QUEUE)])
+                sequence = store.publish(StoredMessage(message_id, "", QUEUE, properties, body, body_size), [("/", QUEUE)])
             await store.when_durable(sequence)
         await store.close()
 

@@ -27,6 +27,7 @@ from twisted.python import usage
 
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.model import Broker, Persistence
+from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
 from txamqp09.broker.service import BrokerService
 from txamqp09.store.sqlite import SQLiteStore
@@ -54,6 +55,9 @@ class Options(SecurityOptions):
         ["data-dir", None, None,
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
+        ["memory-budget", None, DEFAULT_MEMORY_BUDGET,
+         "Bytes of persistent message bodies held in memory; beyond it they are "
+         "paged out to the store and read back when their queue reaches them.", int],
     ]
     optFlags: ClassVar[list[list[Any]]] = [
         ["transient", None,
@@ -107,7 +111,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         store = SQLiteStore(Path(options["data-dir"]) / "store.db", cast(IReactorFromThreads, reactor))
     factory = ServerFactory(
         clock,
-        Broker(persistence=Persistence(store) if store is not None else None),
+        Broker(persistence=Persistence(store, options["memory-budget"]) if store is not None else None),
         security=options.security(clock),
         frame_max=options["frame-max"],
         channel_max=options["channel-max"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Optional, cast
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -25,7 +25,7 @@ def message(body: bytes, routing_key: str = "q", exchange: str = "", mode: int =
     )
 
 
-def stored_bodies(store: MemoryStore, queue: str = "q") -> list[bytes]:
+def stored_bodies(store: MemoryStore, queue: str = "q") -> list[Optional[bytes]]:
     """The bodies *store* keeps for *queue*, in order."""
     return [m.body for _, m in sorted(store.messages.get(("/", queue), {}).items())]
 

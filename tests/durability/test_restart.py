@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import gatherResults, inlineCallbacks
+from twisted.internet.defer import Deferred, gatherResults, inlineCallbacks
 from twisted.trial.unittest import TestCase
 
 from tests.durability.process import BrokerProcess
@@ -50,9 +50,9 @@ class BrokerProcessTestCase(TestCase):
         return channel
 
     @inlineCallbacks
-    def restarted_contents(self, data_dir: str) -> Any:
+    def restarted_contents(self, data_dir: str, *extra: str) -> Any:
         """Start a broker on *data_dir* and take every message of queue ``q``, in order."""
-        broker = yield self.started(data_dir)
+        broker = yield self.started(data_dir, *extra)
         channel = yield self.channel(broker)
         messages: list[Message] = []
         while (message := (yield channel.basic_get("q", no_ack=True))) is not None:
@@ -158,3 +158,35 @@ class RestartTests(BrokerProcessTestCase):
 
         recovered = yield self.restarted_contents(data_dir)
         self.assertEqual([int(m.body) for m in recovered], list(range(2000)))
+
+    @inlineCallbacks
+    def test_bodies_beyond_the_memory_budget_are_paged_out_and_read_back(self) -> Any:
+        data_dir = self.mktemp()
+        budget = ("--memory-budget", str(64 * 1024))
+        broker = yield self.started(data_dir, *budget)
+        channel = yield self.channel(broker)
+        yield channel.queue_declare("q", durable=True)
+        yield channel.confirm_select()
+        bodies = [b"%05d" % n + b"x" * 1019 for n in range(2000)]
+        yield gatherResults(
+            [channel.basic_publish(b, routing_key="q", properties={"delivery_mode": 2}) for b in bodies]
+        )
+        consumed: list[bytes] = []
+        enough: Deferred[None] = Deferred()
+
+        def take(message: Message) -> None:
+            if len(consumed) < 1000:
+                consumed.append(message.body)
+                message.ack()
+                if len(consumed) == 1000:
+                    enough.callback(None)
+
+        yield channel.basic_qos(50)
+        yield channel.basic_consume("q", take)
+        yield enough
+        yield channel.queue_declare("q", passive=True)  # the acks are handled before this answer
+        yield broker.stop()
+        self.assertEqual(consumed, bodies[:1000])
+
+        recovered = yield self.restarted_contents(data_dir, *budget)
+        self.assertEqual([m.body for m in recovered], bodies[1000:])

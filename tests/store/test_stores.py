@@ -27,7 +27,7 @@ _TestCase: Any = TestCase if TYPE_CHECKING else object
 
 
 def message(message_id: int, body: bytes = b"body") -> StoredMessage:
-    return StoredMessage(message_id, "ex", f"key.{message_id}", b"\x10\x00\x02", body)
+    return StoredMessage(message_id, "ex", f"key.{message_id}", b"\x10\x00\x02", body, len(body))
 
 
 class StoreContract(_TestCase):
@@ -86,6 +86,25 @@ class StoreContract(_TestCase):
         self.assertEqual(recovered.next_message_id, 6)
         first = recovered.messages[("/", "a")][0]
         self.assertEqual((first.exchange, first.routing_key, first.raw_properties), ("ex", "key.1", b"\x10\x00\x02"))
+
+    @inlineCallbacks
+    def test_bodies_beyond_the_budget_are_left_on_disk_and_read_on_demand(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "a"))
+        store.add_queue(DurableQueue("/", "b"))
+        for n in range(1, 6):
+            store.publish(message(n, b"%010d" % n), [("/", "a" if n < 4 else "b")])
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(store.durable_sequence, store.last_sequence)
+        yield store.close()
+        fresh = self.reopen(store)
+        recovered = fresh.open(body_budget=25)
+        self.addCleanup(fresh.close)
+        found = [m for key in (("/", "a"), ("/", "b")) for m in recovered.messages[key]]
+        self.assertEqual([m.body for m in found], [b"%010d" % n for n in (1, 2)] + [None] * 3)
+        self.assertEqual([m.size for m in found], [10] * 5)
+        self.assertEqual(fresh.read([3, 5, 4]), {n: b"%010d" % n for n in (3, 4, 5)})
 
     @inlineCallbacks
     def test_deleting_queue_drops_its_messages_and_bindings(self) -> Any:
@@ -193,7 +212,7 @@ _WRITER = textwrap.dedent(
     def publish_some():
         first = state["next"]
         for n in range(first, first + 50):
-            sequence = store.publish(StoredMessage(n, "", "q", b"", b"%d" % n), [("/", "q")])
+            sequence = store.publish(StoredMessage(n, "", "q", b"", b"%d" % n, len(b"%d" % n)), [("/", "q")])
         store.when_durable(sequence).addCallback(confirmed, first, first + 49)
         state["next"] = first + 50
         reactor.callLater(0, publish_some)
@@ -227,6 +246,6 @@ class CrashRecoveryTests(TestCase):
         store = SQLiteStore(path, reactor)
         recovered = store.open()
         self.addCleanup(store.close)
-        bodies = [int(m.body) for m in recovered.messages[("/", "q")]]
+        bodies = [int(m.body or b"") for m in recovered.messages[("/", "q")]]
         self.assertGreaterEqual(len(bodies), confirmed_up_to)
         self.assertEqual(bodies, list(range(1, len(bodies) + 1)))

@@ -27,10 +27,13 @@ __all__ = ["PublisherThrottle", "ready_bytes"]
 
 
 def ready_bytes(broker: Broker) -> int:
-    """Body bytes of the ready messages of every queue of *broker*."""
-    return sum(
+    """Body bytes of the ready messages of every queue of *broker* held in
+    memory (paged-out bodies do not count)."""
+    ready = sum(
         queue.ready_bytes for vhost in broker.vhosts.values() for queue in vhost.queues.values()
     )
+    paged = broker.persistence.paged_bytes if broker.persistence is not None else 0
+    return max(ready - paged, 0)
 
 
 class PublisherThrottle:

@@ -42,17 +42,21 @@ class BrokerService(MultiService):
 
     def startService(self) -> None:
         """Open the store and restore the broker, then start the listeners."""
+        persistence = self.factory.broker.persistence
         if self.store is not None:
+            assert persistence is not None and persistence.store is self.store
             started = time.monotonic()
-            recovered = self.store.open()
+            recovered = self.store.open(body_budget=persistence.memory_budget)
             self.factory.broker.restore(recovered)
             self.log.info(
                 "message store opened: {queues} durable queues, {exchanges} durable exchanges, "
-                "{messages} persistent messages restored in {seconds:.2f} s",
+                "{messages} persistent messages restored in {seconds:.2f} s "
+                "({paged} bytes of bodies left on disk)",
                 queues=len(recovered.queues),
                 exchanges=len(recovered.exchanges),
                 messages=sum(len(messages) for messages in recovered.messages.values()),
                 seconds=time.monotonic() - started,
+                paged=persistence.paged_bytes,
             )
         super().startService()
 

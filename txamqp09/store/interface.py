@@ -18,7 +18,7 @@ and :meth:`MessageStore.close` deal in Deferreds, and the model calls neither.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -70,7 +70,7 @@ class DurableBinding:
     arguments: dict[str, Any] = field(default_factory=dict, hash=False)
 
 
-@dataclass
+@dataclass(slots=True)
 class StoredMessage:
     """A persistent message: routing information, raw properties and body.
 
@@ -78,6 +78,9 @@ class StoredMessage:
         returns each queue's messages in this order.
     :ivar raw_properties: the content header's property flags and list, as
         received.
+    :ivar body: the body; None in a recovered message left on disk (beyond
+        the body budget of :meth:`MessageStore.open`).
+    :ivar size: the body's length in bytes.
     :ivar redelivered: set on messages recovered after a restart.
     """
 
@@ -85,7 +88,8 @@ class StoredMessage:
     exchange: str
     routing_key: str
     raw_properties: bytes
-    body: bytes
+    body: Optional[bytes]
+    size: int
     redelivered: bool = False
 
 
@@ -107,8 +111,13 @@ class Recovered:
 class MessageStore(Protocol):
     """Durable storage for the broker. Operations return sequence numbers."""
 
-    def open(self) -> Recovered:
-        """Open the store (at start-up, before any other call) and recover."""
+    def open(self, body_budget: Optional[int] = None) -> Recovered:
+        """Open the store (at start-up, before any other call) and recover.
+
+        Recovered messages carry their bodies until *body_budget* bytes of
+        bodies have been read (all of them when None), queue by queue in
+        order; the later ones come without (see :meth:`read`).
+        """
 
     def add_exchange(self, exchange: DurableExchange) -> int:
         """Record a durable exchange (replacing one of the same name)."""
@@ -138,9 +147,21 @@ class MessageStore(Protocol):
         need not be written at all.
         """
 
+    def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        """The bodies of durable messages, by id, read at once.
+
+        For bodies the broker does not hold in memory; each message must be
+        on disk already (its publish durable). Reading blocks the caller
+        briefly, so callers read many bodies at a time.
+        """
+
     @property
     def last_sequence(self) -> int:
         """The sequence number of the latest operation (0 before any)."""
+
+    @property
+    def durable_sequence(self) -> int:
+        """The sequence number up to which every operation is on disk."""
 
     def when_durable(self, sequence: int) -> Deferred[None]:
         """Fires once every operation up to *sequence* is on disk."""

@@ -4,7 +4,7 @@ simulates a restart with nothing lost."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from twisted.internet.defer import Deferred, succeed
 
@@ -35,20 +35,24 @@ class MemoryStore:
         self._sequence += 1
         return self._sequence
 
-    def open(self) -> Recovered:
-        return Recovered(
+    def open(self, body_budget: Optional[int] = None) -> Recovered:
+        left = body_budget
+        recovered = Recovered(
             exchanges=list(self.exchanges.values()),
             queues=list(self.queues.values()),
             bindings=list(self.bindings),
-            messages={
-                key: [
-                    StoredMessage(m.message_id, m.exchange, m.routing_key, m.raw_properties, m.body, True)
-                    for _, m in sorted(messages.items())
-                ]
-                for key, messages in self.messages.items()
-            },
             next_message_id=self._next_id,
         )
+        for key, messages in sorted(self.messages.items()):
+            kept = recovered.messages[key] = []
+            for _, m in sorted(messages.items()):
+                if left is not None:
+                    left -= m.size
+                body = m.body if left is None or left >= 0 else None
+                kept.append(
+                    StoredMessage(m.message_id, m.exchange, m.routing_key, m.raw_properties, body, m.size, True)
+                )
+        return recovered
 
     def add_exchange(self, exchange: DurableExchange) -> int:
         self.exchanges[(exchange.vhost, exchange.name)] = exchange
@@ -99,8 +103,21 @@ class MemoryStore:
             messages.pop(message_id, None)
         return self._done()
 
+    def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        wanted = set(message_ids)
+        return {
+            message_id: message.body
+            for messages in self.messages.values()
+            for message_id, message in messages.items()
+            if message_id in wanted and message.body is not None
+        }
+
     @property
     def last_sequence(self) -> int:
+        return self._sequence
+
+    @property
+    def durable_sequence(self) -> int:
         return self._sequence
 
     def when_durable(self, sequence: int) -> Deferred[None]:

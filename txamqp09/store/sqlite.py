@@ -60,6 +60,8 @@ VACUUM_MIN_FREE_PAGES = 1024
 CHECKPOINT_BYTES = 4 * 1024 * 1024
 #: What a row other than a message body counts for in :data:`CHECKPOINT_BYTES`.
 _ROW_BYTES = 64
+#: Message ids per query of :meth:`SQLiteStore.read`.
+_READ_CHUNK = 500
 #: Bytes the write-ahead log is truncated to after a checkpoint.
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
@@ -83,6 +85,19 @@ CREATE TABLE IF NOT EXISTS queue_messages (
     PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS queue_messages_by_message ON queue_messages (message_id);
 """
+
+
+class _Budget:
+    """An SQL function for recovery: true while the bodies read so far fit *limit*."""
+
+    def __init__(self, limit: Optional[int]) -> None:
+        self.left = limit
+
+    def __call__(self, size: int) -> bool:
+        if self.left is None:
+            return True
+        self.left -= size
+        return self.left >= 0
 
 
 def _table(arguments: dict[str, Any]) -> bytes:
@@ -154,6 +169,8 @@ class SQLiteStore:
         self._failure: Optional[Failure] = None
         self._thread: Optional[threading.Thread] = None
         self._lock_file: Optional[IO[bytes]] = None
+        #: The reactor thread's connection for :meth:`read`, opened when first needed.
+        self._reader: Optional[sqlite3.Connection] = None
         self._closed: Deferred[None] = Deferred()
         #: Batches committed (each ends with one fsync), for benchmarks.
         self.commits = 0
@@ -172,7 +189,7 @@ class SQLiteStore:
         connection.execute("PRAGMA wal_autocheckpoint=0")
         return connection
 
-    def open(self) -> Recovered:
+    def open(self, body_budget: Optional[int] = None) -> Recovered:
         """Create or recover the database, then start the writer thread.
 
         :raises StoreInUse: another process has the database open.
@@ -184,14 +201,14 @@ class SQLiteStore:
             connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
             connection.execute("VACUUM")
         connection.executescript(_SCHEMA)
-        recovered = self._recover(connection)
+        recovered = self._recover(connection, body_budget)
         self._thread = threading.Thread(
             target=self._write_loop, args=(connection,), name=f"store {self.path}", daemon=True
         )
         self._thread.start()
         return recovered
 
-    def _recover(self, db: sqlite3.Connection) -> Recovered:
+    def _recover(self, db: sqlite3.Connection, body_budget: Optional[int]) -> Recovered:
         recovered = Recovered()
         for vhost, name, kind, auto_delete, internal, args in db.execute(
             "SELECT vhost, name, type, auto_delete, internal, arguments FROM exchanges"
@@ -211,16 +228,18 @@ class SQLiteStore:
                 DurableBinding(vhost, source, destination, kind, key, _arguments(args))
             )
         messages: dict[int, StoredMessage] = {}
+        db.create_function("within_budget", 1, _Budget(body_budget), deterministic=False)
         rows = db.execute(
-            "SELECT q.vhost, q.queue, m.id, m.exchange, m.routing_key, m.properties, m.body"
+            "SELECT q.vhost, q.queue, m.id, m.exchange, m.routing_key, m.properties,"
+            " CASE WHEN within_budget(length(m.body)) THEN m.body END, length(m.body)"
             " FROM queue_messages q JOIN messages m ON m.id = q.message_id"
             " ORDER BY q.vhost, q.queue, q.message_id"
         )
-        for vhost, queue, message_id, exchange, key, properties, body in rows:
+        for vhost, queue, message_id, exchange, key, properties, body, size in rows:
             message = messages.get(message_id)
             if message is None:
                 message = messages[message_id] = StoredMessage(
-                    message_id, exchange, key, bytes(properties), bytes(body), redelivered=True
+                    message_id, exchange, key, properties, body, size, redelivered=True
                 )
             recovered.messages.setdefault((vhost, queue), []).append(message)
         last = db.execute("SELECT max(id) FROM messages").fetchone()[0]
@@ -292,6 +311,23 @@ class SQLiteStore:
                     self._removals.append((vhost, queue, message_id))
             return self._next_sequence()
 
+    def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        if self._reader is None:
+            self._reader = sqlite3.connect(self.path, isolation_level=None)
+            self._reader.execute("PRAGMA query_only=1")
+        bodies: dict[int, bytes] = {}
+        for start in range(0, len(message_ids), _READ_CHUNK):
+            chunk = message_ids[start : start + _READ_CHUNK]
+            rows = self._reader.execute(
+                f"SELECT id, body FROM messages WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+            )
+            bodies.update(rows)
+        return bodies
+
+    @property
+    def durable_sequence(self) -> int:
+        return self._durable
+
     def when_durable(self, sequence: int) -> Deferred[None]:
         if self._failure is not None:
             return _failed(self._failure)
@@ -307,6 +343,9 @@ class SQLiteStore:
         return self._sequence
 
     def close(self) -> Deferred[None]:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         with self._lock:
             if not self._closing:
                 self._closing = True

@@ -12,7 +12,16 @@ from typing import Any, Optional
 from txamqp09.wire.base import Properties, decode_properties
 from txamqp09.wire.errors import AMQPSyntaxError
 
-__all__ = ["Message", "delivery_mode"]
+__all__ = ["Message", "delivery_mode", "UNTRACKED", "RESIDENT", "PAGED_OUT"]
+
+#: Message.paging: the message is not under the memory budget (transient, or
+#: routed to several queues, or gone from its queue).
+UNTRACKED = 0
+#: Message.paging: a persistent message whose body is in memory, counted
+#: against the memory budget.
+RESIDENT = 1
+#: Message.paging: a persistent message whose body is on disk only.
+PAGED_OUT = 2
 
 #: Property flags of basic's first four properties (the same in 0-8, 0-9, 0-9-1).
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _DELIVERY_MODE = 0x8000, 0x4000, 0x2000, 0x1000
@@ -47,10 +56,13 @@ class Message:
     :ivar envelope: exchange and routing key as the wire encodes them (two
         shortstrs), ready to end a deliver, get-ok or return method.
     :ivar raw_properties: the content header's property flags and list.
-    :ivar body: the message body.
+    :ivar body: the message body, or None while it is paged out (on disk only).
+    :ivar size: the body size in bytes (what prefetch-size and length limits
+        count), also while the body is paged out.
     :ivar publisher: the client that published it (for ``no-local``).
     :ivar store_id: its id in the message store, once written there (0:
         not written, a transient message or one no durable queue took).
+    :ivar paging: :data:`UNTRACKED`, :data:`RESIDENT` or :data:`PAGED_OUT`.
     """
 
     __slots__ = (
@@ -59,8 +71,10 @@ class Message:
         "envelope",
         "raw_properties",
         "body",
+        "size",
         "publisher",
         "store_id",
+        "paging",
         "_properties_class",
         "_properties",
     )
@@ -71,24 +85,23 @@ class Message:
         routing_key: str,
         envelope: bytes,
         raw_properties: bytes,
-        body: bytes,
+        body: Optional[bytes],
         properties_class: type[Properties],
         publisher: Any = None,
+        size: int = 0,
     ) -> None:
+        """*size* counts only when *body* is None (a paged-out message)."""
         self.exchange = exchange
         self.routing_key = routing_key
         self.envelope = envelope
         self.raw_properties = raw_properties
         self.body = body
+        self.size = len(body) if body is not None else size
         self.publisher = publisher
         self.store_id = 0
+        self.paging = UNTRACKED
         self._properties_class = properties_class
         self._properties: Optional[Properties] = None
-
-    @property
-    def size(self) -> int:
-        """The body size in bytes (what prefetch-size and length limits count)."""
-        return len(self.body)
 
     @property
     def properties(self) -> Properties:
@@ -108,5 +121,5 @@ class Message:
     def __repr__(self) -> str:
         return (
             f"<Message exchange={self.exchange!r} routing_key={self.routing_key!r} "
-            f"{len(self.body)} bytes>"
+            f"{self.size} bytes>"
         )

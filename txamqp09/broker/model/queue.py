@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from txamqp09.broker.model.arguments import choice_argument, count_argument
@@ -25,6 +26,10 @@ __all__ = ["Prefetch", "Consumer", "Delivery", "Queue", "Entry", "Overflow"]
 
 #: A ready message in a queue: (sequence number, message, redelivered).
 Entry = tuple[int, Message, bool]
+#: Paged-out bodies read back at a time when a queue reaches them.
+PAGE_IN_BATCH = 256
+#: Ready messages looked at, from the head, for bodies to read back at a time.
+PAGE_IN_SCAN = 4 * PAGE_IN_BATCH
 
 
 class Prefetch:
@@ -97,7 +102,7 @@ class Consumer:
             return False
         if self.no_local and message.publisher is self.session.client:
             return False
-        size = len(message.body)
+        size = message.size
         for limit in self.limits:
             if not limit.room(size):
                 return False
@@ -113,7 +118,7 @@ class Consumer:
         tag = session.last_tag = session.last_tag + 1
         if not self.no_ack:
             session.unacked[tag] = Delivery(queue, sequence, message, self)
-            size = len(message.body)
+            size = message.size
             for limit in self.limits:
                 limit.take(size)
         elif message.store_id:
@@ -143,7 +148,7 @@ class Delivery:
     def release(self) -> None:
         """Give the consumer's prefetch room back."""
         if self.consumer is not None:
-            size = len(self.message.body)
+            size = self.message.size
             for limit in self.consumer.limits:
                 limit.release(size)
 
@@ -235,11 +240,11 @@ class Queue:
             if consumer is not None:
                 consumer.deliver(self, sequence, message, False)
                 return True
-        if self._limited and not self._make_room(len(message.body)):
+        if self._limited and not self._make_room(message.size):
             self.discard((message,))
             return self.overflow == Overflow.DROP_HEAD
         self.messages.append((sequence, message, False))
-        self.ready_bytes += len(message.body)
+        self.ready_bytes += message.size
         if self._no_local_consumers:
             self.drain()
         return True
@@ -297,8 +302,10 @@ class Queue:
                 if self._no_local_consumers and self._deliver_later_one():
                     continue
                 return
+            if message.body is None:
+                self._page_in()
             messages.popleft()
-            self.ready_bytes -= len(message.body)
+            self.ready_bytes -= message.size
             consumer.deliver(self, sequence, message, redelivered)
 
     def _deliver_later_one(self) -> bool:
@@ -310,24 +317,31 @@ class Queue:
         for index, (sequence, message, redelivered) in enumerate(self.messages):
             consumer = self._pick(message)
             if consumer is not None:
+                if message.body is None:
+                    self.read_back([message])
                 del self.messages[index]
-                self.ready_bytes -= len(message.body)
+                self.ready_bytes -= message.size
                 consumer.deliver(self, sequence, message, redelivered)
                 return True
         return False
 
     def _take(self) -> Entry:
         entry = self.messages.popleft()
-        self.ready_bytes -= len(entry[1].body)
+        self.ready_bytes -= entry[1].size
         return entry
 
     def get(self) -> Optional[Entry]:
         """Take the oldest ready message (basic.get), or None."""
-        return self._take() if self.messages else None
+        if not self.messages:
+            return None
+        if self.messages[0][1].body is None:
+            self._page_in()
+        return self._take()
 
     def requeue(self, deliveries: Iterable[Delivery]) -> None:
         """Put delivered messages back in their original order, as redelivered."""
         if self.deleted:
+            self.discard(delivery.message for delivery in deliveries)
             return
         entries = sorted((d.sequence, d.message, True) for d in deliveries)
         if not entries:
@@ -337,7 +351,7 @@ class Queue:
             messages.extendleft(reversed(entries))
         else:
             self.messages = deque(heapq.merge(entries, messages, key=lambda entry: entry[0]))
-        self.ready_bytes += sum(len(entry[1].body) for entry in entries)
+        self.ready_bytes += sum(entry[1].size for entry in entries)
         self.drain()
 
     def purge(self) -> int:
@@ -352,15 +366,25 @@ class Queue:
 
     def discard(self, messages: Iterable[Message]) -> None:
         """*messages* left this queue for good: forget them in the message store."""
-        if self._persistence is not None and not self.deleted:
+        if self._persistence is not None:
             self._persistence.remove(self, messages)
+
+    def _page_in(self) -> None:
+        """Read back the bodies of the paged-out messages at the head of the queue."""
+        paged = [message for _, message, _ in islice(self.messages, PAGE_IN_SCAN) if message.body is None]
+        self.read_back(paged[:PAGE_IN_BATCH])
+
+    def read_back(self, messages: list[Message]) -> None:
+        """Read the bodies of paged-out *messages* of this queue back from the store."""
+        assert self._persistence is not None, "only stored queues hold paged-out messages"
+        self._persistence.page_in(messages)
 
     def restore(self, messages: Iterable[tuple[Message, bool]]) -> None:
         """Append recovered (message, redelivered) pairs as ready messages, in order."""
         sequence = self._next_sequence
         for message, redelivered in messages:
             self.messages.append((sequence, message, redelivered))
-            self.ready_bytes += len(message.body)
+            self.ready_bytes += message.size
             sequence += 1
         self._next_sequence = sequence
 

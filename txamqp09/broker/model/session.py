@@ -416,6 +416,8 @@ class Session:
             else:
                 tag = self.last_tag = self.last_tag + 1
                 self.unacked[tag] = delivery
+                if delivery.message.body is None:
+                    delivery.queue.read_back([delivery.message])
                 self.sink.deliver(consumer, tag, True, delivery.message)
         self._requeue(back)
         self.refill_shared()

@@ -15,16 +15,26 @@ Store operations return sequence numbers; the model only records them
 server layer waits for them to be durable before it confirms. A broker
 without a Persistence (memory only) writes nothing.
 
+Memory budget: the bodies of persistent messages routed to one durable queue
+count against :attr:`Persistence.memory_budget`. A message published while
+the broker is above it has its body dropped from memory once its publish is
+durable (newest first, so the heads of queues stay in memory); a queue
+reaching paged-out messages reads the next :data:`~.queue.PAGE_IN_BATCH`
+bodies back from the store at once. At start-up only the first bodies within
+the budget are read. Transient messages and messages on several queues stay
+in memory; publishers are held back by the throttle's watermark instead.
+
 At start-up :meth:`~txamqp09.broker.model.vhost.Broker.restore` rebuilds what
 the store recovered, without writing it again.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from txamqp09.broker.model.message import Message, delivery_mode
+from txamqp09.broker.model.message import PAGED_OUT, RESIDENT, UNTRACKED, Message, delivery_mode
 from txamqp09.broker.model.queue import Queue
 from txamqp09.store.interface import (
     DurableBinding,
@@ -38,22 +48,34 @@ if TYPE_CHECKING:
     from txamqp09.broker.model.exchange import Binding, Exchange
     from txamqp09.broker.model.vhost import VirtualHost
 
-__all__ = ["PERSISTENT", "Persistence"]
+__all__ = ["DEFAULT_MEMORY_BUDGET", "PERSISTENT", "Persistence"]
 
 #: The delivery-mode of a persistent message.
 PERSISTENT = 2
+#: Bytes of persistent message bodies held in memory, by default.
+DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024
 
 
 class Persistence:
     """Writes what must survive a restart to *store*.
 
+    :param memory_budget: bytes of persistent message bodies to hold in
+        memory before paging them out (see the module's docstring).
     :ivar next_message_id: the id the next persistent message gets; set from
         the store's :class:`~txamqp09.store.interface.Recovered` at start-up.
+    :ivar resident_bytes: body bytes held in memory under the budget.
+    :ivar paged_bytes: body bytes paged out (on disk only).
     """
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: MessageStore, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
         self.store = store
+        self.memory_budget = memory_budget
         self.next_message_id = 1
+        self.resident_bytes = 0
+        self.paged_bytes = 0
+        #: Messages published above the budget, to page out once durable:
+        #: (store sequence number, message), oldest first.
+        self._to_page_out: deque[tuple[int, Message]] = deque()
 
     # -- topology ------------------------------------------------------------
 
@@ -103,19 +125,78 @@ class Persistence:
             return 0
         message.store_id = message_id = self.next_message_id
         self.next_message_id = message_id + 1
-        return self.store.publish(
+        sequence = self.store.publish(
             StoredMessage(
                 message_id, message.exchange, message.routing_key, message.raw_properties,
-                message.body,
+                message.body, message.size,
             ),
             kept,
         )
+        if len(queues) == 1:
+            self._track(message, sequence)
+        return sequence
 
     def remove(self, queue: Queue, messages: Iterable[Message]) -> None:
-        """*messages* left *queue* for good."""
-        ids = [message.store_id for message in messages if message.store_id]
-        if ids:
+        """*messages* left *queue* for good (written only while the queue exists)."""
+        ids = []
+        for message in messages:
+            if message.store_id:
+                ids.append(message.store_id)
+                if message.paging:
+                    self._untrack(message)
+        if ids and not queue.deleted:
             self.store.remove(queue.vhost.name, queue.name, ids)
+
+    # -- memory budget -------------------------------------------------------
+
+    def _track(self, message: Message, sequence: int) -> None:
+        """Count a new persistent message against the budget; page out above it."""
+        message.paging = RESIDENT
+        self.resident_bytes += message.size
+        if self.resident_bytes > self.memory_budget:
+            self._to_page_out.append((sequence, message))
+            self._page_out()
+
+    def _page_out(self) -> None:
+        """Drop the bodies of messages published above the budget that are on disk now."""
+        waiting = self._to_page_out
+        durable = self.store.durable_sequence
+        while waiting and waiting[0][0] <= durable and self.resident_bytes > self.memory_budget:
+            message = waiting.popleft()[1]
+            if message.paging == RESIDENT:
+                message.body = None
+                message.paging = PAGED_OUT
+                self.resident_bytes -= message.size
+                self.paged_bytes += message.size
+        if self.resident_bytes <= self.memory_budget:
+            waiting.clear()
+
+    def _untrack(self, message: Message) -> None:
+        if message.paging == RESIDENT:
+            self.resident_bytes -= message.size
+        else:
+            self.paged_bytes -= message.size
+        message.paging = UNTRACKED
+
+    def page_in(self, messages: Sequence[Message]) -> None:
+        """Read the bodies of paged-out *messages* back from the store."""
+        if not messages:
+            return
+        bodies = self.store.read([message.store_id for message in messages])
+        for message in messages:
+            message.body = bodies[message.store_id]
+            message.paging = RESIDENT
+            self.paged_bytes -= message.size
+            self.resident_bytes += message.size
+
+    def restored(self, message: Message) -> None:
+        """Count a message recovered at start-up (its body read or left on disk)."""
+        if message.body is None:
+            message.paging = PAGED_OUT
+            self.paged_bytes += message.size
+        else:
+            message.paging = RESIDENT
+            self.resident_bytes += message.size
 
 
 def _binding_record(vhost: VirtualHost, binding: Binding) -> DurableBinding:

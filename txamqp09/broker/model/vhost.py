@@ -402,13 +402,14 @@ class VirtualHost:
                     exchange.name, durable=True, auto_delete=exchange.auto_delete,
                     internal=exchange.internal, arguments=exchange.arguments,
                 )
+        assert self.persistence is not None, "a virtual host without a store has nothing to restore"
         envelopes: dict[tuple[str, str], bytes] = {}
         for record in queues:
             queue = self.queues[record.name] = Queue(
                 self, record.name, durable=True, auto_delete=record.auto_delete,
                 arguments=record.arguments,
             )
-            queue.restore(_restored(messages.get(record.name, ()), envelopes))
+            queue.restore(_restored(messages.get(record.name, ()), envelopes, self.persistence))
         for binding in bindings:
             source = self.exchanges.get(binding.source)
             places = self.queues if binding.destination_kind == "queue" else self.exchanges
@@ -421,9 +422,12 @@ class VirtualHost:
 
 
 def _restored(
-    records: Iterable[StoredMessage], envelopes: dict[tuple[str, str], bytes]
+    records: Iterable[StoredMessage],
+    envelopes: dict[tuple[str, str], bytes],
+    persistence: Persistence,
 ) -> Iterator[tuple[Message, bool]]:
-    """Model messages for recovered ones, with (message, redelivered) pairs.
+    """Model messages for recovered ones, with (message, redelivered) pairs,
+    counted against *persistence*'s memory budget.
 
     *envelopes* caches the wire form of each (exchange, routing key).
     """
@@ -435,9 +439,10 @@ def _restored(
             envelope = envelopes[key] = encode_shortstr(key[0]) + encode_shortstr(key[1])
         message = Message(
             record.exchange, record.routing_key, envelope, record.raw_properties, record.body,
-            properties_class,
+            properties_class, size=record.size,
         )
         message.store_id = record.message_id
+        persistence.restored(message)
         yield message, record.redelivered
 
 
