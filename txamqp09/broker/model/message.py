@@ -79,27 +79,27 @@ class Message:
         "_properties",
     )
 
+    body: Optional[bytes]
+
     def __init__(
         self,
         exchange: str,
         routing_key: str,
         envelope: bytes,
         raw_properties: bytes,
-        body: Optional[bytes],
+        body: bytes,
         properties_class: type[Properties],
         publisher: Any = None,
-        size: int = 0,
     ) -> None:
-        """*size* counts only when *body* is None (a paged-out message)."""
         self.exchange = exchange
         self.routing_key = routing_key
         self.envelope = envelope
         self.raw_properties = raw_properties
         self.body = body
-        self.size = len(body) if body is not None else size
+        self.size = len(body)
         self.publisher = publisher
         self.store_id = 0
-        self.paging = UNTRACKED
+        self.paging = 0  # UNTRACKED
         self._properties_class = properties_class
         self._properties: Optional[Properties] = None
 

@@ -438,9 +438,10 @@ def _restored(
         if envelope is None:
             envelope = envelopes[key] = encode_shortstr(key[0]) + encode_shortstr(key[1])
         message = Message(
-            record.exchange, record.routing_key, envelope, record.raw_properties, record.body,
-            properties_class, size=record.size,
+            record.exchange, record.routing_key, envelope, record.raw_properties,
+            record.body or b"", properties_class,
         )
+        message.body, message.size = record.body, record.size
         message.store_id = record.message_id
         persistence.restored(message)
         yield message, record.redelivered
