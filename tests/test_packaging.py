@@ -44,9 +44,9 @@ class InstalledPluginTests(SynchronousTestCase):
         self.addCleanup(shutil.rmtree, self.work, True)
 
     def _venv(self) -> Path:
-        """A virtualenv that sees the running interpreter's packages as a plain
-        path (so Twisted imports) without their .pth files (so no editable
-        checkout of this project leaks in)."""
+        """A virtualenv that sees the running interpreter's packages (so Twisted
+        imports offline) but no copy of this project: not its package, not its
+        plugin file, not an editable checkout's .pth file."""
         env_dir = self.work / "venv"
         venv.create(env_dir, with_pip=False)
         site = subprocess.run(
@@ -55,8 +55,26 @@ class InstalledPluginTests(SynchronousTestCase):
             text=True,
             check=True,
         ).stdout.strip()
-        Path(site, "host-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        Path(site, "host-packages.pth").write_text(str(self._host_packages()) + "\n")
         return env_dir
+
+    def _host_packages(self) -> Path:
+        """The running interpreter's packages, less this project's files."""
+        host = Path(sysconfig.get_paths()["purelib"])
+        deps = self.work / "deps"
+        deps.mkdir()
+        for entry in host.iterdir():
+            if entry.name.startswith(("txamqp09", "__editable__")) or entry.suffix == ".pth":
+                continue
+            if entry.name == "twisted":
+                shutil.copytree(
+                    entry,
+                    deps / "twisted",
+                    ignore=shutil.ignore_patterns("txamqp09_plugin.py", "dropin.cache"),
+                )
+            else:
+                (deps / entry.name).symlink_to(entry)
+        return deps
 
     def _twistd_help(self, python: Path) -> str:
         result = subprocess.run(
@@ -76,6 +94,7 @@ class InstalledPluginTests(SynchronousTestCase):
             shutil.copy2(ROOT / name, target)
         env_dir = self._venv()
         python = env_dir / "bin" / "python"
+        self.assertNotIn("amqp09", self._twistd_help(python))
         subprocess.run(
             [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
              "--no-deps", "--no-build-isolation", str(source)],
