@@ -11,8 +11,9 @@ whose Deferred fires once everything written so far is on disk.
 
 from __future__ import annotations
 
+import gc
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -23,6 +24,22 @@ from txamqp09.store.interface import MessageStore
 from txamqp09.wire.errors import ConnectionForced
 
 __all__ = ["BrokerService"]
+
+_T = TypeVar("_T")
+
+
+def _without_collector(work: Callable[[], _T]) -> _T:
+    """Run *work* with the cyclic garbage collector off.
+
+    Recovery makes millions of objects that live on; collections triggered
+    by their allocation would walk all of them again and again (twice the
+    time for a large store).
+    """
+    gc.disable()
+    try:
+        return work()
+    finally:
+        gc.enable()
 
 
 class BrokerService(MultiService):
@@ -42,23 +59,27 @@ class BrokerService(MultiService):
 
     def startService(self) -> None:
         """Open the store and restore the broker, then start the listeners."""
-        persistence = self.factory.broker.persistence
         if self.store is not None:
-            assert persistence is not None and persistence.store is self.store
-            started = time.monotonic()
-            recovered = self.store.open(body_budget=persistence.memory_budget)
-            self.factory.broker.restore(recovered)
-            self.log.info(
-                "message store opened: {queues} durable queues, {exchanges} durable exchanges, "
-                "{messages} persistent messages restored in {seconds:.2f} s "
-                "({paged} bytes of bodies left on disk)",
-                queues=len(recovered.queues),
-                exchanges=len(recovered.exchanges),
-                messages=sum(len(messages) for messages in recovered.messages.values()),
-                seconds=time.monotonic() - started,
-                paged=persistence.paged_bytes,
-            )
+            _without_collector(self._restore)
         super().startService()
+
+    def _restore(self) -> None:
+        """Open the store and rebuild the broker from what it recovered."""
+        persistence = self.factory.broker.persistence
+        assert self.store is not None and persistence is not None and persistence.store is self.store
+        started = time.monotonic()
+        recovered = self.store.open(body_budget=persistence.memory_budget)
+        self.factory.broker.restore(recovered)
+        self.log.info(
+            "message store opened: {queues} durable queues, {exchanges} durable exchanges, "
+            "{messages} persistent messages restored in {seconds:.2f} s "
+            "({paged} bytes of bodies left on disk)",
+            queues=len(recovered.queues),
+            exchanges=len(recovered.exchanges),
+            messages=sum(len(messages) for messages in recovered.messages.values()),
+            seconds=time.monotonic() - started,
+            paged=persistence.paged_bytes,
+        )
 
     def stopService(self) -> Deferred[Any]:
         """Stop listening, close every connection, then close the store."""
