@@ -1,16 +1,20 @@
-"""Broker start-up time with a large backlog of persisted messages.
+"""Broker start-up time with a large backlog of persisted messages, and the backlog's drain.
 
 Fills a message store with N persistent messages on one durable queue
 (written straight through the store, as the broker would have written them),
 then starts ``twistd amqp09`` on it and reports how long the broker took
 until it listened, what its log says the restore took, its resident memory,
-and the queue's message count as a client sees it.
+and the queue's message count as a client sees it. With ``--drain`` a
+consumer (prefetch 500, one ack per message) then empties the queue, reading
+paged-out bodies back as it goes, while another connection measures how long
+the broker takes to answer a passive queue.declare, ten times a second.
 
 Run::
 
     python bench/startup.py                      # 1,000,000 messages of 1 KiB
     python bench/startup.py --messages 200000 --body-size 100
     python bench/startup.py --data-dir /tmp/backlog --keep   # reuse a filled store
+    python bench/startup.py --drain              # then empty the queue
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ import time
 from pathlib import Path
 from typing import Any, Optional, cast
 
-from broker import Connection, rss_kib
+import selectors
+import statistics
+
+from broker import Connection, _counter, rss_kib
 
 from twisted.internet.interfaces import IReactorFromThreads
 from txamqp09.store.interface import DurableQueue, StoredMessage
@@ -60,7 +67,11 @@ def fill(path: Path, messages: int, body_size: int) -> float:
 
     started = time.monotonic()
     done = ensureDeferred(write())
-    done.addBoth(lambda result: reactor.stop() or result)  # type: ignore[attr-defined]
+    def stop(result: Any) -> Any:
+        reactor.stop()  # type: ignore[attr-defined]
+        return result
+
+    done.addBoth(stop)
     reactor.run()  # type: ignore[attr-defined]
     return time.monotonic() - started
 
@@ -86,12 +97,41 @@ def start(data_dir: Path) -> tuple[subprocess.Popen[bytes], int, float, Optional
     raise RuntimeError(f"the broker exited with status {process.wait()} before listening")
 
 
+def drain(port: int, messages: int) -> tuple[float, list[float]]:
+    """Consume *messages* from the backlog: (seconds, round-trip times of a
+    passive declare on another connection meanwhile)."""
+    consumer, pinger = Connection(port), Connection(port)
+    consumer.call(spec.BasicQos(prefetch_count=500), spec.BasicQosOk)
+    # Deliveries follow consume-ok at once: the counter reads them all from the socket.
+    consumer.send(1, spec.BasicConsume(queue=QUEUE, consumer_tag="bench"))
+    consumer.sock.setblocking(False)
+    count = _counter(False, consumer.sock)
+    selector = selectors.DefaultSelector()
+    selector.register(consumer.sock, selectors.EVENT_READ)
+    received, pings = 0, []
+    started = next_ping = time.perf_counter()
+    while received < messages:
+        for _key, _events in selector.select(0.1):
+            received += count()
+        if time.perf_counter() >= next_ping:
+            asked = time.perf_counter()
+            pinger.call(spec.QueueDeclare(queue=QUEUE, passive=True), spec.QueueDeclareOk)
+            pings.append(time.perf_counter() - asked)
+            next_ping = asked + 0.1
+    seconds = time.perf_counter() - started
+    selector.close()
+    consumer.close()
+    pinger.close()
+    return seconds, pings
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the backlog")
     parser.add_argument("--body-size", type=int, default=1024, help="bytes per message body")
     parser.add_argument("--data-dir", help="the store's directory (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the data dir; reuse it if filled")
+    parser.add_argument("--drain", action="store_true", help="then consume the backlog")
     options = parser.parse_args(argv)
     base = Path(options.data_dir or tempfile.mkdtemp(prefix="bench-startup-"))
     path = base / "store.db"
@@ -107,6 +147,12 @@ def main(argv: Optional[list[str]] = None) -> None:
             connection.close()
             print(f"listening after {seconds:.2f} s (restore: {restored} s), "
                   f"{declared.message_count:,} messages ready, RSS {rss_kib(process.pid) / 1024:,.0f} MiB")
+            if options.drain:
+                seconds, pings = drain(port, declared.message_count)
+                print(f"drained {declared.message_count:,} messages in {seconds:.1f} s "
+                      f"({declared.message_count / seconds:,.0f} msg/s), RSS {rss_kib(process.pid) / 1024:,.0f} MiB; "
+                      f"passive declare answered in {statistics.median(pings) * 1e3:.1f} ms (median), "
+                      f"{max(pings) * 1e3:.1f} ms (max)")
         finally:
             process.terminate()
             process.wait()

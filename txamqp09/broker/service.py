@@ -61,6 +61,9 @@ class BrokerService(MultiService):
         """Open the store and restore the broker, then start the listeners."""
         if self.store is not None:
             _without_collector(self._restore)
+            # What was restored lives until it is consumed: keep it out of the
+            # collector's full passes, which would walk every message each time.
+            gc.freeze()
         super().startService()
 
     def _restore(self) -> None:
