@@ -72,6 +72,7 @@ class BrokerService(MultiService):
         assert self.store is not None and persistence is not None and persistence.store is self.store
         started = time.monotonic()
         recovered = self.store.open(body_budget=persistence.memory_budget)
+        count = sum(len(messages) for messages in recovered.messages.values())
         self.factory.broker.restore(recovered)
         self.log.info(
             "message store opened: {queues} durable queues, {exchanges} durable exchanges, "
@@ -79,7 +80,7 @@ class BrokerService(MultiService):
             "({paged} bytes of bodies left on disk)",
             queues=len(recovered.queues),
             exchanges=len(recovered.exchanges),
-            messages=sum(len(messages) for messages in recovered.messages.values()),
+            messages=count,
             seconds=time.monotonic() - started,
             paged=persistence.paged_bytes,
         )

@@ -60,6 +60,9 @@ VACUUM_MIN_FREE_PAGES = 1024
 CHECKPOINT_BYTES = 4 * 1024 * 1024
 #: What a row other than a message body counts for in :data:`CHECKPOINT_BYTES`.
 _ROW_BYTES = 64
+#: Distinct property lists recovery keeps one copy of at a time (messages
+#: published alike share one bytes object in memory).
+_SHARED_PROPERTIES = 1024
 #: Message ids per query of :meth:`SQLiteStore.read`.
 _READ_CHUNK = 500
 #: Bytes the write-ahead log is truncated to after a checkpoint.
@@ -227,7 +230,6 @@ class SQLiteStore:
             recovered.bindings.append(
                 DurableBinding(vhost, source, destination, kind, key, _arguments(args))
             )
-        messages: dict[int, StoredMessage] = {}
         db.create_function("within_budget", 1, _Budget(body_budget), deterministic=False)
         rows = db.execute(
             "SELECT q.vhost, q.queue, m.id, m.exchange, m.routing_key, m.properties,"
@@ -235,13 +237,16 @@ class SQLiteStore:
             " FROM queue_messages q JOIN messages m ON m.id = q.message_id"
             " ORDER BY q.vhost, q.queue, q.message_id"
         )
+        shared: dict[bytes, bytes] = {}
         for vhost, queue, message_id, exchange, key, properties, body, size in rows:
-            message = messages.get(message_id)
-            if message is None:
-                message = messages[message_id] = StoredMessage(
-                    message_id, exchange, key, properties, body, size, redelivered=True
+            if len(shared) > _SHARED_PROPERTIES:
+                shared.clear()
+            recovered.messages.setdefault((vhost, queue), []).append(
+                StoredMessage(
+                    message_id, exchange, key, shared.setdefault(properties, properties), body, size,
+                    redelivered=True,
                 )
-            recovered.messages.setdefault((vhost, queue), []).append(message)
+            )
         last = db.execute("SELECT max(id) FROM messages").fetchone()[0]
         recovered.next_message_id = (last or 0) + 1
         db.execute(

@@ -389,11 +389,13 @@ class VirtualHost:
         exchanges: Iterable[DurableExchange],
         queues: Iterable[DurableQueue],
         bindings: Iterable[DurableBinding],
-        messages: Mapping[str, Sequence[StoredMessage]],
+        messages: Mapping[str, list[StoredMessage]],
     ) -> None:
         """Rebuild what the message store recovered, without writing it again.
 
-        *messages* are each queue's recovered messages, by queue name, in order.
+        *messages* are each queue's recovered messages, by queue name, in
+        order; each list is emptied once its queue holds the messages, so
+        that the store's records do not outlive the restore.
         """
         for exchange in exchanges:
             cls = EXCHANGE_TYPES.get(exchange.type)
@@ -409,7 +411,9 @@ class VirtualHost:
                 self, record.name, durable=True, auto_delete=record.auto_delete,
                 arguments=record.arguments,
             )
-            queue.restore(_restored(messages.get(record.name, ()), envelopes, self.persistence))
+            records = messages.get(record.name, [])
+            queue.restore(_restored(records, envelopes, self.persistence))
+            records.clear()
         for binding in bindings:
             source = self.exchanges.get(binding.source)
             places = self.queues if binding.destination_kind == "queue" else self.exchanges
@@ -472,7 +476,8 @@ class Broker:
 
     def restore(self, recovered: Recovered) -> None:
         """Rebuild what the message store recovered at start-up (before any
-        client connects); virtual hosts named there are created if missing."""
+        client connects); virtual hosts named there are created if missing.
+        The lists of *recovered* messages are emptied on the way."""
         assert self.persistence is not None, "a broker without a store has nothing to restore"
         self.persistence.next_message_id = recovered.next_message_id
         names = {record.vhost for record in recovered.exchanges}
