@@ -18,7 +18,7 @@ from twisted.trial.unittest import TestCase
 
 from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue, StoredMessage
 from txamqp09.store.memory import MemoryStore
-from txamqp09.store.sqlite import SQLiteStore
+from txamqp09.store.sqlite import SQLiteStore, StoreInUse
 from txamqp09.wire.fields import Int16
 
 
@@ -138,6 +138,13 @@ class SQLiteStoreTests(StoreContract, TestCase):
     def reopen(self, store: SQLiteStore) -> SQLiteStore:
         return SQLiteStore(store.path, reactor)
 
+    def test_a_second_store_on_the_same_database_is_refused(self) -> None:
+        store = self.make()
+        store.open()
+        second = SQLiteStore(store.path, reactor)
+        error = self.assertRaises(StoreInUse, second.open)
+        self.assertIn("in use by another broker", str(error))
+
     @inlineCallbacks
     def test_group_commit_covers_many_operations_with_few_fsyncs(self) -> Any:
         store = self.make()
@@ -198,7 +205,7 @@ _WRITER = textwrap.dedent(
     import sys
     from twisted.internet import reactor
     from txamqp09.store.interface import DurableQueue, StoredMessage
-    from txamqp09.store.sqlite import SQLiteStore
+    from txamqp09.store.sqlite import SQLiteStore, StoreInUse
 
     store = SQLiteStore(sys.argv[1], reactor)
     store.open()

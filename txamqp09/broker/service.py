@@ -92,5 +92,6 @@ class BrokerService(MultiService):
             connection.close(ConnectionForced("broker shutdown"))
         store = self.store
         if store is not None:
+            gc.unfreeze()
             stopped.addCallback(lambda _: store.close())
         return stopped

@@ -26,7 +26,11 @@ truncated to :data:`WAL_SIZE_LIMIT` bytes afterwards.
 
 Recovery relies on SQLite's atomic commits: a batch is on disk entirely or
 not at all, so a crash at any point (a torn write, a half-written batch)
-leaves the state of the last committed batch.
+leaves the state of the last committed batch. Recovered messages carry their
+bodies up to a budget; :meth:`SQLiteStore.read` reads others (and bodies the
+broker paged out) through a second, read-only connection on the reactor
+thread, which sees every committed batch. An exclusive ``flock`` on
+``<database>.lock`` keeps a second process away from the database.
 """
 
 from __future__ import annotations
