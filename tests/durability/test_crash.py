@@ -6,7 +6,9 @@ acknowledges them, and kills the broker with SIGKILL once a random number of
 confirms has arrived. After the last round every message the broker confirmed
 and the consumer did not acknowledge must be in the queue exactly once, in
 publish order, marked redelivered; a message the consumer acknowledged may be
-there (its ack may have died with the broker), but never twice.
+there (its ack may have died with the broker), but never twice. The broker
+runs with a small memory budget, so that most bodies are paged out and read
+back meanwhile.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from txamqp09.client import Channel, ChannelClosed, ConnectionClosed, Message
 WINDOW = 100
 ROUNDS = 5
 PERSISTENT = {"delivery_mode": 2}
+#: A memory budget of a few hundred message bodies: most are paged out and
+#: read back while the rounds run.
+BUDGET = ("--memory-budget", "1000")
 
 
 class Ledger:
@@ -89,7 +94,7 @@ class CrashTests(BrokerProcessTestCase):
         data_dir = self.mktemp()
         ledger = Ledger()
         for _ in range(ROUNDS):
-            broker = yield self.started(data_dir)
+            broker = yield self.started(data_dir, *BUDGET)
             publisher_connection = yield self.connected(broker)
             consumer_connection = yield self.connected(broker)
             publisher = yield publisher_connection.channel()
@@ -104,7 +109,7 @@ class CrashTests(BrokerProcessTestCase):
             yield publisher_connection.whenClosed()
             yield consumer_connection.whenClosed()
 
-        recovered = yield self.restarted_contents(data_dir)
+        recovered = yield self.restarted_contents(data_dir, *BUDGET)
         found = [(int(message.body), message.redelivered) for message in recovered]
         numbers = [number for number, _ in found]
         context = f"(seed {seed}, {ledger.published} published, {len(ledger.confirmed)} confirmed)"
