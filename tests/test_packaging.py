@@ -29,6 +29,12 @@ def _tracked_files() -> list[str]:
     return [name for name in out.stdout.splitlines() if (ROOT / name).is_file()]
 
 
+def _without_pythonpath() -> dict[str, str]:
+    """This environment less PYTHONPATH, which trial's -j workers set to the
+    running interpreter's path and would let the venv see the host's copy."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 class InstalledPluginTests(SynchronousTestCase):
     """``pip install .`` into a fresh virtualenv installs the twistd plugin."""
 
@@ -82,7 +88,7 @@ class InstalledPluginTests(SynchronousTestCase):
             cwd=self.work,
             capture_output=True,
             text=True,
-            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            env=_without_pythonpath(),
         )
         return result.stdout + result.stderr
 
@@ -109,6 +115,7 @@ class InstalledPluginTests(SynchronousTestCase):
             capture_output=True,
             text=True,
             check=True,
+            env=_without_pythonpath(),
         ).stdout.split()
         self.assertEqual(len(where), 2, where)
         for path in where:

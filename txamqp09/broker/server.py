@@ -54,6 +54,7 @@ from txamqp09.wire.frames import (
     Command,
 )
 from txamqp09.wire.versions import (
+    CAPABILITIES,
     AMQP0_9_1,
     PREFERRED,
     ProtocolVersion,
@@ -76,16 +77,6 @@ __all__ = [
     "server_properties",
 ]
 
-#: Capabilities a 0-9-1 client learns from connection.start.
-CAPABILITIES = {
-    "publisher_confirms": True,
-    "exchange_exchange_bindings": True,
-    "basic.nack": True,
-    "consumer_cancel_notify": True,
-    "connection.blocked": True,
-    "authentication_failure_close": True,
-    "per_consumer_qos": True,
-}
 
 
 def server_properties(version: ProtocolVersion) -> dict[str, Any]:

@@ -60,6 +60,7 @@ from txamqp09.wire.frames import (
     Frame,
 )
 from txamqp09.wire.versions import (
+    CAPABILITIES,
     AMQP0_9_1,
     HEADER_SIZE,
     ProtocolVersion,
@@ -76,16 +77,6 @@ __all__ = [
     "sasl_response",
 ]
 
-#: What a 0-9-1 client tells the server it understands.
-CAPABILITIES = {
-    "publisher_confirms": True,
-    "exchange_exchange_bindings": True,
-    "basic.nack": True,
-    "consumer_cancel_notify": True,
-    "connection.blocked": True,
-    "authentication_failure_close": True,
-    "per_consumer_qos": True,
-}
 _NO_LIMIT = (1 << 32) - 1
 #: Output held for the end of a batch is written once it reaches this size.
 WRITE_CHUNK = 65536

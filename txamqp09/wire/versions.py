@@ -23,11 +23,24 @@ __all__ = [
     "VERSIONS",
     "PREFERRED",
     "HEADER_SIZE",
+    "CAPABILITIES",
     "version_for_header",
     "version_named",
 ]
 
 HEADER_SIZE = 8
+
+#: RabbitMQ's 0-9-1 extensions this project implements on both sides, as the
+#: ``capabilities`` table of server-properties and client-properties.
+CAPABILITIES = {
+    "publisher_confirms": True,
+    "exchange_exchange_bindings": True,
+    "basic.nack": True,
+    "consumer_cancel_notify": True,
+    "connection.blocked": True,
+    "authentication_failure_close": True,
+    "per_consumer_qos": True,
+}
 
 
 @dataclass(frozen=True)
