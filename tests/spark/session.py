@@ -1,0 +1,71 @@
+"""One local Spark session per test process, and what the Spark tests need
+to run: pyspark and pyarrow (the ``spark`` extra) and Java."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["ROOT", "spark_missing", "spark_session", "configure"]
+
+#: The source tree the tests run from; Spark's Python workers import it.
+ROOT = str(Path(__file__).resolve().parents[2])
+
+_lock = threading.Lock()
+_session: Any = None
+
+
+def spark_missing() -> Optional[str]:
+    """Why Spark tests cannot run here, or None when they can (a trial ``skip``)."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark
+    except ImportError as error:
+        return f"the spark extra is not installed ({error}); pip install '.[spark]'"
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        return f"Python data sources need pyspark 4, not {pyspark.__version__}"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "Spark needs Java (17 or newer), and there is no java on PATH"
+    return None
+
+
+def configure(builder: Any) -> Any:
+    """*builder* set up for tests: local[2] on loopback, no UI, workers that
+    run this interpreter and import this source tree."""
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return (
+        builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.executorEnv.PYTHONPATH", ROOT)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.stopTimeout", "10s")
+    )
+
+
+def spark_session() -> Any:
+    """The process's Spark session with format "amqp09" registered (started
+    on first use, which takes several seconds; call it off the reactor thread).
+
+    The session is made the calling thread's active one: Spark looks Python
+    data sources up in the active session of the thread that starts a query.
+    """
+    global _session
+    with _lock:
+        if _session is None:
+            from pyspark.sql import SparkSession
+
+            from txamqp09.spark import register
+
+            _session = configure(SparkSession.builder.appName("txamqp09-tests")).getOrCreate()
+            _session.sparkContext.setLogLevel("ERROR")
+            register(_session)
+    _session._jvm.SparkSession.setActiveSession(_session._jsparkSession)
+    return _session

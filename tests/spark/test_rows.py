@@ -1,0 +1,141 @@
+"""Rows, options and offset ranges of the data source, without Spark."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from twisted.trial.unittest import TestCase
+
+from txamqp09.spark.options import OptionError, ReadOptions, WriteOptions
+from txamqp09.spark.rows import header_text, message_row, publication
+from txamqp09.wire import _amqp0_9_1 as spec
+
+from .session import spark_missing
+
+
+class _Delivery:
+    """What message_row reads of a client Message."""
+
+    def __init__(self, properties: spec.BasicProperties, redelivered: bool = False) -> None:
+        self.body = b"payload"
+        self.routing_key = "events"
+        self.exchange = "amq.direct"
+        self.properties = properties
+        self.headers = properties.headers or {}
+        self.redelivered = redelivered
+
+
+class MessageRowTests(TestCase):
+    def test_everyColumn(self) -> None:
+        stamp = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+        properties = spec.BasicProperties(
+            content_type="application/json", delivery_mode=2, message_id="m-1", timestamp=stamp,
+            headers={"x-stream-offset": 42, "text": "é", "raw": b"\xff\x01", "nested": {"a": [1, b"b"]}},
+        )
+        row = message_row(_Delivery(properties, redelivered=True))
+        self.assertEqual(
+            row,
+            (
+                b"payload", "events", "amq.direct",
+                {"content_type": "application/json", "delivery_mode": "2", "message_id": "m-1"},
+                {"x-stream-offset": "42", "text": "é", "raw": "\\xff\x01", "nested": '{"a": [1, "b"]}'},
+                42, stamp, True,
+            ),
+        )
+
+    def test_classicQueueHasNoOffset(self) -> None:
+        row = message_row(_Delivery(spec.BasicProperties()))
+        self.assertEqual(row[3:], ({}, {}, None, None, False))
+
+    def test_headerText(self) -> None:
+        self.assertEqual(
+            [header_text(value) for value in (None, True, 1.5, datetime(2026, 1, 1, tzinfo=timezone.utc))],
+            [None, "True", "1.5", "2026-01-01T00:00:00+00:00"],
+        )
+
+
+class PublicationTests(TestCase):
+    def test_rowOverridesDefaults(self) -> None:
+        row = {
+            "body": "text", "routing_key": "k", "exchange": None,
+            "properties": {"delivery_mode": "1", "priority": "5", "timestamp": "2026-01-01T00:00:00+00:00"},
+            "headers": {"h": "v"},
+        }
+        self.assertEqual(
+            publication(row, "ex", "default-key", {"delivery_mode": 2}),
+            (b"text", "ex", "k", {
+                "delivery_mode": 1, "priority": 5, "headers": {"h": "v"},
+                "timestamp": datetime(2026, 1, 1, tzinfo=timezone.utc),
+            }),
+        )
+
+    def test_bodyOnly(self) -> None:
+        self.assertEqual(publication({"body": bytearray(b"x")}, "", "q", {}), (b"x", "", "q", {}))
+
+    def test_badRows(self) -> None:
+        with self.assertRaisesRegex(ValueError, "body column is null"):
+            publication({"body": None}, "", "", {})
+        with self.assertRaisesRegex(TypeError, "binary or string, not int"):
+            publication({"body": 3}, "", "", {})
+        with self.assertRaisesRegex(ValueError, "'colour' is not a basic property"):
+            publication({"body": b"", "properties": {"colour": "red"}}, "", "", {})
+
+
+class OptionTests(TestCase):
+    def test_readDefaults(self) -> None:
+        options = ReadOptions.parse({"url": "amqp://h/", "queue": "q"}, streaming=False)
+        self.assertEqual(
+            (options.stream, options.starting, options.ending, options.partitions, options.prefetch,
+             options.max_per_trigger),
+            (False, "first", "last", 2, 1000, None),
+        )
+        self.assertEqual(ReadOptions.parse({"url": "u", "queue": "q"}, streaming=True).starting, "next")
+
+    def test_readOptions(self) -> None:
+        options = ReadOptions.parse(
+            {"url": "u", "queue": "q", "queueType": "stream", "startingOffset": "7", "endingOffset": "9",
+             "numPartitions": "4", "prefetch": "10", "maxMessagesPerTrigger": "3"},
+            streaming=True,
+        )
+        self.assertEqual(
+            (options.stream, options.starting, options.ending, options.partitions, options.prefetch,
+             options.max_per_trigger),
+            (True, 7, 9, 4, 10, 3),
+        )
+
+    def test_badReadOptions(self) -> None:
+        cases = [
+            ({"queue": "q"}, "needs the option 'url'"),
+            ({"url": "u"}, "needs the option 'queue'"),
+            ({"url": "u", "queue": "q", "queueType": "quorum"}, "classic or stream, not 'quorum'"),
+            ({"url": "u", "queue": "q", "startingOffset": "last"}, "first, next or an offset"),
+            ({"url": "u", "queue": "q", "startingOffset": "-1"}, "must not be negative"),
+            ({"url": "u", "queue": "q", "numPartitions": "0"}, "at least 1, not 0"),
+            ({"url": "u", "queue": "q", "prefetch": "many"}, "must be an integer, not 'many'"),
+        ]
+        for options, message in cases:
+            with self.assertRaisesRegex(OptionError, message):
+                ReadOptions.parse(options, streaming=False)
+
+    def test_writeOptions(self) -> None:
+        options = WriteOptions.parse({"url": "u", "exchange": "x", "routingKey": "k", "writeId": "w"})
+        self.assertEqual(
+            (options.exchange, options.routing_key, options.delivery_mode, options.write_id),
+            ("x", "k", 2, "w"),
+        )
+        self.assertNotEqual(WriteOptions.parse({"url": "u"}).write_id, WriteOptions.parse({"url": "u"}).write_id)
+        with self.assertRaisesRegex(OptionError, "1 or 2, not 3"):
+            WriteOptions.parse({"url": "u", "deliveryMode": "3"})
+
+
+class OffsetRangeTests(TestCase):
+    skip = spark_missing()
+
+    def test_contiguousAndBalanced(self) -> None:
+        from txamqp09.spark.source import OffsetRange, offset_ranges
+
+        self.assertEqual(
+            offset_ranges(5, 15, 3), [OffsetRange(5, 9), OffsetRange(9, 12), OffsetRange(12, 15)]
+        )
+        self.assertEqual(offset_ranges(5, 7, 4), [OffsetRange(5, 6), OffsetRange(6, 7)])
+        self.assertEqual(offset_ranges(5, 5, 2), [])

@@ -1,0 +1,349 @@
+"""The data source's AMQP work, done in the reactor thread of
+:mod:`txamqp09.spark.reactor` with :mod:`txamqp09.client`.
+
+Spark's threads call these with :func:`~txamqp09.spark.reactor.call_in_reactor`:
+
+* :class:`StreamRange` consumes a stream queue from one offset to another;
+* :func:`stream_tail` learns the offset a stream queue's next message gets;
+* :class:`QueueFeed` consumes a classic queue and holds its deliveries
+  unacknowledged until :meth:`QueueFeed.ack_through`;
+* :func:`get_messages` takes up to a number of messages from a classic queue;
+* :class:`Publisher` publishes with publisher confirms.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from twisted.internet.defer import Deferred, fail, gatherResults, succeed
+from twisted.python.failure import Failure
+
+from txamqp09.client import Channel, ClientConnection, Consumer, Message, connect
+from txamqp09.spark.rows import STREAM_OFFSET_HEADER, Publication
+
+__all__ = [
+    "StreamRange",
+    "stream_tail",
+    "QueueFeed",
+    "get_messages",
+    "acknowledge",
+    "Publisher",
+    "open_channel",
+]
+
+
+def _reactor() -> Any:
+    from twisted.internet import reactor
+
+    return reactor
+
+
+async def open_channel(url: str) -> tuple[ClientConnection, Channel]:
+    """A new connection to *url* and a channel on it."""
+    connection = await connect(_reactor(), url)
+    try:
+        return connection, await connection.channel()
+    except BaseException:
+        connection.disconnect()
+        raise
+
+
+def stream_offset(message: Message) -> int:
+    """The stream offset of a delivery from a stream queue.
+
+    :raises ValueError: the delivery has none (the queue is not a stream).
+    """
+    offset = message.headers.get(STREAM_OFFSET_HEADER)
+    if offset is None:
+        raise ValueError(
+            f"a delivery has no {STREAM_OFFSET_HEADER} header: is queue "
+            "a stream queue? (option queueType)"
+        )
+    return int(offset)
+
+
+class _Batches:
+    """Messages handed from the reactor thread to a Spark thread in batches."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.finished = False
+        self._error: Optional[Failure] = None
+        self._waiting: Optional[Deferred[list[Message]]] = None
+
+    def add(self, message: Message) -> None:
+        """Hand *message* over with the next batch."""
+        self.messages.append(message)
+        self._wake()
+
+    def finish(self, error: Optional[Failure] = None) -> None:
+        """No more messages will come (*error* tells why, when it is one)."""
+        if not self.finished:
+            self.finished = True
+            self._error = error
+            self._wake()
+
+    def _wake(self) -> None:
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self._answer().chainDeferred(waiting)
+
+    def _answer(self) -> Deferred[list[Message]]:
+        if not self.messages and self._error is not None:
+            return fail(self._error)
+        taken, self.messages = self.messages, []
+        return succeed(taken)
+
+    def take(self) -> Deferred[list[Message]]:
+        """The messages that arrived since the last take, waiting for at
+        least one; an empty list once finished."""
+        if self.messages or self.finished:
+            return self._answer()
+        self._waiting = Deferred()
+        return self._waiting
+
+
+class StreamRange:
+    """Deliveries of a stream queue with offsets from *start* up to (not
+    including) *end*, consumed with a prefetch window.
+
+    Offsets before *start* (a stream hands out whole chunks) are skipped;
+    once a delivery at ``end - 1`` or beyond arrived the range is complete,
+    so the read ends even when retention removed some of its messages.
+    """
+
+    def __init__(self, connection: ClientConnection, channel: Channel, start: int, end: int) -> None:
+        self.connection = connection
+        self.channel = channel
+        self.start = start
+        self.end = end
+        self.batches = _Batches()
+        self._consumer: Optional[Consumer] = None
+        if start >= end:
+            self.batches.finish()
+
+    @classmethod
+    async def open(cls, url: str, queue: str, start: int, end: int, prefetch: int) -> StreamRange:
+        """Start consuming *queue* at *start*."""
+        connection, channel = await open_channel(url)
+        reading = cls(connection, channel, start, end)
+        if reading.batches.finished:
+            return reading
+        channel.whenClosed().addCallback(lambda ending: reading.batches.finish(Failure(ending)))
+        await channel.basic_qos(prefetch)
+        reading._consumer = await channel.basic_consume(
+            queue, reading._deliver, arguments={"x-stream-offset": start}
+        )
+        return reading
+
+    def _deliver(self, message: Message) -> None:
+        if self.batches.finished:
+            return
+        offset = stream_offset(message)
+        if offset < self.start:
+            message.ack()
+            return
+        if offset < self.end:
+            self.batches.add(message)
+        if offset >= self.end - 1:
+            self.batches.finish()
+
+    def take(self) -> Deferred[list[Message]]:
+        """The next deliveries in the range (acknowledged, which lets the
+        broker send more); an empty list once the range is complete."""
+        return self.batches.take().addCallback(self._acknowledge)
+
+    def _acknowledge(self, messages: list[Message]) -> list[Message]:
+        if messages and self.channel.closed_by is None:
+            messages[-1].ack(multiple=True)
+        return messages
+
+    async def close(self) -> None:
+        """Stop consuming and disconnect."""
+        await self.connection.disconnect()
+
+
+#: Seconds without deliveries after which the last chunk of a stream is
+#: taken to be read completely, and the most :func:`stream_tail` reads for.
+TAIL_QUIET = 0.2
+TAIL_LIMIT = 2.0
+
+
+async def stream_tail(url: str, queue: str) -> int:
+    """The offset the next message appended to stream *queue* gets.
+
+    AMQP 0-9-1 has no method that reports it, so this reads the stream's
+    last chunk (``x-stream-offset: last``) until no delivery has come for
+    :data:`TAIL_QUIET` seconds, or for :data:`TAIL_LIMIT` seconds while
+    publishers keep appending: one more than the highest offset seen, or 0
+    for an empty stream.
+    """
+    connection, channel = await open_channel(url)
+    highest = -1
+    read: Deferred[None] = Deferred()
+    clock = _reactor()
+    quiet = clock.callLater(TAIL_QUIET, read.callback, None)
+    limit = clock.callLater(TAIL_LIMIT, quiet.reset, 0)
+
+    def delivered(message: Message) -> None:
+        nonlocal highest
+        highest = max(highest, stream_offset(message))
+        message.ack()
+        if quiet.active():
+            quiet.reset(TAIL_QUIET)
+
+    try:
+        await channel.basic_qos(1000)
+        await channel.basic_consume(queue, delivered, arguments={"x-stream-offset": "last"})
+        await read
+    finally:
+        for timer in (quiet, limit):
+            if timer.active():
+                timer.cancel()
+        await connection.disconnect()
+    return highest + 1
+
+
+class QueueFeed:
+    """A classic queue's deliveries, numbered from 0 in arrival order and
+    kept unacknowledged until :meth:`ack_through`.
+
+    The consumer's prefetch window bounds how many are held.
+    """
+
+    def __init__(self, connection: ClientConnection, channel: Channel, prefetch: int) -> None:
+        self.connection = connection
+        self.channel = channel
+        self.prefetch = prefetch
+        self.messages: list[Message] = []
+        #: How many of the first deliveries are acknowledged (and dropped from :attr:`messages`).
+        self.acknowledged = 0
+        self._waiting: tuple[Any, ...] = ()
+
+    @classmethod
+    async def open(cls, url: str, queue: str, prefetch: int) -> tuple[QueueFeed, int]:
+        """Start consuming *queue*; also the number of messages it held ready."""
+        connection, channel = await open_channel(url)
+        feed = cls(connection, channel, prefetch)
+        declared = await channel.queue_declare(queue, passive=True)
+        await channel.basic_qos(prefetch)
+        await channel.basic_consume(queue, feed._deliver)
+        return feed, int(declared.message_count)
+
+    @property
+    def received(self) -> int:
+        """The number of deliveries so far."""
+        return self.acknowledged + len(self.messages)
+
+    def _deliver(self, message: Message) -> None:
+        self.messages.append(message)
+        if self._waiting and self._waiting[0] <= self.received:
+            self._wake()
+
+    def _wake(self) -> None:
+        count, arrived, timer = self._waiting
+        self._waiting = ()
+        if timer.active():
+            timer.cancel()
+        arrived.callback(self.received)
+
+    def wait_for(self, count: int, timeout: float) -> Deferred[int]:
+        """Fires with :attr:`received` once it reaches *count*, or after
+        *timeout* seconds, whichever comes first (one waiter at a time)."""
+        if self.received >= count:
+            return succeed(self.received)
+        arrived: Deferred[int] = Deferred()
+        self._waiting = (count, arrived, _reactor().callLater(timeout, self._wake))
+        return arrived
+
+    def between(self, start: int, end: int) -> list[Message]:
+        """The deliveries numbered *start* to *end* (exclusive) not yet acknowledged."""
+        first = max(start, self.acknowledged) - self.acknowledged
+        return self.messages[first : end - self.acknowledged]
+
+    async def ack_through(self, end: int) -> None:
+        """Acknowledge the deliveries numbered below *end*; fires once the
+        broker has processed the acknowledgement (a basic.qos round trip
+        after it on the same channel)."""
+        if end <= self.acknowledged:
+            return
+        done = end - self.acknowledged
+        acknowledged = self.messages[:done]
+        del self.messages[:done]
+        self.acknowledged = end
+        await acknowledge(acknowledged, self.prefetch)
+
+    async def close(self) -> None:
+        """Disconnect: the broker requeues whatever is unacknowledged."""
+        await self.connection.disconnect()
+
+
+async def acknowledge(messages: list[Message], prefetch: int = 0) -> None:
+    """Acknowledge *messages* (deliveries of one channel, in order) and wait
+    until the broker has processed that: a basic.qos round trip, which
+    restates the channel's *prefetch*, follows the acknowledgement."""
+    if messages:
+        messages[-1].ack(multiple=True)
+        await messages[-1].channel.basic_qos(prefetch)
+
+
+class Publisher:
+    """Publishes in chunks on a channel in confirm mode, with at most
+    :attr:`window` chunks awaiting their confirms."""
+
+    window = 2
+
+    def __init__(self, connection: ClientConnection, channel: Channel) -> None:
+        self.connection = connection
+        self.channel = channel
+        self.published = 0
+        self._unconfirmed: list[Deferred[Any]] = []
+
+    @classmethod
+    async def open(cls, url: str) -> Publisher:
+        """A publisher on a new connection to *url*."""
+        connection, channel = await open_channel(url)
+        await channel.confirm_select()
+        return cls(connection, channel)
+
+    async def publish(self, publications: list[Publication]) -> None:
+        """Publish *publications*, after the confirms of the chunk
+        :attr:`window` chunks back arrived and the connection drained.
+
+        :raises MessageNacked: the broker refused a message of an earlier chunk.
+        """
+        while len(self._unconfirmed) >= self.window:
+            await self._unconfirmed.pop(0)
+        if not self.connection.writable:
+            await self.connection.whenWritable()
+        confirms: list[Deferred[int]] = []
+        for body, exchange, routing_key, properties in publications:
+            confirmed = self.channel.basic_publish(body, exchange, routing_key, properties)
+            assert confirmed is not None, "the channel is in confirm mode"
+            confirms.append(confirmed)
+        self._unconfirmed.append(gatherResults(confirms, consumeErrors=True))
+        self.published += len(publications)
+
+    async def close(self) -> int:
+        """Wait for every confirm, disconnect; the number of messages confirmed.
+
+        :raises MessageNacked: the broker refused a message.
+        """
+        try:
+            while self._unconfirmed:
+                await self._unconfirmed.pop(0)
+        finally:
+            await self.connection.disconnect()
+        return self.published
+
+
+async def get_messages(channel: Channel, queue: str, limit: int) -> list[Message]:
+    """Up to *limit* messages taken from *queue* with basic.get, fewer when
+    it runs empty; unacknowledged."""
+    taken: list[Message] = []
+    while len(taken) < limit:
+        message = await channel.basic_get(queue)
+        if message is None:
+            break
+        taken.append(message)
+    return taken

@@ -1,0 +1,69 @@
+"""The Twisted reactor of a Spark Python worker, run in a daemon thread.
+
+Spark calls the data source from plain threads of its Python worker
+processes (executors, and the planner and streaming-source processes of the
+driver). The first call of :func:`call_in_reactor` in such a process starts
+the global reactor in a daemon thread, once; every call then runs its
+function in the reactor thread with ``blockingCallFromThread`` and returns
+its result (waiting for a Deferred or coroutine to finish). Nothing starts
+the reactor when a reader or writer is constructed or unpickled.
+
+The process must not run the reactor itself already: a program that runs
+Twisted in its main thread (a trial test, for instance) keeps the Spark
+session's calls off the reactor thread and never calls this module.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Coroutine, TypeVar, overload
+
+from twisted.internet import defer, threads
+
+__all__ = ["call_in_reactor", "reactor"]
+
+_T = TypeVar("_T")
+_lock = threading.Lock()
+_thread: "threading.Thread | None" = None
+
+
+def reactor() -> Any:
+    """The global reactor, running in its daemon thread."""
+    global _thread
+    from twisted.internet import reactor as global_reactor
+
+    with _lock:
+        if _thread is None:
+            _thread = threading.Thread(
+                target=global_reactor.run,
+                kwargs={"installSignalHandlers": False},
+                name="txamqp09-reactor",
+                daemon=True,
+            )
+            _thread.start()
+    return global_reactor
+
+
+@overload
+def call_in_reactor(function: Callable[..., Coroutine[Any, Any, _T]], *args: Any, **kwargs: Any) -> _T: ...
+
+
+@overload
+def call_in_reactor(function: Callable[..., "defer.Deferred[_T]"], *args: Any, **kwargs: Any) -> _T: ...
+
+
+@overload
+def call_in_reactor(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T: ...
+
+
+def call_in_reactor(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run *function* in the reactor thread and return what it produced.
+
+    A coroutine or Deferred is waited for; its failure is raised here.
+    """
+    running = reactor()
+
+    def start() -> "defer.Deferred[Any]":
+        return defer.maybeDeferred(function, *args, **kwargs)
+
+    return threads.blockingCallFromThread(running, start)
