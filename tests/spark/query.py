@@ -2,10 +2,10 @@
 checkpoint, optionally holding still inside one batch so that a test can
 kill it between the batch's offsets and its commit.
 
-``python -m tests.spark.query URL QUEUE TYPE CHECKPOINT OUTPUT HOLD_PORT``
-runs it in a Spark session of its own; the batch that reads the message
-:data:`HOLD` connects to 127.0.0.1:HOLD_PORT, says ``held`` and waits there
-until the process is killed.
+``python -m tests.spark.query URL HOLD_PORT QUEUE,TYPE,CHECKPOINT,OUTPUT...``
+runs one such query per queue in a Spark session of its own; in each, the
+batch that reads the message :data:`HOLD` connects to 127.0.0.1:HOLD_PORT,
+says ``held`` and waits there until the process is killed.
 """
 
 from __future__ import annotations
@@ -66,17 +66,19 @@ def start_query(
 
 
 def main(arguments: list[str]) -> None:
-    """Run the query in a new local Spark session until it ends."""
+    """Run the queries in a new local Spark session until they end."""
     from pyspark.sql import SparkSession
 
     from tests.spark.session import configure
     from txamqp09.spark import register
 
-    url, queue, queue_type, checkpoint, output, hold_port = arguments
+    url, hold_port, *queries = arguments
     spark = configure(SparkSession.builder.appName("txamqp09-restart")).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    start_query(spark, url, queue, queue_type, checkpoint, output, int(hold_port)).awaitTermination()
+    started = [start_query(spark, url, *query.split(","), int(hold_port)) for query in queries]
+    for query in started:
+        query.awaitTermination()
 
 
 if __name__ == "__main__":

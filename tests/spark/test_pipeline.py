@@ -9,7 +9,11 @@ a batch: after the batch's offsets are in the checkpoint, before its commit.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
+import re
 import signal
 import sys
 import uuid
@@ -22,6 +26,7 @@ from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
+from twisted.internet.utils import getProcessOutputAndValue
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 
@@ -42,16 +47,14 @@ BEFORE, AFTER = 10, 5
 
 
 class _HoldListener(Protocol):
-    """Fires the factory's ``held`` Deferred (with this protocol) when the
-    held batch says so, and :attr:`lost` when its connection ends."""
+    """Calls the factory's ``held`` with this protocol when a held batch
+    says so; :attr:`lost` fires when its connection ends."""
 
     def __init__(self) -> None:
         self.lost: Deferred[None] = Deferred()
 
     def dataReceived(self, data: bytes) -> None:
-        held = self.factory.held  # type: ignore[attr-defined]
-        if not held.called:
-            held.callback(self)
+        self.factory.held(self)  # type: ignore[attr-defined]
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
         self.lost.callback(None)
@@ -92,13 +95,13 @@ class PipelineTests(_TestCaseBase):
         name = f"spark-{queue_type}-{uuid.uuid4().hex[:8]}"
         channel = await self.channel()
         await channel.queue_declare(name, durable=True, arguments={"x-queue-type": queue_type})
-
-        async def delete() -> None:
-            cleanup = await self.channel()
-            await cleanup.queue_delete(queue=name)
-
-        self.addCleanup(lambda: Deferred.fromCoroutine(delete()))
+        self.addCleanup(lambda: Deferred.fromCoroutine(self.deleteQueues(name)))
         return name
+
+    async def deleteQueues(self, *queues: str) -> None:
+        channel = await self.channel()
+        for queue in queues:
+            await channel.queue_delete(queue=queue)
 
     async def publish(self, queue: str, bodies: list[bytes]) -> None:
         """Publish *bodies* to *queue* with confirms."""
@@ -219,26 +222,40 @@ class PipelineTests(_TestCaseBase):
             batches.add(int(batch))
         self.assertEqual(batches, {0, 1, 2})
 
-    async def runUntilKilled(self, queue: str, queue_type: str, checkpoint: str, output: str) -> None:
-        """Run the query in a child process until its batch holding
-        :data:`HOLD` is running, then kill the child and all it started."""
+    async def runUntilKilled(self, queries: list[tuple[str, str, str, str]]) -> None:
+        """Run *queries* (queue, type, checkpoint, output) in a child process
+        until each is inside its batch holding :data:`HOLD`, then kill the
+        child and everything it started."""
+        holders: list[_HoldListener] = []
+        all_held: Deferred[None] = Deferred()
+
+        def held(holder: _HoldListener) -> None:
+            holders.append(holder)
+            if len(holders) == len(queries):
+                all_held.callback(None)
+
         listening = Factory.forProtocol(_HoldListener)
-        listening.held = Deferred()  # type: ignore[attr-defined]
+        listening.held = held  # type: ignore[attr-defined]
         port = reactor.listenTCP(0, listening, interface="127.0.0.1")
         self.addCleanup(port.stopListening)
         child = _QueryProcess()
-        arguments = [self.url(), queue, queue_type, checkpoint, output, str(port.getHost().port)]
+        arguments = [self.url(), str(port.getHost().port), *(",".join(query) for query in queries)]
         process = reactor.spawnProcess(
             child, "/usr/bin/setsid", ["setsid", sys.executable, "-m", "tests.spark.query", *arguments],
             env={**os.environ, "PYTHONPATH": ROOT}, path=ROOT,
         )
-        child.ended.addCallback(lambda _: listening.held.called or listening.held.errback(
-            AssertionError("the query ended before its batch held:\n" + child.output.decode(errors="replace"))
-        ))
-        holder = await listening.held
+
+        def ended(_: None) -> None:
+            if not all_held.called:
+                output = child.output.decode(errors="replace")
+                all_held.errback(AssertionError(f"the queries ended before their batches held:\n{output}"))
+
+        child.ended.addCallback(ended)
+        await all_held
         os.killpg(process.pid, signal.SIGKILL)
         await child.ended
-        await holder.lost
+        for holder in holders:
+            await holder.lost
 
     def assertKilledBetweenOffsetsAndCommit(self, checkpoint: str) -> None:
         """The checkpoint has the held batch's offsets but not its commit."""
@@ -246,51 +263,59 @@ class PipelineTests(_TestCaseBase):
         self.assertIn(batch, os.listdir(Path(checkpoint, "offsets")))
         self.assertNotIn(batch, os.listdir(Path(checkpoint, "commits")))
 
-    async def restart(self, queue: str, queue_type: str) -> list[Any]:
-        """Publish, run until killed, publish more, run again to the end; the output's rows."""
+    @inline
+    async def test_restartAfterKill(self) -> None:
+        """Streaming queries from a stream queue and a classic queue into
+        parquet, killed between a batch's offsets and its commit, restarted
+        after more messages came: every message of the stream exactly once;
+        every message of the classic queue at least once, a message seen
+        twice was redelivered, and nothing is left in the queue or
+        unacknowledged."""
         bodies = [HOLD if number == HOLD_INDEX else b"message %d" % number for number in range(BEFORE + AFTER)]
-        await self.publish(queue, bodies[:BEFORE])
-        checkpoint, output = os.path.abspath(self.mktemp()), os.path.abspath(self.mktemp())
-        await self.runUntilKilled(queue, queue_type, checkpoint, output)
-        self.assertKilledBetweenOffsetsAndCommit(checkpoint)
-        await self.publish(queue, bodies[BEFORE:])
-        if queue_type == "classic":
-            async def released() -> bool:
-                return (await self.counts(queue))[1] == 0
+        queries = []
+        for queue_type in ("stream", "classic"):
+            queue = await self.queue(queue_type)
+            await self.publish(queue, bodies[:BEFORE])
+            queries.append((queue, queue_type, os.path.abspath(self.mktemp()), os.path.abspath(self.mktemp())))
+        await self.runUntilKilled(queries)
+        for queue, _, checkpoint, _ in queries:
+            self.assertKilledBetweenOffsetsAndCommit(checkpoint)
+            await self.publish(queue, bodies[BEFORE:])
+        classic = queries[1][0]
 
-            await self.waitUntil(released, "the killed query's consumer is gone")
+        async def released() -> bool:
+            return (await self.counts(classic))[1] == 0
 
-        def finish(spark: Any) -> list[Any]:
-            start_query(spark, self.url(), queue, queue_type, checkpoint, output, 0).awaitTermination()
-            return spark.read.parquet(output).collect()  # type: ignore[no-any-return]
+        await self.waitUntil(released, "the killed query's consumer is gone")
 
-        rows = await self.spark(finish)
-        self.assertEqual(set(row.body for row in rows), set(bodies))
-        return rows
+        def finish(spark: Any) -> list[list[Any]]:
+            results = []
+            for query in queries:
+                start_query(spark, self.url(), *query, 0).awaitTermination()
+                results.append(spark.read.parquet(query[3]).collect())
+            return results
 
-    @inline
-    async def test_restartStreamQueueExactlyOnce(self) -> None:
-        """Killed between a batch's offsets and its commit, restarted after
-        more messages came: every message of the stream exactly once."""
-        queue = await self.queue("stream")
-        rows = await self.restart(queue, "stream")
-        self.assertEqual(sorted(row.offset for row in rows), list(range(BEFORE + AFTER)))
+        from_stream, from_classic = await self.spark(finish)
+        self.assertEqual(sorted(row.body for row in from_stream), sorted(bodies))
+        self.assertEqual(sorted(row.offset for row in from_stream), list(range(BEFORE + AFTER)))
 
-    @inline
-    async def test_restartClassicQueueAtLeastOnce(self) -> None:
-        """The same with a classic queue: every message at least once, a
-        message seen twice was redelivered, and nothing is left in the queue
-        or unacknowledged."""
-        queue = await self.queue("classic")
-        rows = await self.restart(queue, "classic")
         seen: dict[bytes, list[bool]] = {}
-        for row in rows:
+        for row in from_classic:
             seen.setdefault(row.body, []).append(row.redelivered)
+        self.assertEqual(set(seen), set(bodies))
         for body, redelivered in seen.items():
             if len(redelivered) > 1:
                 self.assertTrue(any(redelivered), f"{body!r} came {len(redelivered)} times, never redelivered")
         self.assertTrue(seen[HOLD][-1], "the held batch's messages come again, redelivered")
-        self.assertEqual(await self.counts(queue), (0, 0))
+        self.assertEqual(await self.counts(classic), (0, 0))
+
+
+def guide_programs() -> tuple[str, str]:
+    """The pipeline guide's two programs: the producer and the Spark pipeline."""
+    text = Path(ROOT, "docs", "pipeline.rst").read_text()
+    blocks = re.findall(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", text)
+    producer, pipeline = (re.sub(r"^    ", "", block, flags=re.MULTILINE) for block in blocks)
+    return producer, pipeline
 
 
 #: Where the held message is among the messages of a restart test (in the second batch).
@@ -309,6 +334,35 @@ class OwnBrokerPipelineTests(PipelineTests, TestCase):
 
     def url(self) -> str:
         return self.broker.url
+
+    @inline
+    async def test_guidePipeline(self) -> None:
+        """docs/pipeline.rst's producer and pipeline run and give the totals it promises."""
+        producer, pipeline = (
+            program.replace('"amqp://guest:guest@localhost:5672/"', repr(self.url()))
+            for program in guide_programs()
+        )
+        pipeline = pipeline.replace('DATA = "pipeline-data"', f"DATA = {os.path.abspath(self.mktemp())!r}")
+        self.addCleanup(lambda: Deferred.fromCoroutine(self.deleteQueues("events", "totals")))
+        output, errors, status = await getProcessOutputAndValue(
+            sys.executable, ["-c", producer], env={**os.environ, "PYTHONPATH": ROOT}
+        )
+        self.assertEqual(status, 0, errors.decode())
+
+        def run(spark: Any) -> list[Any]:
+            namespace: dict[str, Any] = {"__name__": "__main__"}
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(pipeline, "docs/pipeline.rst", "exec"), namespace)
+            return namespace["totals"].orderBy("kind").collect()  # type: ignore[no-any-return]
+
+        totals = await self.spark(run)
+        expected = [("buy", 100, 14850), ("click", 300, 44850), ("view", 300, 44850)]
+        self.assertEqual([tuple(row) for row in totals], expected)
+        published = await self.read(queue="totals")
+        self.assertEqual(
+            sorted((json.loads(row.body) for row in published), key=lambda total: total["kind"]),
+            [{"kind": kind, "events": events, "amount": amount} for kind, events, amount in expected],
+        )
 
 
 class RabbitMQPipelineTests(PipelineTests, TestCase):

@@ -163,8 +163,9 @@ class StreamRange:
         await self.connection.disconnect()
 
 
-#: Seconds without deliveries after which the last chunk of a stream is
-#: taken to be read completely, and the most :func:`stream_tail` reads for.
+#: Seconds without deliveries after which the last chunk of a RabbitMQ
+#: stream is taken to be read completely, and the most :func:`_last_chunk_end`
+#: reads for while publishers keep appending.
 TAIL_QUIET = 0.2
 TAIL_LIMIT = 2.0
 
@@ -172,13 +173,32 @@ TAIL_LIMIT = 2.0
 async def stream_tail(url: str, queue: str) -> int:
     """The offset the next message appended to stream *queue* gets.
 
-    AMQP 0-9-1 has no method that reports it, so this reads the stream's
-    last chunk (``x-stream-offset: last``) until no delivery has come for
-    :data:`TAIL_QUIET` seconds, or for :data:`TAIL_LIMIT` seconds while
-    publishers keep appending: one more than the highest offset seen, or 0
-    for an empty stream.
+    This project's broker reports it as queue.declare-ok's ``message_count``
+    (docs/streams.rst, "The end of the log"). RabbitMQ reports a message
+    count from statistics there, so with it the end is learned from the
+    stream's last chunk (:func:`_last_chunk_end`).
     """
     connection, channel = await open_channel(url)
+    try:
+        if _product(connection) == "txamqp09":
+            declared = await channel.queue_declare(queue, passive=True)
+            return int(declared.message_count)
+        return await _last_chunk_end(channel, queue)
+    finally:
+        await connection.disconnect()
+
+
+def _product(connection: ClientConnection) -> str:
+    """The ``product`` the server named in connection.start."""
+    product = connection.server_properties.get("product", "")
+    return product.decode("utf-8", "replace") if isinstance(product, bytes) else str(product)
+
+
+async def _last_chunk_end(channel: Channel, queue: str) -> int:
+    """One more than the highest offset of the stream's last chunk (a
+    consumer with ``x-stream-offset: last``), read until no delivery has
+    come for :data:`TAIL_QUIET` seconds or for :data:`TAIL_LIMIT` seconds in
+    all; 0 for an empty stream."""
     highest = -1
     read: Deferred[None] = Deferred()
     clock = _reactor()
@@ -200,7 +220,6 @@ async def stream_tail(url: str, queue: str) -> int:
         for timer in (quiet, limit):
             if timer.active():
                 timer.cancel()
-        await connection.disconnect()
     return highest + 1
 
 
@@ -337,13 +356,10 @@ class Publisher:
         return self.published
 
 
-async def get_messages(channel: Channel, queue: str, limit: int) -> list[Message]:
-    """Up to *limit* messages taken from *queue* with basic.get, fewer when
-    it runs empty; unacknowledged."""
-    taken: list[Message] = []
-    while len(taken) < limit:
-        message = await channel.basic_get(queue)
-        if message is None:
-            break
-        taken.append(message)
-    return taken
+async def get_messages(channel: Channel, queue: str, limit: int) -> tuple[list[Message], bool]:
+    """Up to *limit* messages taken from *queue*, unacknowledged, with
+    *limit* basic.get requests sent at once; and whether the queue answered
+    empty to any of them."""
+    answers = await gatherResults([channel.basic_get(queue) for _ in range(limit)])
+    taken = [message for message in answers if message is not None]
+    return taken, len(taken) < limit

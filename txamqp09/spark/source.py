@@ -41,8 +41,8 @@ __all__ = ["AMQPDataSource"]
 
 #: Rows published per call into the reactor.
 _PUBLISH_CHUNK = 500
-#: Messages taken from a classic queue per call into the reactor in a batch read.
-_DRAIN_CHUNK = 1000
+#: basic.get requests sent at once by a batch read of a classic queue.
+_DRAIN_CHUNK = 200
 #: Seconds a Trigger.AvailableNow read of a classic queue waits for the
 #: messages the queue held when the query started to be delivered.
 _AVAILABLE_NOW_WAIT = 30.0
@@ -185,15 +185,14 @@ class QueueBatchReader(DataSourceReader):
         try:
             remaining = partition.limit
             last = None
-            while remaining:
-                messages = call_in_reactor(
+            emptied = False
+            while remaining and not emptied:
+                messages, emptied = call_in_reactor(
                     amqp.get_messages, channel, self.options.queue, min(remaining, _DRAIN_CHUNK)
                 )
-                if not messages:
-                    break
                 remaining -= len(messages)
-                last = messages[-1]
                 for message in messages:
+                    last = message
                     yield message_row(message)
             if last is not None:
                 call_in_reactor(amqp.acknowledge, [last])
@@ -233,7 +232,8 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._session = uuid.uuid4().hex
         self._feed: Optional[amqp.QueueFeed] = None
-        #: Messages the queue held ready when the consumer started.
+        #: Messages the queue held ready when the consumer started (the
+        #: deliveries numbered below it were in the queue by then).
         self._ready_at_open = 0
         self._target: Optional[int] = None
 
@@ -256,7 +256,8 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable() if maximum is None else ReadMaxRows(maximum)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._open().received + self._ready_at_open
+        self._open()
+        self._target = self._ready_at_open
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         feed = self._open()
