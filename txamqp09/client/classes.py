@@ -292,19 +292,11 @@ class StreamClass:
 
 
 class TunnelClass:
-    """The tunnel class on *channel*.
+    """The tunnel class on *channel*; a request that reaches no queue without
+    ``broadcast`` comes back as basic.return, at ``channel.return_handler``."""
 
-    :param on_request: called with each tunnel.request the server sends (a
-        request that reached no queue, returned; see the docs), as a
-        settled :class:`Message`.
-    """
-
-    def __init__(self, channel: Channel, on_request: Optional[Callable[[Message], object]] = None) -> None:
+    def __init__(self, channel: Channel) -> None:
         self.channel = channel
-        if on_request is not None:
-            channel.method_handlers["tunnel.request"] = lambda command: on_request(
-                Message(channel, command, settled=True)
-            )
 
     def request(
         self,

@@ -10,8 +10,10 @@ when it is not empty. Consumers of any class receive it.
 ``broadcast`` non-zero sends the request to every queue it is routed to and
 drops it silently when there is none. With ``broadcast`` zero the request
 must reach a queue: an unroutable one comes back to the sender as a
-tunnel.request from the server, with the original properties and content
-and the meta-data ``{"reply-code": 312, "reply-text": "NO_ROUTE"}``.
+basic.return (312 NO_ROUTE) with the content and the basic properties the
+request was translated to. (The 0-9 grammar lists a server-sent
+tunnel.request, but its XML lets only servers receive the method, so the
+broker never sends one.)
 """
 
 from __future__ import annotations
@@ -67,18 +69,8 @@ class TunnelState(DeliveringState):
         self.publish(exchange, message, not properties.broadcast, False)
 
     def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
-        """Send an unroutable request back to the client as a tunnel.request."""
-        properties: Any = message.properties
-        headers = dict(properties.headers or {})
-        headers.pop(META_DATA_HEADER, None)
-        tunnel_properties = self.channel.spec.TunnelProperties(
-            headers=headers or None, proxy_name=message.exchange, data_name=message.routing_key,
-            durable=1 if properties.delivery_mode == PERSISTENT else 0, broadcast=0,
-        )
-        self.send_content(
-            "tunnel.request", tunnel_properties, message.body or b"",
-            meta_data={"reply-code": reply_code, "reply-text": reply_text},
-        )
+        """An unroutable request comes back as basic.return (tunnel has no return method)."""
+        self.channel.returned(reply_code, reply_text, message)
 
     def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
         """The tunnel class has no consumers."""
