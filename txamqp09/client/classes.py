@@ -56,10 +56,19 @@ class MessageRejected(ClientError):
         self.text = text
 
 
-def _consumer(
-    channel: Channel, amqp_class: str, queue: str, tag: str, callback: Optional[DeliveryCallback],
-    no_ack: bool, max_backlog: int,
-) -> Consumer:
+def _consume(
+    channel: Channel,
+    amqp_class: str,
+    queue: str,
+    callback: Optional[DeliveryCallback],
+    *,
+    tag: str,
+    tag_field: str = "consumer_tag",
+    no_ack: bool,
+    max_backlog: int,
+    **fields: Any,
+) -> Deferred[Consumer]:
+    """Send ``<amqp_class>.consume``; fires with the :class:`Consumer` once the server agreed."""
     tag = tag or f"txamqp09.{amqp_class}.{channel.number}.{len(channel.consumers) + 1}"
     while tag in channel.consumers:
         tag += "+"
@@ -68,7 +77,11 @@ def _consumer(
         amqp_class=amqp_class,
     )
     channel.consumers[tag] = consumer
-    return consumer
+    name = f"{amqp_class}.consume"
+    if ("no_ack", "bit") in channel.spec.BY_NAME[name].FIELDS:
+        fields["no_ack"] = no_ack
+    started = channel.request(name, queue=queue, **{tag_field: tag}, **fields)
+    return started.addCallback(lambda _: consumer)
 
 
 # -- file -------------------------------------------------------------------------
@@ -153,12 +166,10 @@ class FileClass:
         max_backlog: int = DEFAULT_MAX_BACKLOG,
     ) -> Deferred[Consumer]:
         """file.consume; fires with the :class:`Consumer`, whose messages are :class:`FileMessage`."""
-        consumer = _consumer(self.channel, "file", queue, consumer_tag, callback, no_ack, max_backlog)
-        started = self.channel.request(
-            "file.consume", queue=queue, consumer_tag=consumer.tag, no_ack=no_ack,
-            exclusive=exclusive, no_local=no_local,
+        return _consume(
+            self.channel, "file", queue, callback, tag=consumer_tag, no_ack=no_ack,
+            max_backlog=max_backlog, exclusive=exclusive, no_local=no_local,
         )
-        return started.addCallback(lambda _: consumer)
 
     def open(self, identifier: str, content_size: int) -> Deferred[int]:
         """file.open; fires with the bytes the server already holds for *identifier*."""
@@ -261,12 +272,10 @@ class StreamClass:
         max_backlog: int = DEFAULT_MAX_BACKLOG,
     ) -> Deferred[Consumer]:
         """stream.consume; fires with the :class:`Consumer` (deliveries need no ack)."""
-        consumer = _consumer(self.channel, "stream", queue, consumer_tag, callback, True, max_backlog)
-        started = self.channel.request(
-            "stream.consume", queue=queue, consumer_tag=consumer.tag, exclusive=exclusive,
-            no_local=no_local,
+        return _consume(
+            self.channel, "stream", queue, callback, tag=consumer_tag, no_ack=True,
+            max_backlog=max_backlog, exclusive=exclusive, no_local=no_local,
         )
-        return started.addCallback(lambda _: consumer)
 
     def publish(
         self,
@@ -468,7 +477,7 @@ class MessageClass:
         return self._request("message.open", reference=reference)
 
     def append(self, reference: bytes, data: bytes) -> Deferred[Any]:
-        """message.append: add *data* to an open reference."""
+        """message.append: add *data* to an open reference (the method must fit in a frame)."""
         return self._request("message.append", reference=reference, bytes=data)
 
     def checkpoint(self, reference: bytes, identifier: str) -> Deferred[Any]:
@@ -499,8 +508,13 @@ class MessageClass:
     ) -> Deferred[int]:
         """Send *body* through a reference, checkpointed after each chunk under
         *identifier*, resuming from the broker's checkpoint; fires with the
-        offset it resumed from once the broker took the message."""
+        offset it resumed from once the broker took the message.
+
+        Chunks are at most *chunk_size* bytes, and small enough for a frame.
+        """
         reference = identifier.encode("utf-8")
+        # message.append is a method: each chunk must fit in one frame.
+        chunk_size = min(chunk_size, self.channel.connection.body_frame_limit - len(reference) - 64)
 
         def resumed(offset: int) -> Deferred[int]:
             for start in range(offset, len(body), chunk_size):
@@ -532,12 +546,10 @@ class MessageClass:
         max_backlog: int = DEFAULT_MAX_BACKLOG,
     ) -> Deferred[Consumer]:
         """message.consume; fires with the :class:`Consumer` (its tag is the destination)."""
-        consumer = _consumer(self.channel, "message", queue, destination, callback, no_ack, max_backlog)
-        started = self._request(
-            "message.consume", queue=queue, destination=consumer.tag, no_ack=no_ack,
-            exclusive=exclusive, no_local=no_local,
+        return _consume(
+            self.channel, "message", queue, callback, tag=destination, tag_field="destination",
+            no_ack=no_ack, max_backlog=max_backlog, exclusive=exclusive, no_local=no_local,
         )
-        return started.addCallback(lambda _: consumer)
 
     def cancel(self, consumer: Consumer) -> Deferred[Any]:
         """message.cancel."""

@@ -140,8 +140,13 @@ class DeliveringState(ClassState):
         raise NotImplementedError
 
     def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
-        """*message* could not be routed or delivered."""
-        raise NotImplementedError
+        """*message* could not be routed or delivered: ``<class>.return`` with its content."""
+        method = self.channel.spec.BY_NAME[f"{self.AMQP_CLASS}.return"]
+        self.send_content(
+            method.NAME, from_basic(message, self.channel.version.properties[method.CLASS_ID]),
+            message.body or b"", reply_code=reply_code, reply_text=reply_text,
+            exchange=message.exchange, routing_key=message.routing_key,
+        )
 
     def confirmed(self, sequence: int, ack: bool) -> None:
         """Publisher confirms are a basic-class feature: nothing to send."""
@@ -158,16 +163,21 @@ class DeliveringState(ClassState):
     def tx(self, verb: str) -> None:
         getattr(self.session, f"tx_{verb}")()
 
-    def consume(
-        self, queue: str, tag: str, *, no_ack: bool, no_local: bool, exclusive: bool
-    ) -> Consumer:
-        """Add a consumer of *queue* (the channel's last queue when empty)."""
+    def consume(self, method: Any, tag: str, *, no_ack: bool, answer: Optional[str]) -> None:
+        """Start a consumer of ``method.queue`` (the channel's last queue when
+        empty) as *method* asks; answer with the method *answer* (with the
+        consumer tag when it has that field) unless None."""
         channel = self.channel
-        found = channel.vhost.queue(channel._queue_name(queue), channel.client)
-        return self.session.consume(
-            found, tag or unique_name("amq.ctag-"), no_ack=no_ack, no_local=no_local,
-            exclusive=exclusive,
+        queue = channel.vhost.queue(channel._queue_name(method.queue), channel.client)
+        consumer = self.session.consume(
+            queue, tag or unique_name("amq.ctag-"), no_ack=no_ack, no_local=method.no_local,
+            exclusive=method.exclusive,
         )
+        if answer is not None:
+            answer_class = channel.spec.BY_NAME[answer]
+            fields = {"consumer_tag": consumer.tag} if answer_class.FIELDS else {}
+            channel._reply(answer_class(**fields))
+        consumer.start()
 
     def publish(self, exchange: str, message: Message, mandatory: bool, immediate: bool) -> None:
         """Publish *message* through this class's session."""

@@ -75,13 +75,10 @@ class FileState(DeliveringState):
 
     def file_consume(self, method: Any) -> None:
         """Start a file consumer."""
-        consumer = self.consume(
-            method.queue, method.consumer_tag, no_ack=method.no_ack, no_local=method.no_local,
-            exclusive=method.exclusive,
+        self.consume(
+            method, method.consumer_tag, no_ack=method.no_ack,
+            answer=None if method.nowait else "file.consume-ok",
         )
-        if not method.nowait:
-            self.reply("file.consume-ok", consumer_tag=consumer.tag)
-        consumer.start()
 
     def file_cancel(self, method: Any) -> None:
         """End a file consumer; messages already offered are still staged and delivered."""
@@ -163,14 +160,6 @@ class FileState(DeliveringState):
         self._staging.remove(key)
         if self._open is not None and self._open[0] == key:
             self._open = None
-
-    def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
-        """file.return with the message's content."""
-        self.send_content(
-            "file.return", from_basic(message, self.channel.spec.FileProperties),
-            message.body or b"", reply_code=reply_code, reply_text=reply_text,
-            exchange=message.exchange, routing_key=message.routing_key,
-        )
 
     # -- delivering ------------------------------------------------------------
 

@@ -128,12 +128,7 @@ class MessageState(DeliveringState):
 
     def message_consume(self, method: Any) -> None:
         """Start a consumer; its transfers carry its destination (the consumer tag)."""
-        consumer = self.consume(
-            method.queue, method.destination, no_ack=method.no_ack, no_local=method.no_local,
-            exclusive=method.exclusive,
-        )
-        self.reply("message.ok")
-        consumer.start()
+        self.consume(method, method.destination, no_ack=method.no_ack, answer="message.ok")
 
     def message_cancel(self, method: Any) -> None:
         """End the consumer of a destination (ok also when there is none)."""

@@ -93,13 +93,10 @@ class StreamState(DeliveringState):
 
     def stream_consume(self, method: Any) -> None:
         """Start a stream consumer (deliveries are never acknowledged)."""
-        consumer = self.consume(
-            method.queue, method.consumer_tag, no_ack=True, no_local=method.no_local,
-            exclusive=method.exclusive,
+        self.consume(
+            method, method.consumer_tag, no_ack=True,
+            answer=None if method.nowait else "stream.consume-ok",
         )
-        if not method.nowait:
-            self.reply("stream.consume-ok", consumer_tag=consumer.tag)
-        consumer.start()
 
     def stream_cancel(self, method: Any) -> None:
         """End a stream consumer and drop its backlog."""
@@ -117,14 +114,6 @@ class StreamState(DeliveringState):
         raw = to_basic(command.properties, self.channel.version.properties[60], delivery_mode=TRANSIENT)
         message = basic_message(self.channel, method.exchange, method.routing_key, raw, command.body)
         self.publish(method.exchange, message, method.mandatory, method.immediate)
-
-    def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
-        """stream.return with the message's content."""
-        self.send_content(
-            "stream.return", from_basic(message, self.channel.spec.StreamProperties),
-            message.body or b"", reply_code=reply_code, reply_text=reply_text,
-            exchange=message.exchange, routing_key=message.routing_key,
-        )
 
     # -- the backlog -----------------------------------------------------------
 
