@@ -121,7 +121,7 @@ class Consumer:
             size = message.size
             for limit in self.limits:
                 limit.take(size)
-        elif message.store_id:
+        elif message.paging:
             queue.discard((message,))
         session.sink.deliver(self, tag, redelivered, message)
 
@@ -190,8 +190,8 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = dict(arguments or {})
-        self._persistence = vhost.persistence if durable and exclusive_owner is None else None
-        self.stored = self._persistence is not None
+        self._persistence = vhost.persistence
+        self.stored = self._persistence is not None and durable and exclusive_owner is None
         self.max_length = count_argument(self.arguments, "x-max-length")
         self.max_length_bytes = count_argument(self.arguments, "x-max-length-bytes")
         self.overflow = choice_argument(
@@ -376,7 +376,7 @@ class Queue:
 
     def read_back(self, messages: list[Message]) -> None:
         """Read the bodies of paged-out *messages* of this queue back from the store."""
-        assert self._persistence is not None, "only stored queues hold paged-out messages"
+        assert self._persistence is not None, "only a broker with a store pages messages out"
         self._persistence.page_in(messages)
 
     def restore(self, messages: Iterable[tuple[Message, bool]]) -> None:
