@@ -94,6 +94,9 @@ class Persistence:
         self.paged_bytes = 0
         #: Bytes of ready bodies in memory at the last :meth:`sample`.
         self.sampled_bytes = 0
+        #: Whether the bodies in memory exceed the budget (tracked ones, or
+        #: every ready one at the last :meth:`sample`).
+        self.over_budget = False
         #: Messages published above the budget, to page out once durable:
         #: (store sequence number, message), oldest first.
         self._to_page_out: deque[tuple[int, Message]] = deque()
@@ -183,15 +186,15 @@ class Persistence:
 
     # -- memory budget -------------------------------------------------------
 
-    @property
-    def over_budget(self) -> bool:
-        """Whether the bodies in memory exceed the budget (tracked ones, or
-        every ready one at the last :meth:`sample`)."""
-        return self.resident_bytes > self.memory_budget or self.sampled_bytes > self.memory_budget
+    def _weigh(self) -> None:
+        """Compare the bodies in memory with the budget (after they changed)."""
+        budget = self.memory_budget
+        self.over_budget = self.resident_bytes > budget or self.sampled_bytes > budget
 
     def sample(self, in_memory: int) -> None:
         """The bytes of ready message bodies in memory, sampled now."""
         self.sampled_bytes = in_memory
+        self._weigh()
         self._page_out()
 
     def _track(self, message: Message, holders: int, spill: bool, sequence: int) -> None:
@@ -200,6 +203,7 @@ class Persistence:
         message.paging = RESIDENT
         message.holders = holders
         self.resident_bytes += message.size
+        self._weigh()
         if self.over_budget:
             if spill:
                 if not message.store_id:
@@ -223,6 +227,7 @@ class Persistence:
                     message.paging = PAGED_OUT
                 self.resident_bytes -= message.size
                 self.paged_bytes += message.size
+                self._weigh()
         if not self.over_budget:
             waiting.clear()
 
@@ -232,6 +237,7 @@ class Persistence:
         else:
             self.paged_bytes -= message.size
         message.paging = UNTRACKED
+        self._weigh()
 
     def page_in(self, messages: Sequence[Message]) -> None:
         """Read the bodies of paged-out *messages* back from the store."""
@@ -246,6 +252,7 @@ class Persistence:
             message.paging = RESIDENT
             self.paged_bytes -= message.size
             self.resident_bytes += message.size
+        self._weigh()
         if unspilled:
             self.store.unspill(unspilled)
 
@@ -258,6 +265,7 @@ class Persistence:
         else:
             message.paging = RESIDENT
             self.resident_bytes += message.size
+            self._weigh()
 
 
 def _binding_record(vhost: VirtualHost, binding: Binding) -> DurableBinding:
