@@ -35,7 +35,7 @@ class PagingTests(SynchronousTestCase):
             self.publisher.publish("", message(body(n), routing_key, mode=mode), False, False)
 
     def bodies_in_memory(self, queue: str = "q") -> list[bool]:
-        return [m.body is not None for _, m, _ in self.vhost.queues[queue].messages]
+        return [m.body is not None for _, m, *_ in self.vhost.queues[queue].messages]
 
     def test_messages_above_the_budget_are_paged_out_and_read_back_in_order(self) -> None:
         self.publish(range(1000))
@@ -77,7 +77,7 @@ class PagingTests(SynchronousTestCase):
         self.publish(range(5), mode=1)
         self.persistence.sample(ready_bytes(self.broker))
         self.publish(range(5, 10), mode=1)
-        self.assertEqual({m.paging for _, m, _ in self.vhost.queues["q"].messages}, {UNTRACKED})
+        self.assertEqual({m.paging for _, m, *_ in self.vhost.queues["q"].messages}, {UNTRACKED})
         self.assertEqual((self.persistence.resident_bytes, self.store.spilled), (0, {}))
 
     def test_transient_messages_above_the_budget_are_spilled_and_read_back(self) -> None:
@@ -145,7 +145,7 @@ class PagingTests(SynchronousTestCase):
         broker = Broker(persistence=Persistence(self.store, memory_budget=5 * SIZE))
         broker.restore(self.store.open(body_budget=5 * SIZE))
         queue = broker.vhosts["/"].queues["q"]
-        self.assertEqual([m.body is not None for _, m, _ in queue.messages], [True] * 5 + [False] * 25)
+        self.assertEqual([m.body is not None for _, m, *_ in queue.messages], [True] * 5 + [False] * 25)
         assert broker.persistence is not None
         self.assertEqual(broker.persistence.paged_bytes, 25 * SIZE)
         consumer, sink = session(broker.vhosts["/"], Client("consumer"))

@@ -523,7 +523,8 @@ class ServerChannel:
         queue = self.vhost.queue(self._queue_name(method.queue), self.client)
         tag = method.consumer_tag or unique_name("amq.ctag-")
         consumer = self.session.consume(
-            queue, tag, no_ack=method.no_ack, no_local=method.no_local, exclusive=method.exclusive
+            queue, tag, no_ack=method.no_ack, no_local=method.no_local, exclusive=method.exclusive,
+            arguments=getattr(method, "arguments", None),
         )
         self._deliver_prefixes[tag] = _DELIVER_IDS + encode_shortstr(tag)
         if not method.nowait:

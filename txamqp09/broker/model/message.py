@@ -10,9 +10,13 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from txamqp09.wire.base import Properties, decode_properties
-from txamqp09.wire.errors import AMQPSyntaxError
+from txamqp09.wire.errors import AMQPSyntaxError, PreconditionFailed
+from txamqp09.wire.fields import encode_shortstr
 
-__all__ = ["Message", "delivery_mode", "UNTRACKED", "RESIDENT", "PAGED_OUT", "SPILLED"]
+__all__ = [
+    "Message", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
+    "SPILLED",
+]
 
 #: Message.paging: the message is not under the memory budget (a transient
 #: message published while the broker was within its budget).
@@ -28,6 +32,9 @@ SPILLED = 3
 
 #: Property flags of basic's first four properties (the same in 0-8, 0-9, 0-9-1).
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _DELIVERY_MODE = 0x8000, 0x4000, 0x2000, 0x1000
+#: The expiration bit in the first byte of the basic property flags: a
+#: message with ``raw_properties[0] & EXPIRATION_FLAG`` has a per-message TTL.
+EXPIRATION_FLAG = 0x01
 
 
 def delivery_mode(raw_properties: bytes) -> int:
@@ -49,6 +56,24 @@ def delivery_mode(raw_properties: bytes) -> int:
         return raw_properties[position]
     except IndexError:
         raise AMQPSyntaxError("content properties end before their delivery-mode") from None
+
+
+def message_ttl(message: Message) -> Optional[int]:
+    """The per-message TTL in milliseconds (the ``expiration`` property), or None.
+
+    :raises PreconditionFailed: the expiration is not a non-negative
+        integer (406, as RabbitMQ refuses it at publish).
+    """
+    if not message.raw_properties[0] & EXPIRATION_FLAG:
+        return None
+    expiration = getattr(message.properties, "expiration", None)
+    if expiration is None:
+        return None
+    if not expiration.isdigit() or not expiration.isascii():
+        raise PreconditionFailed(
+            f"invalid expiration {expiration!r}: expected a non-negative integer number of milliseconds"
+        )
+    return int(expiration)
 
 
 class Message:
@@ -84,6 +109,7 @@ class Message:
         "holders",
         "_properties_class",
         "_properties",
+        "__weakref__",
     )
 
     body: Optional[bytes]
@@ -120,6 +146,20 @@ class Message:
         if self._properties is None:
             self._properties = decode_properties(self._properties_class, self.raw_properties, 0)
         return self._properties
+
+    @property
+    def properties_class(self) -> type[Properties]:
+        """The content-property class of the protocol version it arrived with."""
+        return self._properties_class
+
+    def copy(self, exchange: str, routing_key: str, raw_properties: bytes) -> Message:
+        """A new message with this body, published to *exchange* with
+        *routing_key* and *raw_properties* (the body must be in memory)."""
+        assert self.body is not None, "read a paged-out body back before copying the message"
+        return Message(
+            exchange, routing_key, encode_shortstr(exchange) + encode_shortstr(routing_key),
+            raw_properties, self.body, self._properties_class,
+        )
 
     @property
     def headers(self) -> dict[str, Any]:

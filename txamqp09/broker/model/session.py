@@ -12,11 +12,12 @@ from __future__ import annotations
 import base64
 import os
 from collections import defaultdict
-from typing import TYPE_CHECKING, Iterable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
 
 from txamqp09.broker.model.exchange import Exchange
-from txamqp09.broker.model.message import Message
-from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
+from txamqp09.broker.model.deadletter import REJECTED
+from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
+from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue, consumer_priority
 from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -189,14 +190,17 @@ class Session:
         no_ack: bool = False,
         no_local: bool = False,
         exclusive: bool = False,
+        arguments: Optional[Mapping[str, Any]] = None,
     ) -> Consumer:
         """basic.consume: add a consumer (a tag is generated when empty).
 
         Deliveries begin with :meth:`Consumer.start`, once the client has
         been told about the consumer.
 
+        :param arguments: basic.consume's arguments (``x-priority``).
         :raises NotAllowed: the tag is in use on this channel (530).
         :raises AccessRefused: exclusive use conflicts with other consumers (403).
+        :raises PreconditionFailed: an invalid argument (406).
         """
         tag = tag or unique_name("amq.ctag-")
         if tag in self.consumers:
@@ -209,7 +213,7 @@ class Session:
             )
         consumer = Consumer(
             tag, queue, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
-            limits=self._limits(),
+            limits=self._limits(), priority=consumer_priority(arguments or {}),
         )
         self.consumers[tag] = consumer
         queue.add_consumer(consumer)
@@ -257,9 +261,13 @@ class Session:
             self._route(exchange, message, mandatory, immediate)
 
     def _route(self, exchange: Exchange, message: Message, mandatory: bool, immediate: bool) -> None:
-        queues = exchange.route(message)
-        if exchange.exchange_bindings:
-            queues = self.vhost.follow(exchange, queues, message)
+        """Route and deliver *message*.
+
+        :raises PreconditionFailed: its expiration is invalid (406).
+        """
+        if message.raw_properties[0] & EXPIRATION_FLAG:
+            message_ttl(message)
+        queues = self.vhost.route(exchange, message)
         persistence = self._persistence
         if persistence is not None and (
             message.raw_properties[0] & _DELIVERY_MODE_FLAG or persistence.over_budget
@@ -308,10 +316,10 @@ class Session:
         entry = queue.get()
         if entry is None:
             return None
-        sequence, message, redelivered = entry
+        sequence, message, redelivered, deadline = entry
         tag = self.last_tag = self.last_tag + 1
         if not no_ack:
-            self.unacked[tag] = Delivery(queue, sequence, message, None)
+            self.unacked[tag] = Delivery(queue, sequence, message, None, deadline)
         elif message.paging:
             queue.discard((message,))
         return tag, redelivered, message
@@ -392,7 +400,7 @@ class Session:
             self._requeue(deliveries)
         else:
             for queue, settled in _by_queue(deliveries).items():
-                queue.discard(delivery.message for delivery in settled)
+                queue.drop((delivery.message for delivery in settled), REJECTED)
         self.refill_shared()
 
     def _requeue(self, deliveries: list[Delivery]) -> None:
