@@ -374,7 +374,7 @@ class ServerChannel:
             multiple = self._confirms_pending > 1
             self._confirms_pending = 0
             self._output.send_after(
-                self.session.stored_sequence,
+                max(self.session.stored_sequence, self.client.log_sequence),
                 _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, self._confirmed_up_to, multiple, _FRAME_END),
             )
 
@@ -523,7 +523,8 @@ class ServerChannel:
         queue = self.vhost.queue(self._queue_name(method.queue), self.client)
         tag = method.consumer_tag or unique_name("amq.ctag-")
         consumer = self.session.consume(
-            queue, tag, no_ack=method.no_ack, no_local=method.no_local, exclusive=method.exclusive
+            queue, tag, no_ack=method.no_ack, no_local=method.no_local, exclusive=method.exclusive,
+            arguments=getattr(method, "arguments", None),
         )
         self._deliver_prefixes[tag] = _DELIVER_IDS + encode_shortstr(tag)
         if not method.nowait:

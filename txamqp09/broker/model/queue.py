@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Optional
 
 from txamqp09.broker.model.arguments import choice_argument, count_argument
 from txamqp09.broker.model.message import Message
@@ -173,6 +173,9 @@ class Queue:
     :ivar stored: the queue and its persistent messages are kept in the
         message store (durable, not exclusive, on a broker with a store).
     """
+
+    #: The x-queue-type clients declare.
+    kind: ClassVar[str] = "classic"
 
     def __init__(
         self,
@@ -389,6 +392,22 @@ class Queue:
         self._next_sequence = sequence
 
     # -- consumers -----------------------------------------------------------
+
+    def new_consumer(
+        self,
+        tag: str,
+        session: Session,
+        *,
+        no_ack: bool,
+        no_local: bool,
+        exclusive: bool,
+        limits: tuple[Prefetch, ...],
+        arguments: Mapping[str, Any],
+    ) -> Consumer:
+        """A consumer of this queue for basic.consume (*arguments* are its own)."""
+        return Consumer(
+            tag, self, session, no_ack=no_ack, no_local=no_local, exclusive=exclusive, limits=limits
+        )
 
     def add_consumer(self, consumer: Consumer) -> None:
         """Deliver to *consumer* too, from the next :meth:`drain` on."""

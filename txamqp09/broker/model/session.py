@@ -12,11 +12,12 @@ from __future__ import annotations
 import base64
 import os
 from collections import defaultdict
-from typing import TYPE_CHECKING, Iterable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
 
 from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
+from txamqp09.broker.model.stream import STREAM, rejection_refused
 from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ class Client:
         self.sessions: dict[Session, None] = {}
         self.exclusive_queues: dict[Queue, None] = {}
         self.writable = True
+        #: The store sequence number of the latest stream append of a message
+        #: this connection published (its confirms wait for it).
+        self.log_sequence = 0
 
     def set_writable(self, writable: bool) -> None:
         """The connection can (or cannot) take more output now."""
@@ -176,8 +180,9 @@ class Session:
         if not self.sending:
             return
         for consumer in list(self.consumers.values()):
-            if consumer.queue.messages:
-                consumer.queue.drain()
+            queue = consumer.queue
+            if queue.messages or queue.kind == STREAM:
+                queue.drain()
 
     # -- consumers -----------------------------------------------------------
 
@@ -189,8 +194,11 @@ class Session:
         no_ack: bool = False,
         no_local: bool = False,
         exclusive: bool = False,
+        arguments: Optional[Mapping[str, Any]] = None,
     ) -> Consumer:
         """basic.consume: add a consumer (a tag is generated when empty).
+
+        *arguments* are the consumer's own (basic.consume's), read by its queue.
 
         Deliveries begin with :meth:`Consumer.start`, once the client has
         been told about the consumer.
@@ -207,9 +215,9 @@ class Session:
                 + ("another consumer holds it exclusively" if queue.has_exclusive_consumer
                    else "it has consumers already")
             )
-        consumer = Consumer(
-            tag, queue, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
-            limits=self._limits(),
+        consumer = queue.new_consumer(
+            tag, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
+            limits=self._limits(), arguments=arguments or {},
         )
         self.consumers[tag] = consumer
         queue.add_consumer(consumer)
@@ -345,11 +353,23 @@ class Session:
 
     def reject(self, tag: int, requeue: bool) -> None:
         """basic.reject: drop or requeue one delivery."""
-        self._settle_later_or_now(self._select(tag, False), requeue)
+        self._settle_later_or_now(self._rejectable(self._select(tag, False)), requeue)
 
     def nack(self, tag: int, multiple: bool, requeue: bool) -> None:
         """basic.nack: drop or requeue one or several deliveries."""
-        self._settle_later_or_now(self._select(tag, multiple), requeue)
+        self._settle_later_or_now(self._rejectable(self._select(tag, multiple)), requeue)
+
+    def _rejectable(self, tags: list[int]) -> list[int]:
+        """*tags*, unless one came from a stream (streams refuse rejection).
+
+        :raises AMQPNotImplemented: a delivery of a stream is among them (540).
+        """
+        unacked = self.unacked
+        for tag in tags:
+            queue = unacked[tag].queue
+            if queue.kind == STREAM:
+                raise rejection_refused(queue)
+        return tags
 
     def _unknown(self, tag: int) -> PreconditionFailed:
         return PreconditionFailed(

@@ -46,6 +46,7 @@ from txamqp09.store.interface import (
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.exchange import Binding, Exchange
+    from txamqp09.broker.model.stream import StreamQueue
     from txamqp09.broker.model.vhost import VirtualHost
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "PERSISTENT", "Persistence"]
@@ -76,6 +77,9 @@ class Persistence:
         #: Messages published above the budget, to page out once durable:
         #: (store sequence number, message), oldest first.
         self._to_page_out: deque[tuple[int, Message]] = deque()
+        #: Streams with appends not on disk yet.
+        self._streams_waiting: dict[StreamQueue, None] = {}
+        store.add_durable_listener(self._made_durable)
 
     # -- topology ------------------------------------------------------------
 
@@ -120,7 +124,7 @@ class Persistence:
         :returns: the store's sequence number, or 0 when nothing was written.
         :raises AMQPSyntaxError: the message's property bytes are malformed.
         """
-        kept = [(queue.vhost.name, queue.name) for queue in queues if queue.stored]
+        kept = [(queue.vhost.name, queue.name) for queue in queues if queue.stored and queue.kind == "classic"]
         if not kept or delivery_mode(message.raw_properties) != PERSISTENT:
             return 0
         message.store_id = message_id = self.next_message_id
@@ -146,6 +150,18 @@ class Persistence:
                     self._untrack(message)
         if ids and not queue.deleted:
             self.store.remove(queue.vhost.name, queue.name, ids)
+
+    # -- stream logs ---------------------------------------------------------
+
+    def await_durable(self, stream: StreamQueue) -> None:
+        """*stream* appended to its log: tell it when its appends are on disk."""
+        self._streams_waiting[stream] = None
+
+    def _made_durable(self, sequence: int) -> None:
+        """The store's operations up to *sequence* are on disk."""
+        for stream in list(self._streams_waiting):
+            if not stream.made_durable(sequence):
+                del self._streams_waiting[stream]
 
     # -- memory budget -------------------------------------------------------
 

@@ -10,8 +10,9 @@ what does not exist succeeds, as in RabbitMQ.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from txamqp09.broker.model.exchange import (
     EXCHANGE_TYPES,
@@ -24,10 +25,18 @@ from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
 from txamqp09.broker.model.store import Persistence
+from txamqp09.broker.model.stream import (
+    EQUIVALENT_ARGUMENTS as _EQUIVALENT_STREAM_ARGUMENTS,
+    STREAM,
+    StreamQueue,
+    check_stream_declaration,
+    declared_type,
+)
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
+    LogSegment,
     Recovered,
     StoredMessage,
 )
@@ -84,11 +93,18 @@ class VirtualHost:
 
     :param persistence: keeps durable definitions and persistent messages
         (None: nothing is kept).
+    :param clock: the time in seconds since the epoch (stream timestamps).
     """
 
-    def __init__(self, name: str, persistence: Optional[Persistence] = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        persistence: Optional[Persistence] = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.name = name
         self.persistence = persistence
+        self.clock = clock
         self.queues: dict[str, Queue] = {}
         self.default_exchange = DefaultExchange(self.queues)
         self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
@@ -300,7 +316,11 @@ class VirtualHost:
             self._equivalent(what, "exclusive", exclusive, existing.exclusive)
             self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
             given = dict(arguments or {})
-            for argument in _EQUIVALENT_QUEUE_ARGUMENTS:
+            self._equivalent(what, "x-queue-type", declared_type(given), existing.kind)
+            compared: tuple[str, ...] = _EQUIVALENT_QUEUE_ARGUMENTS
+            if existing.kind == STREAM:
+                compared += _EQUIVALENT_STREAM_ARGUMENTS
+            for argument in compared:
                 self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
             return existing
         if not name:
@@ -310,14 +330,22 @@ class VirtualHost:
                 f"queue name {name!r} contains reserved prefix 'amq.'; choose another name "
                 "or declare with an empty name to get a generated one"
             )
-        queue = Queue(
-            self,
-            name,
-            durable=durable,
-            exclusive_owner=client if exclusive else None,
-            auto_delete=auto_delete,
-            arguments=arguments,
-        )
+        queue: Queue
+        if declared_type(arguments) == STREAM:
+            check_stream_declaration(
+                self, name, durable=durable, exclusive=exclusive, auto_delete=auto_delete,
+                arguments=arguments or {},
+            )
+            queue = StreamQueue(self, name, arguments=arguments, clock=self.clock)
+        else:
+            queue = Queue(
+                self,
+                name,
+                durable=durable,
+                exclusive_owner=client if exclusive else None,
+                auto_delete=auto_delete,
+                arguments=arguments,
+            )
         self.queues[name] = queue
         if exclusive:
             client.exclusive_queues[queue] = None
@@ -390,12 +418,14 @@ class VirtualHost:
         queues: Iterable[DurableQueue],
         bindings: Iterable[DurableBinding],
         messages: Mapping[str, list[StoredMessage]],
+        logs: Mapping[str, list[LogSegment]],
     ) -> None:
         """Rebuild what the message store recovered, without writing it again.
 
         *messages* are each queue's recovered messages, by queue name, in
         order; each list is emptied once its queue holds the messages, so
-        that the store's records do not outlive the restore.
+        that the store's records do not outlive the restore. *logs* are the
+        streams' logs, by queue name.
         """
         for exchange in exchanges:
             cls = EXCHANGE_TYPES.get(exchange.type)
@@ -407,6 +437,11 @@ class VirtualHost:
         assert self.persistence is not None, "a virtual host without a store has nothing to restore"
         envelopes: dict[tuple[str, str], bytes] = {}
         for record in queues:
+            if declared_type(record.arguments) == STREAM:
+                stream = StreamQueue(self, record.name, arguments=record.arguments, clock=self.clock)
+                stream.restore_log(logs.get(record.name, []))
+                self.queues[record.name] = stream
+                continue
             queue = self.queues[record.name] = Queue(
                 self, record.name, durable=True, auto_delete=record.auto_delete,
                 arguments=record.arguments,
@@ -457,12 +492,17 @@ class Broker:
     :param vhosts: the names of the virtual hosts to create.
     :param persistence: keeps durable definitions and persistent messages
         (None: nothing is kept; the broker lives in memory only).
+    :param clock: the time in seconds since the epoch (stream timestamps).
     """
 
     def __init__(
-        self, vhosts: Sequence[str] = ("/",), persistence: Optional[Persistence] = None
+        self,
+        vhosts: Sequence[str] = ("/",),
+        persistence: Optional[Persistence] = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.persistence = persistence
+        self.clock = clock
         self.vhosts: dict[str, VirtualHost] = {}
         for name in vhosts:
             self.add_vhost(name)
@@ -471,7 +511,7 @@ class Broker:
         """Create the virtual host *name* (or return the existing one)."""
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.persistence)
+            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock)
         return vhost
 
     def restore(self, recovered: Recovered) -> None:
@@ -488,4 +528,5 @@ class Broker:
                 [record for record in recovered.queues if record.vhost == name],
                 [record for record in recovered.bindings if record.vhost == name],
                 {queue: records for (vhost, queue), records in recovered.messages.items() if vhost == name},
+                {queue: segments for (vhost, queue), segments in recovered.logs.items() if vhost == name},
             )
