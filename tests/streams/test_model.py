@@ -98,7 +98,7 @@ class StreamCase(SynchronousTestCase):
         self.clock.advance(1_700_000_000)
         if self.store is None:
             self.store = MemoryStore()
-        self.broker = Broker(persistence=Persistence(self.store), clock=self.clock.seconds)
+        self.broker = Broker(persistence=Persistence(self.store), clock=self.clock)
         self.vhost = self.broker.vhosts["/"]
         self.client = Client("c")
 
@@ -158,9 +158,9 @@ class DeclarationTests(StreamCase):
     def test_unknown_queue_type(self) -> None:
         error = self.assertRaises(
             PreconditionFailed, self.vhost.declare_queue, "q", self.client, durable=True,
-            arguments={"x-queue-type": b"quorum"},
+            arguments={"x-queue-type": b"mirrored"},
         )
-        self.assertIn("unsupported queue type 'quorum'", str(error))
+        self.assertIn("mirrored", str(error))
 
     def test_redeclaring_needs_the_same_type_and_retention(self) -> None:
         stream = self.declare(**{"x-max-age": b"1h"})
@@ -362,7 +362,7 @@ class RetentionTests(StreamCase):
         self.assertEqual((stream.first_offset, stream.message_count), (0, 2))
 
     def test_without_a_store_the_log_is_in_memory(self) -> None:
-        self.broker = Broker(clock=self.clock.seconds)
+        self.broker = Broker(clock=self.clock)
         self.vhost = self.broker.vhosts["/"]
         stream = self.declare(**{"x-max-length-bytes": 20, "x-stream-max-segment-size-bytes": 10})
         for n in range(6):
@@ -409,7 +409,7 @@ class RestoreTests(StreamCase):
         stream = self.declare(**{"x-stream-max-segment-size-bytes": 4})
         self.publish(b"m0", b"m1", b"m2")
         assert self.store is not None
-        restarted = Broker(persistence=Persistence(self.store), clock=self.clock.seconds)
+        restarted = Broker(persistence=Persistence(self.store), clock=self.clock)
         restarted.restore(self.store.open())
         self.broker, self.vhost = restarted, restarted.vhosts["/"]
         again = self.vhost.queues["s"]

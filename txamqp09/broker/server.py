@@ -121,6 +121,7 @@ class ServerConnection(AMQPConnection):
         super().__init__(clock, **options)
         self._reader.frame_max = self.frame_max
         self.broker = broker if broker is not None else Broker()
+        self.broker.use_clock(clock)
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
         self.negotiation_timeout = negotiation_timeout
         #: The client's address and verified TLS certificate.
@@ -530,6 +531,7 @@ class ServerFactory(Factory):
     ) -> None:
         self.clock = clock
         self.broker = broker if broker is not None else Broker()
+        self.broker.use_clock(clock)
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
         for vhost in self.security.database.vhosts:
             self.broker.add_vhost(vhost)

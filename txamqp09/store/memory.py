@@ -31,6 +31,7 @@ class MemoryStore:
         self.queues: dict[tuple[str, str], DurableQueue] = {}
         self.bindings: set[DurableBinding] = set()
         self.messages: dict[tuple[str, str], dict[int, StoredMessage]] = {}
+        self.spilled: dict[int, bytes] = {}
         #: Each stream's log records, in offset order.
         self.logs: dict[tuple[str, str], list[LogRecord]] = {}
         self._sequence = 0
@@ -41,6 +42,7 @@ class MemoryStore:
         return self._sequence
 
     def open(self, body_budget: Optional[int] = None) -> Recovered:
+        self.spilled.clear()
         left = body_budget
         recovered = Recovered(
             exchanges=list(self.exchanges.values()),
@@ -112,14 +114,25 @@ class MemoryStore:
             messages.pop(message_id, None)
         return self._done()
 
+    def spill(self, message_id: int, body: bytes) -> int:
+        self.spilled[message_id] = body
+        return self._done()
+
+    def unspill(self, message_ids: Sequence[int]) -> int:
+        for message_id in message_ids:
+            self.spilled.pop(message_id, None)
+        return self._done()
+
     def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
         wanted = set(message_ids)
-        return {
+        bodies = {
             message_id: message.body
             for messages in self.messages.values()
             for message_id, message in messages.items()
             if message_id in wanted and message.body is not None
         }
+        bodies.update((i, self.spilled[i]) for i in wanted if i in self.spilled)
+        return bodies
 
     def append_log(self, vhost: str, queue: str, record: LogRecord) -> int:
         self.logs.setdefault((vhost, queue), []).append(record)
@@ -166,8 +179,10 @@ class MemoryStore:
 def _segments(records: Sequence[LogRecord]) -> list[LogSegment]:
     """The segments of a log's *records* (in offset order)."""
     segments: list[LogSegment] = []
+    current = -1
     for record in records:
-        if not segments or segments[-1].first != record.segment:
+        if record.segment != current:
+            current = record.segment
             segments.append(LogSegment(record.offset, record.offset, record.timestamp, record.timestamp, 0))
         segment = segments[-1]
         segment.last = record.offset

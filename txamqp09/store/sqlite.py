@@ -24,6 +24,9 @@ reported a batch durable (so that confirms never wait for a checkpoint), once
 about :data:`CHECKPOINT_BYTES` have been written since the last one, and is
 truncated to :data:`WAL_SIZE_LIMIT` bytes afterwards.
 
+Bodies the broker spills under memory pressure (messages the store does not
+keep otherwise) go to a table of their own, emptied when the store opens.
+
 Recovery relies on SQLite's atomic commits: a batch is on disk entirely or
 not at all, so a crash at any point (a torn write, a half-written batch)
 leaves the state of the last committed batch. Recovered messages carry their
@@ -93,6 +96,7 @@ CREATE TABLE IF NOT EXISTS queue_messages (
     vhost TEXT NOT NULL, queue TEXT NOT NULL, message_id INTEGER NOT NULL,
     PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS queue_messages_by_message ON queue_messages (message_id);
+CREATE TABLE IF NOT EXISTS spilled (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS stream_log (
     vhost TEXT NOT NULL, queue TEXT NOT NULL, position INTEGER NOT NULL,
     segment INTEGER NOT NULL, timestamp INTEGER NOT NULL, exchange TEXT NOT NULL,
@@ -274,6 +278,12 @@ class SQLiteStore:
                     redelivered=True,
                 )
             )
+        last = db.execute("SELECT max(id) FROM messages").fetchone()[0]
+        recovered.next_message_id = (last or 0) + 1
+        db.execute(
+            "DELETE FROM messages WHERE NOT EXISTS"
+            " (SELECT 1 FROM queue_messages WHERE message_id = messages.id)"
+        )
         for vhost, queue, first, last, first_time, last_time, size in db.execute(
             "SELECT vhost, queue, min(position), max(position), min(timestamp), max(timestamp),"
             " sum(length(body)) FROM stream_log GROUP BY vhost, queue, segment"
@@ -282,12 +292,7 @@ class SQLiteStore:
             recovered.logs.setdefault((vhost, queue), []).append(
                 LogSegment(first, last, first_time, last_time, size)
             )
-        last = db.execute("SELECT max(id) FROM messages").fetchone()[0]
-        recovered.next_message_id = (last or 0) + 1
-        db.execute(
-            "DELETE FROM messages WHERE NOT EXISTS"
-            " (SELECT 1 FROM queue_messages WHERE message_id = messages.id)"
-        )
+        db.execute("DELETE FROM spilled")
         return recovered
 
     # -- operations (reactor thread) -------------------------------------------
@@ -351,23 +356,36 @@ class SQLiteStore:
                     self._removals.append((vhost, queue, message_id))
             return self._next_sequence()
 
-    def _reading(self) -> sqlite3.Connection:
-        """The reactor thread's read-only connection."""
-        if self._reader is None:
-            self._reader = sqlite3.connect(self.path, isolation_level=None)
-            self._reader.execute("PRAGMA query_only=1")
-        return self._reader
+    def spill(self, message_id: int, body: bytes) -> int:
+        return self._queue(_spill, message_id, body)
+
+    def unspill(self, message_ids: Sequence[int]) -> int:
+        return self._queue(_unspill, [(message_id,) for message_id in message_ids])
 
     def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        bodies = self._read_from("messages", message_ids)
+        if len(bodies) < len(message_ids):
+            bodies.update(self._read_from("spilled", [i for i in message_ids if i not in bodies]))
+        return bodies
+
+    def _read_from(self, table: str, message_ids: Sequence[int]) -> dict[int, bytes]:
+        """The bodies of *table* (messages or spilled) with these ids."""
         reader = self._reading()
         bodies: dict[int, bytes] = {}
         for start in range(0, len(message_ids), _READ_CHUNK):
             chunk = message_ids[start : start + _READ_CHUNK]
             rows = reader.execute(
-                f"SELECT id, body FROM messages WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+                f"SELECT id, body FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})", chunk
             )
             bodies.update(rows)
         return bodies
+
+    def _reading(self) -> sqlite3.Connection:
+        """The reactor thread's read-only connection, which sees every committed batch."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(self.path, isolation_level=None)
+            self._reader.execute("PRAGMA query_only=1")
+        return self._reader
 
     def append_log(self, vhost: str, queue: str, record: LogRecord) -> int:
         append = _Append(vhost, queue, record)
@@ -386,12 +404,29 @@ class SQLiteStore:
         return [LogRecord(*row) for row in rows]
 
     def log_offset_at(self, vhost: str, queue: str, timestamp: int, start: int) -> Optional[int]:
-        row = self._reading().execute(
-            "SELECT position FROM stream_log WHERE vhost = ? AND queue = ? AND position >= ?"
-            " AND timestamp >= ? ORDER BY position LIMIT 1",
-            (vhost, queue, start, timestamp),
+        """A binary search on offsets: timestamps never decrease along a log,
+        and a log's offsets run without gaps from its first to its last."""
+        reader = self._reading()
+        key = (vhost, queue)
+        low, last = reader.execute(
+            "SELECT min(position), max(position) FROM stream_log"
+            " WHERE vhost = ? AND queue = ? AND position >= ?",
+            (*key, start),
         ).fetchone()
-        return None if row is None else int(row[0])
+        if low is None:
+            return None
+        end = high = last + 1
+        while low < high:
+            middle = (low + high) // 2
+            (found,) = reader.execute(
+                "SELECT timestamp FROM stream_log WHERE vhost = ? AND queue = ? AND position = ?",
+                (*key, middle),
+            ).fetchone()
+            if found < timestamp:
+                low = middle + 1
+            else:
+                high = middle
+        return int(low) if low < end else None
 
     def truncate_log(self, vhost: str, queue: str, first: int) -> int:
         return self._queue(_truncate_log, vhost, queue, first)
@@ -559,6 +594,14 @@ def _remove_binding(db: sqlite3.Connection, b: DurableBinding) -> None:
     )
 
 
+def _spill(db: sqlite3.Connection, message_id: int, body: bytes) -> None:
+    db.execute("INSERT OR REPLACE INTO spilled VALUES (?, ?)", (message_id, body))
+
+
+def _unspill(db: sqlite3.Connection, message_ids: list[tuple[int]]) -> None:
+    db.executemany("DELETE FROM spilled WHERE id = ?", message_ids)
+
+
 def _write(db: sqlite3.Connection, batch: _Batch) -> int:
     """Apply *batch* in one transaction; roughly how many bytes that wrote (0: nothing)."""
     messages: list[tuple[Any, ...]] = []
@@ -583,7 +626,7 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> int:
         written += _insert_messages(db, messages, links) + _insert_log(db, appends)
         function, args = operation
         function(db, *args)
-        written += _ROW_BYTES
+        written += _ROW_BYTES + sum(len(arg) for arg in args if isinstance(arg, bytes))
     if messages or batch.removals or appends:
         written = written or _begin(db)
         written += _insert_messages(db, messages, links) + _insert_log(db, appends)

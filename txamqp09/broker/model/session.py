@@ -15,9 +15,11 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
 
 from txamqp09.broker.model.exchange import Exchange
-from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.deadletter import REJECTED
+from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
+from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
-from txamqp09.broker.model.stream import STREAM, rejection_refused
+from txamqp09.broker.model.stream import rejection_refused
 from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -181,7 +183,7 @@ class Session:
             return
         for consumer in list(self.consumers.values()):
             queue = consumer.queue
-            if queue.messages or queue.kind == STREAM:
+            if queue.messages or queue.settings.queue_type == STREAM:
                 queue.drain()
 
     # -- consumers -----------------------------------------------------------
@@ -198,13 +200,13 @@ class Session:
     ) -> Consumer:
         """basic.consume: add a consumer (a tag is generated when empty).
 
-        *arguments* are the consumer's own (basic.consume's), read by its queue.
-
         Deliveries begin with :meth:`Consumer.start`, once the client has
         been told about the consumer.
 
+        :param arguments: basic.consume's arguments (``x-priority``).
         :raises NotAllowed: the tag is in use on this channel (530).
         :raises AccessRefused: exclusive use conflicts with other consumers (403).
+        :raises PreconditionFailed: an invalid argument (406).
         """
         tag = tag or unique_name("amq.ctag-")
         if tag in self.consumers:
@@ -265,10 +267,17 @@ class Session:
             self._route(exchange, message, mandatory, immediate)
 
     def _route(self, exchange: Exchange, message: Message, mandatory: bool, immediate: bool) -> None:
-        queues = exchange.route(message)
-        if exchange.exchange_bindings:
-            queues = self.vhost.follow(exchange, queues, message)
-        if self._persistence is not None and message.raw_properties[0] & _DELIVERY_MODE_FLAG:
+        """Route and deliver *message*.
+
+        :raises PreconditionFailed: its expiration is invalid (406).
+        """
+        if message.raw_properties[0] & EXPIRATION_FLAG:
+            message_ttl(message)
+        queues = self.vhost.route(exchange, message)
+        persistence = self._persistence
+        if persistence is not None and (
+            message.raw_properties[0] & _DELIVERY_MODE_FLAG or persistence.over_budget
+        ):
             self._store(message, queues)
         accepted = True
         if not queues:
@@ -289,8 +298,9 @@ class Session:
             self.sink.confirmed(self.published, accepted)
 
     def _store(self, message: Message, queues: Sequence[Queue]) -> None:
-        """Write *message* if it is persistent and a queue keeps it (before
-        any queue can deliver it, so that its store id is known)."""
+        """Write *message* if it is persistent and a queue keeps it, and
+        track it under the memory budget (before any queue can deliver it,
+        so that its store id is known)."""
         assert self._persistence is not None
         sequence = self._persistence.publish(message, queues)
         if sequence:
@@ -312,11 +322,11 @@ class Session:
         entry = queue.get()
         if entry is None:
             return None
-        sequence, message, redelivered = entry
+        sequence, message, redelivered, deadline = entry
         tag = self.last_tag = self.last_tag + 1
         if not no_ack:
-            self.unacked[tag] = Delivery(queue, sequence, message, None)
-        elif message.store_id:
+            self.unacked[tag] = Delivery(queue, sequence, message, None, deadline)
+        elif message.paging:
             queue.discard((message,))
         return tag, redelivered, message
 
@@ -333,7 +343,7 @@ class Session:
         delivery = self.unacked.pop(tag, None)
         if delivery is None:
             raise self._unknown(tag)
-        if delivery.message.store_id:
+        if delivery.message.paging:
             delivery.queue.discard((delivery.message,))
         consumer = delivery.consumer
         if consumer is not None:
@@ -367,7 +377,7 @@ class Session:
         unacked = self.unacked
         for tag in tags:
             queue = unacked[tag].queue
-            if queue.kind == STREAM:
+            if queue.settings.queue_type == STREAM:
                 raise rejection_refused(queue)
         return tags
 
@@ -408,7 +418,7 @@ class Session:
             self._requeue(deliveries)
         else:
             for queue, settled in _by_queue(deliveries).items():
-                queue.discard(delivery.message for delivery in settled)
+                queue.drop((delivery.message for delivery in settled), REJECTED)
         self.refill_shared()
 
     def _requeue(self, deliveries: list[Delivery]) -> None:

@@ -28,8 +28,9 @@ import struct
 from bisect import bisect_left
 from collections import deque
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, cast
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, cast
 
+from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.store.interface import LogRecord, LogSegment
@@ -43,24 +44,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CACHE_BYTES",
-    "CLASSIC",
     "DEFAULT_SEGMENT_SIZE",
     "READ_PAGE",
-    "STREAM",
     "StreamConsumer",
     "StreamQueue",
     "check_stream_declaration",
-    "declared_type",
+    "is_stream",
     "parse_interval",
     "parse_offset",
     "rejection_refused",
     "stamp_offset",
 ]
 
-#: The x-queue-type of ordinary queues (the default).
-CLASSIC = "classic"
-#: The x-queue-type of stream queues.
-STREAM = "stream"
 #: Bytes of bodies per segment unless x-stream-max-segment-size-bytes says
 #: otherwise (RabbitMQ's default).
 DEFAULT_SEGMENT_SIZE = 500_000_000
@@ -146,21 +141,9 @@ def parse_offset(value: Any, now_ms: int) -> OffsetSpec:
     raise PreconditionFailed(f"invalid x-stream-offset {text if text is not None else value!r}: {_OFFSET_HELP}")
 
 
-def declared_type(arguments: Optional[Mapping[str, Any]]) -> str:
-    """The x-queue-type of a queue.declare: :data:`CLASSIC` or :data:`STREAM`.
-
-    :raises PreconditionFailed: any other type (406).
-    """
-    value = (arguments or {}).get("x-queue-type")
-    if value is None:
-        return CLASSIC
-    text = _text(value)
-    if text in (CLASSIC, STREAM):
-        return cast(str, text)
-    raise PreconditionFailed(
-        f"invalid arg 'x-queue-type': unsupported queue type {text if text is not None else value!r}; "
-        f"this broker supports {CLASSIC!r} and {STREAM!r}"
-    )
+def is_stream(arguments: Optional[Mapping[str, Any]]) -> bool:
+    """Whether queue.declare *arguments* ask for a stream (``x-queue-type: stream``)."""
+    return arguments is not None and _text(arguments.get("x-queue-type")) == STREAM
 
 
 def _describe(vhost: VirtualHost, name: str) -> str:
@@ -289,7 +272,10 @@ class StreamConsumer(Consumer):
         self.position = position
         self.page: deque[_Entry] = deque()
 
-    def deliver(self, queue: Queue, sequence: int, message: Message, redelivered: bool) -> None:
+    def deliver(
+        self, queue: Queue, sequence: int, message: Message, redelivered: bool,
+        deadline: Optional[float] = None,
+    ) -> None:
         """Send the message at offset *sequence*; its ack gives credit back."""
         session = self.session
         tag = session.last_tag = session.last_tag + 1
@@ -322,17 +308,16 @@ class StreamQueue(Queue):
     :ivar segment_size: x-stream-max-segment-size-bytes.
     """
 
-    kind = STREAM
-
     def __init__(
         self,
         vhost: VirtualHost,
         name: str,
         *,
         arguments: Optional[Mapping[str, Any]] = None,
-        clock: Callable[[], float],
     ) -> None:
         super().__init__(vhost, name, durable=True, arguments=arguments)
+        if vhost.clock is None:
+            raise RuntimeError("the broker has no clock: streams need one for their timestamps")
         what = _describe(vhost, name)
         self.max_age = _max_age(self.arguments, what)
         self.segment_size = (
@@ -341,7 +326,7 @@ class StreamQueue(Queue):
         )
         persistence = vhost.persistence
         self._store = persistence.store if persistence is not None else None
-        self._clock = clock
+        self._seconds = vhost.clock.seconds
         self._segments: list[LogSegment] = []
         self.log_bytes = 0
         self.first_offset = 0
@@ -369,7 +354,7 @@ class StreamQueue(Queue):
         """Append *message* to the log; consumers receive it once committed."""
         offset = self.next_offset
         self.next_offset = offset + 1
-        now = int(self._clock() * 1000)
+        now = int(self._seconds() * 1000)
         timestamp = self._last_timestamp = max(now, self._last_timestamp)
         body: bytes = message.body  # type: ignore[assignment]  # just published: in memory
         size = message.size
@@ -585,7 +570,7 @@ class StreamQueue(Queue):
                 f"consumer prefetch count is not set for stream {what}: send basic.qos "
                 "with a prefetch count before consuming"
             )
-        spec = parse_offset(arguments.get("x-stream-offset"), int(self._clock() * 1000))
+        spec = parse_offset(arguments.get("x-stream-offset"), int(self._seconds() * 1000))
         return StreamConsumer(
             tag, self, session, exclusive=exclusive, limits=limits, position=self.start_position(spec)
         )

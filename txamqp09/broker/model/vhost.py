@@ -10,9 +10,8 @@ what does not exist succeeds, as in RabbitMQ.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from txamqp09.broker.model.exchange import (
     EXCHANGE_TYPES,
@@ -20,6 +19,8 @@ from txamqp09.broker.model.exchange import (
     DirectExchange,
     Exchange,
 )
+from txamqp09.broker.model.arguments import CLASSIC, STREAM
+from txamqp09.broker.model.clock import Clock
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
@@ -27,10 +28,9 @@ from txamqp09.broker.model.session import Client, unique_name
 from txamqp09.broker.model.store import Persistence
 from txamqp09.broker.model.stream import (
     EQUIVALENT_ARGUMENTS as _EQUIVALENT_STREAM_ARGUMENTS,
-    STREAM,
     StreamQueue,
     check_stream_declaration,
-    declared_type,
+    is_stream,
 )
 from txamqp09.store.interface import (
     DurableBinding,
@@ -60,8 +60,24 @@ STANDARD_EXCHANGES = {
     "amq.headers": "headers",
     "amq.match": "headers",
 }
-#: Queue arguments compared when a queue is declared again.
-_EQUIVALENT_QUEUE_ARGUMENTS = ("x-max-length", "x-max-length-bytes", "x-overflow")
+#: Queue arguments compared when a queue is declared again (as RabbitMQ
+#: does; others may differ). ``x-queue-type`` is compared too, absent
+#: meaning classic.
+_EQUIVALENT_QUEUE_ARGUMENTS = (
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-single-active-consumer",
+    "x-delivery-limit",
+)
+#: Exchange arguments compared when an exchange is declared again.
+_EQUIVALENT_EXCHANGE_ARGUMENTS = ("alternate-exchange",)
 
 
 class DefaultExchange(DirectExchange):
@@ -74,6 +90,15 @@ class DefaultExchange(DirectExchange):
     def route(self, message: Message) -> Sequence[Queue]:
         queue = self._queues.get(message.routing_key)
         return queue.route if queue is not None else ()
+
+
+def _shown(value: Any) -> str:
+    """An argument value as an error text shows it."""
+    if value is None:
+        return "none"
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return repr(value)
 
 
 def _reserved(name: str) -> bool:
@@ -93,14 +118,11 @@ class VirtualHost:
 
     :param persistence: keeps durable definitions and persistent messages
         (None: nothing is kept).
-    :param clock: the time in seconds since the epoch (stream timestamps).
+    :param clock: the time source of message TTLs and queue expiry.
     """
 
     def __init__(
-        self,
-        name: str,
-        persistence: Optional[Persistence] = None,
-        clock: Callable[[], float] = time.time,
+        self, name: str, persistence: Optional[Persistence] = None, clock: Optional[Clock] = None
     ) -> None:
         self.name = name
         self.persistence = persistence
@@ -113,23 +135,40 @@ class VirtualHost:
 
     # -- routing -------------------------------------------------------------
 
-    def follow(self, source: Exchange, first: Sequence[Any], message: Message) -> tuple[Queue, ...]:
-        """The queues reached from *source* through exchange-to-exchange bindings.
+    def route(self, exchange: Exchange, message: Message) -> Sequence[Queue]:
+        """The queues *message* published to *exchange* reaches."""
+        queues = exchange.route(message)
+        if exchange.exchange_bindings or not queues:
+            return self.follow(exchange, queues, message)
+        return queues
 
-        *first* is what *source* routes to directly. Every exchange is
-        visited once, so cycles end, and every queue appears once.
+    def follow(self, source: Exchange, first: Sequence[Any], message: Message) -> tuple[Queue, ...]:
+        """The queues reached from *source* through exchange-to-exchange
+        bindings and alternate exchanges.
+
+        *first* is what *source* routes to directly. An exchange that routes
+        the message nowhere passes it to its alternate exchange, if that
+        exists. Every exchange is visited once, so cycles end, and every
+        queue appears once.
         """
         queues: dict[Queue, None] = {}
         seen = {source}
-        pending = list(reversed(first))
+        pending = list(reversed(self._or_alternate(source, first)))
         while pending:
             destination = pending.pop()
             if isinstance(destination, Queue):
                 queues[destination] = None
             elif destination not in seen:
                 seen.add(destination)
-                pending.extend(reversed(destination.route(message)))
+                pending.extend(reversed(self._or_alternate(destination, destination.route(message))))
         return tuple(queues)
+
+    def _or_alternate(self, exchange: Exchange, destinations: Sequence[Any]) -> Sequence[Any]:
+        """*destinations*, or *exchange*'s alternate exchange when there are none."""
+        if destinations or exchange.alternate is None:
+            return destinations
+        alternate = self.exchanges.get(exchange.alternate)
+        return () if alternate is None else (alternate,)
 
     # -- exchanges -----------------------------------------------------------
 
@@ -172,6 +211,9 @@ class VirtualHost:
             self._equivalent(what, "durable", durable, existing.durable)
             self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
             self._equivalent(what, "internal", internal, existing.internal)
+            given = dict(arguments or {})
+            for argument in _EQUIVALENT_EXCHANGE_ARGUMENTS:
+                self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
             return existing
         if _reserved(name):
             raise AccessRefused(
@@ -188,7 +230,7 @@ class VirtualHost:
         if received != current:
             raise PreconditionFailed(
                 f"inequivalent arg {argument!r} for {what} in vhost {self.name!r}: "
-                f"received {received!r} but current is {current!r}"
+                f"received {_shown(received)} but current is {_shown(current)}"
             )
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
@@ -316,12 +358,16 @@ class VirtualHost:
             self._equivalent(what, "exclusive", exclusive, existing.exclusive)
             self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
             given = dict(arguments or {})
-            self._equivalent(what, "x-queue-type", declared_type(given), existing.kind)
+            queue_type = given.get("x-queue-type", CLASSIC)
+            if isinstance(queue_type, bytes):
+                queue_type = queue_type.decode("utf-8", "replace")
+            self._equivalent(what, "x-queue-type", queue_type, existing.settings.queue_type)
             compared: tuple[str, ...] = _EQUIVALENT_QUEUE_ARGUMENTS
-            if existing.kind == STREAM:
+            if existing.settings.queue_type == STREAM:
                 compared += _EQUIVALENT_STREAM_ARGUMENTS
             for argument in compared:
                 self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
+            existing.used()
             return existing
         if not name:
             name = unique_name("amq.gen-")
@@ -331,12 +377,12 @@ class VirtualHost:
                 "or declare with an empty name to get a generated one"
             )
         queue: Queue
-        if declared_type(arguments) == STREAM:
+        if is_stream(arguments):
             check_stream_declaration(
                 self, name, durable=durable, exclusive=exclusive, auto_delete=auto_delete,
                 arguments=arguments or {},
             )
-            queue = StreamQueue(self, name, arguments=arguments, clock=self.clock)
+            queue = StreamQueue(self, name, arguments=arguments)
         else:
             queue = Queue(
                 self,
@@ -397,6 +443,7 @@ class VirtualHost:
         if queue.deleted:
             return 0
         queue.deleted = True
+        queue.stop()
         del self.queues[queue.name]
         for binding in list(queue.bindings):
             self._unbind(binding)
@@ -437,8 +484,8 @@ class VirtualHost:
         assert self.persistence is not None, "a virtual host without a store has nothing to restore"
         envelopes: dict[tuple[str, str], bytes] = {}
         for record in queues:
-            if declared_type(record.arguments) == STREAM:
-                stream = StreamQueue(self, record.name, arguments=record.arguments, clock=self.clock)
+            if is_stream(record.arguments):
+                stream = StreamQueue(self, record.name, arguments=record.arguments)
                 stream.restore_log(logs.get(record.name, []))
                 self.queues[record.name] = stream
                 continue
@@ -492,14 +539,15 @@ class Broker:
     :param vhosts: the names of the virtual hosts to create.
     :param persistence: keeps durable definitions and persistent messages
         (None: nothing is kept; the broker lives in memory only).
-    :param clock: the time in seconds since the epoch (stream timestamps).
+    :param clock: the time source of message TTLs and queue expiry (the
+        server passes its reactor when the broker has none).
     """
 
     def __init__(
         self,
         vhosts: Sequence[str] = ("/",),
         persistence: Optional[Persistence] = None,
-        clock: Callable[[], float] = time.time,
+        clock: Optional[Clock] = None,
     ) -> None:
         self.persistence = persistence
         self.clock = clock
@@ -513,6 +561,13 @@ class Broker:
         if vhost is None:
             vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock)
         return vhost
+
+    def use_clock(self, clock: Clock) -> None:
+        """Take *clock* as the time source, unless the broker has one already."""
+        if self.clock is None:
+            self.clock = clock
+            for vhost in self.vhosts.values():
+                vhost.clock = clock
 
     def restore(self, recovered: Recovered) -> None:
         """Rebuild what the message store recovered at start-up (before any
