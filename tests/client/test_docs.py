@@ -23,13 +23,14 @@ GUIDE = os.path.join(ROOT, "docs", "client.rst")
 _URL_LINE = re.compile(r'^URL = "(amqps?)://[^"]*"$', re.MULTILINE)
 
 
-def examples() -> list[str]:
-    """The guide's Python blocks that set ``URL``: complete programs."""
-    with open(GUIDE) as guide:
+def examples(path: str = GUIDE, url_line: re.Pattern[str] = _URL_LINE) -> list[str]:
+    """The Python blocks of the guide at *path* that set ``URL`` (lines
+    matching *url_line*): complete programs."""
+    with open(path) as guide:
         text = guide.read()
     blocks = re.findall(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", text)
     programs = [re.sub(r"^    ", "", block, flags=re.MULTILINE) for block in blocks]
-    return [program for program in programs if _URL_LINE.search(program)]
+    return [program for program in programs if url_line.search(program)]
 
 
 class GuideExampleTests(TestCase):

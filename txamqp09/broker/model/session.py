@@ -213,7 +213,7 @@ class Session:
             )
         consumer = Consumer(
             tag, queue, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
-            limits=self._limits(), priority=consumer_priority(arguments or {}),
+            limits=self._limits(), priority=consumer_priority(arguments or {}, queue),
         )
         self.consumers[tag] = consumer
         queue.add_consumer(consumer)
