@@ -56,8 +56,8 @@ class Options(SecurityOptions):
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
         ["memory-budget", None, DEFAULT_MEMORY_BUDGET,
-         "Bytes of persistent message bodies held in memory; beyond it they are "
-         "paged out to the store and read back when their queue reaches them.", int],
+         "Bytes of message bodies held in memory; beyond it they are paged out "
+         "to the store and read back when their queue reaches them.", int],
     ]
     optFlags: ClassVar[list[list[Any]]] = [
         ["transient", None,

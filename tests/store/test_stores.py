@@ -107,6 +107,21 @@ class StoreContract(_TestCase):
         self.assertEqual(fresh.read([3, 5, 4]), {n: b"%010d" % n for n in (3, 4, 5)})
 
     @inlineCallbacks
+    def test_spilled_bodies_are_read_back_and_gone_after_a_restart(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "q"))
+        store.publish(message(1, b"kept"), [("/", "q")])
+        store.spill(2, b"spilled two")
+        store.spill(3, b"spilled three")
+        store.unspill([3])
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(store.read([1, 2, 3]), {1: b"kept", 2: b"spilled two"})
+        fresh, recovered = yield self.restarted(store)
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "q")]], [1])
+        self.assertEqual(fresh.read([1, 2]), {1: b"kept"})
+
+    @inlineCallbacks
     def test_deleting_queue_drops_its_messages_and_bindings(self) -> Any:
         store = self.make()
         store.open()

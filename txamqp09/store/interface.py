@@ -1,7 +1,10 @@
 """What the broker asks of durable storage, and what it gets back at start-up.
 
 A store keeps the durable topology (exchanges, queues, bindings) and the
-persistent messages routed to durable queues. Every change is an operation
+persistent messages routed to durable queues. It also keeps, until it is
+opened again, the bodies the broker spills to disk under memory pressure
+(messages it does not otherwise keep: transient ones, or those on queues that
+are not durable). Every change is an operation
 that returns a sequence number; :meth:`MessageStore.when_durable` fires once
 every operation up to a sequence number is on disk, which is when a publisher
 confirm or tx.commit-ok may be sent.
@@ -147,12 +150,24 @@ class MessageStore(Protocol):
         need not be written at all.
         """
 
+    def spill(self, message_id: int, body: bytes) -> int:
+        """Keep *body* on disk for a message that is not stored otherwise.
+
+        A spilled body is read back by :meth:`read` and forgotten by
+        :meth:`unspill`, or when the store is opened again: spilled
+        messages do not survive a restart. *message_id* must not be the id
+        of a stored message.
+        """
+
+    def unspill(self, message_ids: Sequence[int]) -> int:
+        """Forget spilled bodies (their messages left the broker or were read back)."""
+
     def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
-        """The bodies of durable messages, by id, read at once.
+        """The bodies of stored or spilled messages, by id, read at once.
 
         For bodies the broker does not hold in memory; each message must be
-        on disk already (its publish durable). Reading blocks the caller
-        briefly, so callers read many bodies at a time.
+        on disk already (its publish or spill durable). Reading blocks the
+        caller briefly, so callers read many bodies at a time.
         """
 
     @property

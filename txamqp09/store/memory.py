@@ -28,6 +28,7 @@ class MemoryStore:
         self.queues: dict[tuple[str, str], DurableQueue] = {}
         self.bindings: set[DurableBinding] = set()
         self.messages: dict[tuple[str, str], dict[int, StoredMessage]] = {}
+        self.spilled: dict[int, bytes] = {}
         self._sequence = 0
         self._next_id = 1
 
@@ -36,6 +37,7 @@ class MemoryStore:
         return self._sequence
 
     def open(self, body_budget: Optional[int] = None) -> Recovered:
+        self.spilled.clear()
         left = body_budget
         recovered = Recovered(
             exchanges=list(self.exchanges.values()),
@@ -103,14 +105,25 @@ class MemoryStore:
             messages.pop(message_id, None)
         return self._done()
 
+    def spill(self, message_id: int, body: bytes) -> int:
+        self.spilled[message_id] = body
+        return self._done()
+
+    def unspill(self, message_ids: Sequence[int]) -> int:
+        for message_id in message_ids:
+            self.spilled.pop(message_id, None)
+        return self._done()
+
     def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
         wanted = set(message_ids)
-        return {
+        bodies = {
             message_id: message.body
             for messages in self.messages.values()
             for message_id, message in messages.items()
             if message_id in wanted and message.body is not None
         }
+        bodies.update((i, self.spilled[i]) for i in wanted if i in self.spilled)
+        return bodies
 
     @property
     def last_sequence(self) -> int:

@@ -24,6 +24,9 @@ reported a batch durable (so that confirms never wait for a checkpoint), once
 about :data:`CHECKPOINT_BYTES` have been written since the last one, and is
 truncated to :data:`WAL_SIZE_LIMIT` bytes afterwards.
 
+Bodies the broker spills under memory pressure (messages the store does not
+keep otherwise) go to a table of their own, emptied when the store opens.
+
 Recovery relies on SQLite's atomic commits: a batch is on disk entirely or
 not at all, so a crash at any point (a torn write, a half-written batch)
 leaves the state of the last committed batch. Recovered messages carry their
@@ -91,6 +94,7 @@ CREATE TABLE IF NOT EXISTS queue_messages (
     vhost TEXT NOT NULL, queue TEXT NOT NULL, message_id INTEGER NOT NULL,
     PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS queue_messages_by_message ON queue_messages (message_id);
+CREATE TABLE IF NOT EXISTS spilled (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
 """
 
 
@@ -257,6 +261,7 @@ class SQLiteStore:
             "DELETE FROM messages WHERE NOT EXISTS"
             " (SELECT 1 FROM queue_messages WHERE message_id = messages.id)"
         )
+        db.execute("DELETE FROM spilled")
         return recovered
 
     # -- operations (reactor thread) -------------------------------------------
@@ -320,7 +325,20 @@ class SQLiteStore:
                     self._removals.append((vhost, queue, message_id))
             return self._next_sequence()
 
+    def spill(self, message_id: int, body: bytes) -> int:
+        return self._queue(_spill, message_id, body)
+
+    def unspill(self, message_ids: Sequence[int]) -> int:
+        return self._queue(_unspill, [(message_id,) for message_id in message_ids])
+
     def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        bodies = self._read_from("messages", message_ids)
+        if len(bodies) < len(message_ids):
+            bodies.update(self._read_from("spilled", [i for i in message_ids if i not in bodies]))
+        return bodies
+
+    def _read_from(self, table: str, message_ids: Sequence[int]) -> dict[int, bytes]:
+        """The bodies of *table* (messages or spilled) with these ids."""
         if self._reader is None:
             self._reader = sqlite3.connect(self.path, isolation_level=None)
             self._reader.execute("PRAGMA query_only=1")
@@ -328,7 +346,7 @@ class SQLiteStore:
         for start in range(0, len(message_ids), _READ_CHUNK):
             chunk = message_ids[start : start + _READ_CHUNK]
             rows = self._reader.execute(
-                f"SELECT id, body FROM messages WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+                f"SELECT id, body FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})", chunk
             )
             bodies.update(rows)
         return bodies
@@ -484,6 +502,14 @@ def _remove_binding(db: sqlite3.Connection, b: DurableBinding) -> None:
     )
 
 
+def _spill(db: sqlite3.Connection, message_id: int, body: bytes) -> None:
+    db.execute("INSERT OR REPLACE INTO spilled VALUES (?, ?)", (message_id, body))
+
+
+def _unspill(db: sqlite3.Connection, message_ids: list[tuple[int]]) -> None:
+    db.executemany("DELETE FROM spilled WHERE id = ?", message_ids)
+
+
 def _write(db: sqlite3.Connection, batch: _Batch) -> int:
     """Apply *batch* in one transaction; roughly how many bytes that wrote (0: nothing)."""
     messages: list[tuple[Any, ...]] = []
@@ -500,7 +526,7 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> int:
         written += _insert_messages(db, messages, links)
         function, args = operation
         function(db, *args)
-        written += _ROW_BYTES
+        written += _ROW_BYTES + sum(len(arg) for arg in args if isinstance(arg, bytes))
     if messages or batch.removals:
         written = written or _begin(db)
         written += _insert_messages(db, messages, links)

@@ -14,16 +14,22 @@ from txamqp09.wire.base import Properties, decode_properties
 from txamqp09.wire.errors import AMQPSyntaxError, PreconditionFailed
 from txamqp09.wire.fields import encode_shortstr
 
-__all__ = ["Message", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT"]
+__all__ = [
+    "Message", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
+    "SPILLED",
+]
 
-#: Message.paging: the message is not under the memory budget (transient, or
-#: routed to several queues, or gone from its queue).
+#: Message.paging: the message is not under the memory budget (a transient
+#: message published while the broker was within its budget).
 UNTRACKED = 0
-#: Message.paging: a persistent message whose body is in memory, counted
-#: against the memory budget.
+#: Message.paging: the body is in memory, counted against the memory budget.
 RESIDENT = 1
-#: Message.paging: a persistent message whose body is on disk only.
+#: Message.paging: the body is on disk only, in the message store (a
+#: persistent message whose every queue is durable).
 PAGED_OUT = 2
+#: Message.paging: a copy of the body is in the store's spill area; the body
+#: is dropped from memory once that copy is on disk.
+SPILLED = 3
 
 #: Property flags of basic's first four properties (the same in 0-8, 0-9, 0-9-1).
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _DELIVERY_MODE = 0x8000, 0x4000, 0x2000, 0x1000
@@ -84,9 +90,12 @@ class Message:
     :ivar size: the body size in bytes (what prefetch-size and length limits
         count), also while the body is paged out.
     :ivar publisher: the client that published it (for ``no-local``).
-    :ivar store_id: its id in the message store, once written there (0:
-        not written, a transient message or one no durable queue took).
-    :ivar paging: :data:`UNTRACKED`, :data:`RESIDENT` or :data:`PAGED_OUT`.
+    :ivar store_id: its id in the message store, once written or spilled
+        there (0: neither).
+    :ivar paging: :data:`UNTRACKED`, :data:`RESIDENT`, :data:`PAGED_OUT` or
+        :data:`SPILLED`.
+    :ivar holders: while tracked, how many queues hold it (ready or
+        delivered and unacknowledged).
     """
 
     __slots__ = (
@@ -99,6 +108,7 @@ class Message:
         "publisher",
         "store_id",
         "paging",
+        "holders",
         "_properties_class",
         "_properties",
         "__weakref__",
@@ -125,6 +135,7 @@ class Message:
         self.publisher = publisher
         self.store_id = 0
         self.paging = 0  # UNTRACKED
+        self.holders = 0
         self._properties_class = properties_class
         self._properties: Optional[Properties] = None
 

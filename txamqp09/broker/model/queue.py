@@ -162,7 +162,7 @@ class Consumer:
             size = message.size
             for limit in self.limits:
                 limit.take(size)
-        elif message.store_id:
+        elif message.paging:
             queue.discard((message,))
         session.sink.deliver(self, tag, redelivered, message)
 
@@ -236,8 +236,8 @@ class Queue:
         settings = self.settings = QueueArguments(self.arguments, subject)
         if settings.queue_type == QUORUM:
             check_quorum_properties(subject, durable, exclusive_owner is not None, auto_delete)
-        self._persistence = vhost.persistence if durable and exclusive_owner is None else None
-        self.stored = self._persistence is not None
+        self._persistence = vhost.persistence
+        self.stored = self._persistence is not None and durable and exclusive_owner is None
         self.max_length = settings.max_length
         self.max_length_bytes = settings.max_length_bytes
         self.overflow = settings.overflow
@@ -607,7 +607,7 @@ class Queue:
 
     def read_back(self, messages: list[Message]) -> None:
         """Read the bodies of paged-out *messages* of this queue back from the store."""
-        assert self._persistence is not None, "only stored queues hold paged-out messages"
+        assert self._persistence is not None, "only a broker with a store pages messages out"
         self._persistence.page_in(messages)
 
     def restore(self, messages: Iterable[tuple[Message, bool]]) -> None:

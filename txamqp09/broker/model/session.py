@@ -268,7 +268,10 @@ class Session:
         if message.raw_properties[0] & EXPIRATION_FLAG:
             message_ttl(message)
         queues = self.vhost.route(exchange, message)
-        if self._persistence is not None and message.raw_properties[0] & _DELIVERY_MODE_FLAG:
+        persistence = self._persistence
+        if persistence is not None and (
+            message.raw_properties[0] & _DELIVERY_MODE_FLAG or persistence.over_budget
+        ):
             self._store(message, queues)
         accepted = True
         if not queues:
@@ -289,8 +292,9 @@ class Session:
             self.sink.confirmed(self.published, accepted)
 
     def _store(self, message: Message, queues: Sequence[Queue]) -> None:
-        """Write *message* if it is persistent and a queue keeps it (before
-        any queue can deliver it, so that its store id is known)."""
+        """Write *message* if it is persistent and a queue keeps it, and
+        track it under the memory budget (before any queue can deliver it,
+        so that its store id is known)."""
         assert self._persistence is not None
         sequence = self._persistence.publish(message, queues)
         if sequence:
@@ -316,7 +320,7 @@ class Session:
         tag = self.last_tag = self.last_tag + 1
         if not no_ack:
             self.unacked[tag] = Delivery(queue, sequence, message, None, deadline)
-        elif message.store_id:
+        elif message.paging:
             queue.discard((message,))
         return tag, redelivered, message
 
@@ -333,7 +337,7 @@ class Session:
         delivery = self.unacked.pop(tag, None)
         if delivery is None:
             raise self._unknown(tag)
-        if delivery.message.store_id:
+        if delivery.message.paging:
             delivery.queue.discard((delivery.message,))
         consumer = delivery.consumer
         if consumer is not None:
