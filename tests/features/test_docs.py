@@ -23,7 +23,7 @@ _URL_LINE = re.compile(r'^URL = "amqp://[^"]*"$', re.MULTILINE)
 
 def examples() -> list[str]:
     """The guide's complete programs."""
-    return guide_examples(GUIDE, _URL_LINE)
+    return guide_examples(GUIDE)
 
 
 class GuideExamples:
