@@ -327,11 +327,17 @@ class ServerChannel:
     def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
         """basic.deliver with its content, in one write."""
         prefix = self._deliver_prefixes[consumer.tag]
-        self._write(
-            self._content(
-                prefix, _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.envelope, message
-            )
+        frames = self._content(
+            prefix, _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.envelope, message
         )
+        if self._output.held:
+            self._output.send_after(0, frames)
+        else:
+            self._write(frames)
+
+    def _send(self, frames: bytes) -> None:
+        """Write *frames* now, or after the answers held for the store."""
+        self._output.send_after(0, frames)
 
     def _content(self, ids_and_head: bytes, middle: bytes, tail: bytes, message: Message) -> bytes:
         """A content method (``ids_and_head + middle + tail``) with header and body frames."""
@@ -358,7 +364,7 @@ class ServerChannel:
 
     def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
         """basic.return with the message's content."""
-        self._write(
+        self._send(
             self._content(
                 _RETURN_IDS, _REPLY_CODE.pack(reply_code) + encode_shortstr(reply_text),
                 message.envelope, message,
@@ -550,10 +556,10 @@ class ServerChannel:
         queue = self.vhost.queue(self._queue_name(method.queue), self.client)
         got = self.session.get(queue, method.no_ack)
         if got is None:
-            self._reply(self.spec.BasicGetEmpty())
+            self._send(method_frame(self.number, self.spec.BasicGetEmpty()))
             return
         tag, redelivered, message = got
-        self._write(
+        self._send(
             self._content(
                 _GET_OK_IDS,
                 _TAG_AND_FLAG.pack(tag, redelivered),
