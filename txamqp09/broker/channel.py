@@ -394,7 +394,7 @@ class ServerChannel:
             multiple = self._confirms_pending > 1
             self._confirms_pending = 0
             self._output.send_after(
-                self.session.stored_sequence,
+                max(self.session.stored_sequence, self.client.log_sequence),
                 _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, self._confirmed_up_to, multiple, _FRAME_END),
             )
 

@@ -24,17 +24,20 @@ __all__ = [
     "QueueArguments",
     "CLASSIC",
     "QUORUM",
+    "STREAM",
     "QUEUE_TYPES",
     "MAX_PRIORITY",
     "MAX_EXPIRY",
     "check_quorum_properties",
 ]
 
-#: The queue types: classic, and quorum (kept as a durable classic queue
-#: with quorum queues' declaration rules and delivery limit).
+#: The queue types: classic, quorum (kept as a durable classic queue
+#: with quorum queues' declaration rules and delivery limit), and stream
+#: (an append-only log, see :mod:`.stream`).
 CLASSIC = "classic"
 QUORUM = "quorum"
-QUEUE_TYPES = (CLASSIC, QUORUM)
+STREAM = "stream"
+QUEUE_TYPES = (CLASSIC, QUORUM, STREAM)
 #: The highest x-max-priority a queue may have.
 MAX_PRIORITY = 255
 #: The longest TTL or queue expiry, in milliseconds (as RabbitMQ).

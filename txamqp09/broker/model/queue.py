@@ -632,6 +632,26 @@ class Queue:
 
     # -- consumers -----------------------------------------------------------
 
+    def new_consumer(
+        self,
+        tag: str,
+        session: Session,
+        *,
+        no_ack: bool,
+        no_local: bool,
+        exclusive: bool,
+        limits: tuple[Prefetch, ...],
+        arguments: Mapping[str, Any],
+    ) -> Consumer:
+        """A consumer of this queue for basic.consume (*arguments* are its own: ``x-priority``).
+
+        :raises PreconditionFailed: an invalid argument (406).
+        """
+        return Consumer(
+            tag, self, session, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
+            limits=limits, priority=consumer_priority(arguments, self),
+        )
+
     def add_consumer(self, consumer: Consumer) -> None:
         """Deliver to *consumer* too, from the next :meth:`drain` on.
 

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Se
 from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.deadletter import REJECTED
 from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
-from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue, consumer_priority
+from txamqp09.broker.model.arguments import STREAM
+from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
+from txamqp09.broker.model.stream import rejection_refused
 from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -67,6 +69,9 @@ class Client:
         self.sessions: dict[Session, None] = {}
         self.exclusive_queues: dict[Queue, None] = {}
         self.writable = True
+        #: The store sequence number of the latest stream append of a message
+        #: this connection published (its confirms wait for it).
+        self.log_sequence = 0
 
     def set_writable(self, writable: bool) -> None:
         """The connection can (or cannot) take more output now."""
@@ -177,8 +182,9 @@ class Session:
         if not self.sending:
             return
         for consumer in list(self.consumers.values()):
-            if consumer.queue.messages:
-                consumer.queue.drain()
+            queue = consumer.queue
+            if queue.messages or queue.settings.queue_type == STREAM:
+                queue.drain()
 
     # -- consumers -----------------------------------------------------------
 
@@ -211,9 +217,9 @@ class Session:
                 + ("another consumer holds it exclusively" if queue.has_exclusive_consumer
                    else "it has consumers already")
             )
-        consumer = Consumer(
-            tag, queue, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
-            limits=self._limits(), priority=consumer_priority(arguments or {}, queue),
+        consumer = queue.new_consumer(
+            tag, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
+            limits=self._limits(), arguments=arguments or {},
         )
         self.consumers[tag] = consumer
         queue.add_consumer(consumer)
@@ -357,11 +363,23 @@ class Session:
 
     def reject(self, tag: int, requeue: bool) -> None:
         """basic.reject: drop or requeue one delivery."""
-        self._settle_later_or_now(self._select(tag, False), requeue)
+        self._settle_later_or_now(self._rejectable(self._select(tag, False)), requeue)
 
     def nack(self, tag: int, multiple: bool, requeue: bool) -> None:
         """basic.nack: drop or requeue one or several deliveries."""
-        self._settle_later_or_now(self._select(tag, multiple), requeue)
+        self._settle_later_or_now(self._rejectable(self._select(tag, multiple)), requeue)
+
+    def _rejectable(self, tags: list[int]) -> list[int]:
+        """*tags*, unless one came from a stream (streams refuse rejection).
+
+        :raises AMQPNotImplemented: a delivery of a stream is among them (540).
+        """
+        unacked = self.unacked
+        for tag in tags:
+            queue = unacked[tag].queue
+            if queue.settings.queue_type == STREAM:
+                raise rejection_refused(queue)
+        return tags
 
     def _unknown(self, tag: int) -> PreconditionFailed:
         return PreconditionFailed(

@@ -54,6 +54,7 @@ from txamqp09.broker.model.message import (
     Message,
     delivery_mode,
 )
+from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.queue import Queue
 from txamqp09.store.interface import (
     DurableBinding,
@@ -65,6 +66,7 @@ from txamqp09.store.interface import (
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.exchange import Binding, Exchange
+    from txamqp09.broker.model.stream import StreamQueue
     from txamqp09.broker.model.vhost import VirtualHost
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "PERSISTENT", "Persistence"]
@@ -100,6 +102,9 @@ class Persistence:
         #: Messages published above the budget, to page out once durable:
         #: (store sequence number, message), oldest first.
         self._to_page_out: deque[tuple[int, Message]] = deque()
+        #: Streams with appends not on disk yet.
+        self._streams_waiting: dict[StreamQueue, None] = {}
+        store.add_durable_listener(self._made_durable)
 
     # -- topology ------------------------------------------------------------
 
@@ -147,7 +152,10 @@ class Persistence:
         """
         if not queues:
             return 0
-        kept = [(queue.vhost.name, queue.name) for queue in queues if queue.stored]
+        kept = [
+            (queue.vhost.name, queue.name) for queue in queues
+            if queue.stored and queue.settings.queue_type != STREAM
+        ]
         sequence = 0
         if kept and delivery_mode(message.raw_properties) == PERSISTENT:
             message.store_id = message_id = self.next_message_id
@@ -168,7 +176,7 @@ class Persistence:
         """*messages* left *queue* for good (written only while the queue exists)."""
         ids = []
         unspilled = []
-        stored = queue.stored
+        stored = queue.stored and queue.settings.queue_type != STREAM
         for message in messages:
             if not message.paging:
                 continue
@@ -183,6 +191,18 @@ class Persistence:
             self.store.remove(queue.vhost.name, queue.name, ids)
         if unspilled:
             self.store.unspill(unspilled)
+
+    # -- stream logs ---------------------------------------------------------
+
+    def await_durable(self, stream: StreamQueue) -> None:
+        """*stream* appended to its log: tell it when its appends are on disk."""
+        self._streams_waiting[stream] = None
+
+    def _made_durable(self, sequence: int) -> None:
+        """The store's operations up to *sequence* are on disk."""
+        for stream in list(self._streams_waiting):
+            if not stream.made_durable(sequence):
+                del self._streams_waiting[stream]
 
     # -- memory budget -------------------------------------------------------
 

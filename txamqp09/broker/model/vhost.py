@@ -19,17 +19,24 @@ from txamqp09.broker.model.exchange import (
     DirectExchange,
     Exchange,
 )
-from txamqp09.broker.model.arguments import CLASSIC
+from txamqp09.broker.model.arguments import CLASSIC, STREAM
 from txamqp09.broker.model.clock import Clock
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
 from txamqp09.broker.model.store import Persistence
+from txamqp09.broker.model.stream import (
+    EQUIVALENT_ARGUMENTS as _EQUIVALENT_STREAM_ARGUMENTS,
+    StreamQueue,
+    check_stream_declaration,
+    is_stream,
+)
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
+    LogSegment,
     Recovered,
     StoredMessage,
 )
@@ -351,12 +358,15 @@ class VirtualHost:
             self._equivalent(what, "exclusive", exclusive, existing.exclusive)
             self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
             given = dict(arguments or {})
-            for argument in _EQUIVALENT_QUEUE_ARGUMENTS:
-                self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
             queue_type = given.get("x-queue-type", CLASSIC)
             if isinstance(queue_type, bytes):
                 queue_type = queue_type.decode("utf-8", "replace")
             self._equivalent(what, "x-queue-type", queue_type, existing.settings.queue_type)
+            compared: tuple[str, ...] = _EQUIVALENT_QUEUE_ARGUMENTS
+            if existing.settings.queue_type == STREAM:
+                compared += _EQUIVALENT_STREAM_ARGUMENTS
+            for argument in compared:
+                self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
             existing.used()
             return existing
         if not name:
@@ -366,14 +376,22 @@ class VirtualHost:
                 f"queue name {name!r} contains reserved prefix 'amq.'; choose another name "
                 "or declare with an empty name to get a generated one"
             )
-        queue = Queue(
-            self,
-            name,
-            durable=durable,
-            exclusive_owner=client if exclusive else None,
-            auto_delete=auto_delete,
-            arguments=arguments,
-        )
+        queue: Queue
+        if is_stream(arguments):
+            check_stream_declaration(
+                self, name, durable=durable, exclusive=exclusive, auto_delete=auto_delete,
+                arguments=arguments or {},
+            )
+            queue = StreamQueue(self, name, arguments=arguments)
+        else:
+            queue = Queue(
+                self,
+                name,
+                durable=durable,
+                exclusive_owner=client if exclusive else None,
+                auto_delete=auto_delete,
+                arguments=arguments,
+            )
         self.queues[name] = queue
         if exclusive:
             client.exclusive_queues[queue] = None
@@ -447,12 +465,14 @@ class VirtualHost:
         queues: Iterable[DurableQueue],
         bindings: Iterable[DurableBinding],
         messages: Mapping[str, list[StoredMessage]],
+        logs: Mapping[str, list[LogSegment]],
     ) -> None:
         """Rebuild what the message store recovered, without writing it again.
 
         *messages* are each queue's recovered messages, by queue name, in
         order; each list is emptied once its queue holds the messages, so
-        that the store's records do not outlive the restore.
+        that the store's records do not outlive the restore. *logs* are the
+        streams' logs, by queue name.
         """
         for exchange in exchanges:
             cls = EXCHANGE_TYPES.get(exchange.type)
@@ -464,6 +484,11 @@ class VirtualHost:
         assert self.persistence is not None, "a virtual host without a store has nothing to restore"
         envelopes: dict[tuple[str, str], bytes] = {}
         for record in queues:
+            if is_stream(record.arguments):
+                stream = StreamQueue(self, record.name, arguments=record.arguments)
+                stream.restore_log(logs.get(record.name, []))
+                self.queues[record.name] = stream
+                continue
             queue = self.queues[record.name] = Queue(
                 self, record.name, durable=True, auto_delete=record.auto_delete,
                 arguments=record.arguments,
@@ -558,4 +583,5 @@ class Broker:
                 [record for record in recovered.queues if record.vhost == name],
                 [record for record in recovered.bindings if record.vhost == name],
                 {queue: records for (vhost, queue), records in recovered.messages.items() if vhost == name},
+                {queue: segments for (vhost, queue), segments in recovered.logs.items() if vhost == name},
             )
