@@ -59,8 +59,9 @@ Entry = tuple[int, Message, bool, Optional[float]]
 PAGE_IN_BATCH = 256
 #: Ready messages looked at, from the head, for bodies to read back at a time.
 PAGE_IN_SCAN = 4 * PAGE_IN_BATCH
-#: The range of consumer priorities (x-priority), a signed 32-bit integer.
-_CONSUMER_PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+#: The range of consumer priorities (x-priority): what a signed 64-bit
+#: table integer holds.
+_CONSUMER_PRIORITY_RANGE = (-(2**63), 2**63 - 1)
 
 
 class Prefetch:
@@ -169,13 +170,14 @@ class Consumer:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
 
 
-def consumer_priority(arguments: Mapping[str, Any]) -> int:
-    """The ``x-priority`` of basic.consume *arguments* (0 when absent).
+def consumer_priority(arguments: Mapping[str, Any], queue: Queue) -> int:
+    """The ``x-priority`` of basic.consume *arguments* on *queue* (0 when absent).
 
-    :raises PreconditionFailed: not a 32-bit integer (406).
+    :raises PreconditionFailed: not an integer (406).
     """
     low, high = _CONSUMER_PRIORITY_RANGE
-    return count_argument(arguments, "x-priority", "consumer", minimum=low, maximum=high) or 0
+    subject = f"queue {queue.name!r} in vhost {queue.vhost.name!r}"
+    return count_argument(arguments, "x-priority", subject, minimum=low, maximum=high) or 0
 
 
 class Delivery:
@@ -647,7 +649,7 @@ class Queue:
         """
         return Consumer(
             tag, self, session, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
-            limits=limits, priority=consumer_priority(arguments),
+            limits=limits, priority=consumer_priority(arguments, self),
         )
 
     def add_consumer(self, consumer: Consumer) -> None:
