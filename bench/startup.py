@@ -76,13 +76,13 @@ def fill(path: Path, messages: int, body_size: int) -> float:
     return time.monotonic() - started
 
 
-def start(data_dir: Path) -> tuple[subprocess.Popen[bytes], int, float, Optional[float]]:
-    """Start the broker on *data_dir*: (process, port, seconds until it listened,
-    the restore time its log reports)."""
+def start(*options: str) -> tuple[subprocess.Popen[bytes], int, float, Optional[float]]:
+    """Start the broker with more command-line *options*: (process, port,
+    seconds until it listened, the restore time its log reports)."""
     started = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "twisted", "--log-format", "text", "amqp09", "--listen",
-         "tcp:0:interface=127.0.0.1", "--heartbeat", "0", "--data-dir", str(data_dir)],
+         "tcp:0:interface=127.0.0.1", "--heartbeat", "0", *options],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     assert process.stdout is not None
@@ -140,7 +140,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             seconds = fill(path, options.messages, options.body_size)
             print(f"filled {options.messages:,} messages of {options.body_size} B in {seconds:.1f} s "
                   f"({path.stat().st_size / 2**20:,.0f} MiB)")
-        process, port, seconds, restored = start(base)
+        process, port, seconds, restored = start("--data-dir", str(base))
         try:
             connection = Connection(port)
             declared: Any = connection.call(spec.QueueDeclare(queue=QUEUE, passive=True), spec.QueueDeclareOk)

@@ -26,6 +26,7 @@ from twisted.internet.interfaces import IReactorFromThreads, IReactorTime
 from twisted.python import usage
 
 from txamqp09.broker.auth.options import SecurityOptions
+from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
@@ -56,8 +57,11 @@ class Options(SecurityOptions):
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
         ["memory-budget", None, DEFAULT_MEMORY_BUDGET,
-         "Bytes of persistent message bodies held in memory; beyond it they are "
-         "paged out to the store and read back when their queue reaches them.", int],
+         "Bytes of message bodies held in memory; beyond it they are paged out "
+         "to the store and read back when their queue reaches them.", int],
+        ["freeze-backlog", None, DEFAULT_FREEZE_THRESHOLD,
+         "Queued messages from which the garbage collector's full passes skip the "
+         "objects that survived the last one (0: never).", int],
     ]
     optFlags: ClassVar[list[list[Any]]] = [
         ["transient", None,
@@ -118,7 +122,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
     )
-    broker: Any = BrokerService(factory, store)
+    broker: Any = BrokerService(factory, store, options["freeze-backlog"])
     for description in options["listen"]:
         strports.service(description, factory).setServiceParent(broker)
     tls = options.tls_endpoint(clock)

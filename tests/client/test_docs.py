@@ -23,9 +23,9 @@ GUIDE = os.path.join(ROOT, "docs", "client.rst")
 _URL_LINE = re.compile(r'^URL = "(amqps?)://[^"]*"$', re.MULTILINE)
 
 
-def examples() -> list[str]:
-    """The guide's Python blocks that set ``URL``: complete programs."""
-    with open(GUIDE) as guide:
+def examples(path: str = GUIDE) -> list[str]:
+    """The Python blocks of the guide at *path* that set ``URL``: complete programs."""
+    with open(path) as guide:
         text = guide.read()
     blocks = re.findall(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", text)
     programs = [re.sub(r"^    ", "", block, flags=re.MULTILINE) for block in blocks]
@@ -34,6 +34,9 @@ def examples() -> list[str]:
 
 class GuideExampleTests(TestCase):
     timeout = 60
+    #: The guide whose examples run, and how many it has at least.
+    guide = GUIDE
+    minimum = 7
 
     def setUp(self) -> None:
         self.broker = LoopbackBroker()
@@ -53,11 +56,11 @@ class GuideExampleTests(TestCase):
         }
 
     def test_theGuideHasExamples(self) -> None:
-        self.assertGreaterEqual(len(examples()), 7)
+        self.assertGreaterEqual(len(examples(self.guide)), self.minimum)
 
     @inline
     async def test_everyExampleRuns(self) -> None:
-        for example in examples():
+        for example in examples(self.guide):
             program = _URL_LINE.sub(lambda match: f"URL = {self.urls[match.group(1)]!r}", example)
             await self.runProgram(program)
 

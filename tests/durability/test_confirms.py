@@ -150,3 +150,30 @@ class DurableConfirmTests(SynchronousTestCase):
         close: Any = self.peer.expect(0, "connection.close")
         self.assertEqual(close.reply_code, 541)
         self.assertIn("disk full", close.reply_text)
+
+    def test_deliveries_and_get_answers_keep_their_place_behind_held_answers(self) -> None:
+        self.confirm_mode()
+        self.publish(("q", 2))
+        self.peer.send(1, self.spec.BasicConsume(queue="temp", consumer_tag="c"))
+        self.publish(("temp", 1))
+        self.peer.send(1, self.spec.BasicGet(queue="temp"))
+        self.peer.send(1, self.spec.BasicGet(queue="q"))
+        self.assertEqual(self.peer.names(), [])
+        self.store.make_durable()
+        self.assertEqual(
+            self.peer.names(),
+            ["basic.ack", "basic.consume-ok", "basic.deliver", "basic.ack", "basic.get-empty", "basic.get-ok"],
+        )
+        self.publish(("temp", 1))
+        self.assertEqual(self.peer.names(), ["basic.deliver", "basic.ack"])
+
+    def test_a_return_comes_before_its_confirm_behind_held_answers(self) -> None:
+        self.confirm_mode()
+        self.publish(("q", 2))
+        self.peer.feed(content_frames(
+            1, self.spec.BasicPublish(exchange="", routing_key="nowhere", mandatory=True),
+            self.spec.BasicProperties(), b"lost", 4096,
+        ))
+        self.assertEqual(self.peer.names(), [])
+        self.store.make_durable()
+        self.assertEqual(self.peer.names(), ["basic.ack", "basic.return", "basic.ack"])

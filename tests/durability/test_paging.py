@@ -35,7 +35,7 @@ class PagingTests(SynchronousTestCase):
             self.publisher.publish("", message(body(n), routing_key, mode=mode), False, False)
 
     def bodies_in_memory(self, queue: str = "q") -> list[bool]:
-        return [m.body is not None for _, m, _ in self.vhost.queues[queue].messages]
+        return [m.body is not None for _, m, *_ in self.vhost.queues[queue].messages]
 
     def test_messages_above_the_budget_are_paged_out_and_read_back_in_order(self) -> None:
         self.publish(range(1000))
@@ -64,18 +64,61 @@ class PagingTests(SynchronousTestCase):
         self.assertEqual(got[2].body, body(10))
         self.assertEqual(self.bodies_in_memory(), [True] * 19)
 
-    def test_transient_and_shared_messages_stay_in_memory(self) -> None:
+    def consume_all(self, queue: str) -> list[bytes]:
+        """Every body a consumer of *queue* receives, acknowledging as it goes."""
+        consumer, sink = session(self.vhost, Client(f"consumer of {queue}"))
+        consumer.qos(0, 20, False)
+        consumer.consume(self.vhost.queues[queue], "c").start()
+        while consumer.unacked:
+            consumer.ack(0, multiple=True)
+        return sink.bodies()
+
+    def test_transient_messages_within_the_budget_are_not_tracked(self) -> None:
+        self.publish(range(5), mode=1)
+        self.persistence.sample(ready_bytes(self.broker))
+        self.publish(range(5, 10), mode=1)
+        self.assertEqual({m.paging for _, m, *_ in self.vhost.queues["q"].messages}, {UNTRACKED})
+        self.assertEqual((self.persistence.resident_bytes, self.store.spilled), (0, {}))
+
+    def test_transient_messages_above_the_budget_are_spilled_and_read_back(self) -> None:
+        self.vhost.declare_queue("memory", self.client)
+        self.publish(range(20), "memory", mode=1)
+        self.persistence.sample(ready_bytes(self.broker))
+        self.publish(range(20, 30), "memory", mode=1)
+        self.assertEqual(self.bodies_in_memory("memory"), [True] * 20 + [False] * 10)
+        self.assertEqual(sorted(self.store.spilled.values()), [body(n) for n in range(20, 30)])
+        self.assertEqual(ready_bytes(self.broker), 20 * SIZE)
+        self.assertEqual(self.consume_all("memory"), [body(n) for n in range(30)])
+        self.assertEqual((self.persistence.resident_bytes, self.persistence.paged_bytes), (0, 0))
+        self.assertEqual(self.store.spilled, {})
+
+    def test_messages_on_several_durable_queues_are_paged_out_once(self) -> None:
         self.vhost.declare_queue("also", self.client, durable=True)
         self.vhost.bind_queue("q", "amq.fanout", "", {}, self.client)
         self.vhost.bind_queue("also", "amq.fanout", "", {}, self.client)
-        self.publish(range(20), mode=1)
         for n in range(20):
             self.publisher.publish("amq.fanout", message(body(n), "", "amq.fanout"), False, False)
-        self.assertTrue(all(self.bodies_in_memory()))
-        self.assertEqual(self.persistence.resident_bytes, 0)
-        self.assertEqual(
-            {m.paging for _, m, _ in self.vhost.queues["also"].messages}, {UNTRACKED}
-        )
+        self.assertEqual(self.bodies_in_memory("q"), [True] * 10 + [False] * 10)
+        self.assertEqual(self.bodies_in_memory("also"), [True] * 10 + [False] * 10)
+        self.assertEqual((self.persistence.resident_bytes, self.persistence.paged_bytes), (10 * SIZE, 10 * SIZE))
+        self.assertEqual(self.consume_all("q"), [body(n) for n in range(20)])
+        self.assertEqual(self.bodies_in_memory("also"), [True] * 20)
+        self.assertEqual(self.consume_all("also"), [body(n) for n in range(20)])
+        self.assertEqual((self.persistence.resident_bytes, self.persistence.paged_bytes), (0, 0))
+        self.assertEqual(self.store.messages[("/", "q")], {})
+
+    def test_a_message_also_on_a_transient_queue_is_spilled(self) -> None:
+        self.vhost.declare_queue("memory", self.client)
+        self.vhost.bind_queue("q", "amq.fanout", "", {}, self.client)
+        self.vhost.bind_queue("memory", "amq.fanout", "", {}, self.client)
+        for n in range(15):
+            self.publisher.publish("amq.fanout", message(body(n), "", "amq.fanout"), False, False)
+        self.assertEqual(self.bodies_in_memory("memory"), [True] * 10 + [False] * 5)
+        self.assertEqual(len(self.store.spilled), 5)
+        self.vhost.purge_queue("q", self.client)
+        self.assertEqual(self.store.messages[("/", "q")], {})
+        self.assertEqual(self.consume_all("memory"), [body(n) for n in range(15)])
+        self.assertEqual((self.persistence.resident_bytes, self.persistence.paged_bytes, self.store.spilled), (0, 0, {}))
 
     def test_redelivery_to_the_same_consumer_reads_a_paged_body_back(self) -> None:
         consumer, sink = session(self.vhost, Client("consumer"))
@@ -102,7 +145,7 @@ class PagingTests(SynchronousTestCase):
         broker = Broker(persistence=Persistence(self.store, memory_budget=5 * SIZE))
         broker.restore(self.store.open(body_budget=5 * SIZE))
         queue = broker.vhosts["/"].queues["q"]
-        self.assertEqual([m.body is not None for _, m, _ in queue.messages], [True] * 5 + [False] * 25)
+        self.assertEqual([m.body is not None for _, m, *_ in queue.messages], [True] * 5 + [False] * 25)
         assert broker.persistence is not None
         self.assertEqual(broker.persistence.paged_bytes, 25 * SIZE)
         consumer, sink = session(broker.vhosts["/"], Client("consumer"))

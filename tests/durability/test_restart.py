@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 from twisted.internet import reactor
@@ -190,3 +193,37 @@ class RestartTests(BrokerProcessTestCase):
 
         recovered = yield self.restarted_contents(data_dir, *budget)
         self.assertEqual([m.body for m in recovered], bodies[1000:])
+
+    @inlineCallbacks
+    def test_bodies_also_on_a_queue_that_is_not_durable_are_spilled_until_consumed(self) -> Any:
+        data_dir = self.mktemp()
+        budget = ("--memory-budget", str(64 * 1024))
+        broker = yield self.started(data_dir, *budget)
+        channel = yield self.channel(broker)
+        yield channel.queue_declare("q", durable=True)
+        yield channel.queue_declare("memory")
+        for queue in ("q", "memory"):
+            yield channel.queue_bind(queue=queue, exchange="amq.fanout")
+        yield channel.confirm_select()
+        bodies = [b"%05d" % n + b"y" * 1019 for n in range(1000)]
+        yield gatherResults(
+            [channel.basic_publish(b, exchange="amq.fanout", properties={"delivery_mode": 2}) for b in bodies]
+        )
+        self.assertGreater(spilled_rows(data_dir), 900)
+        yield channel.queue_purge(queue="q")
+        consumed = []
+        while (message := (yield channel.basic_get("memory"))) is not None:
+            consumed.append(message.body)
+            if len(consumed) % 100 == 0:
+                message.ack(multiple=True)
+        self.assertEqual(consumed, bodies)
+        yield channel.queue_declare("memory", passive=True)  # the acks are handled before this answer
+        yield broker.stop()
+        self.assertEqual(spilled_rows(data_dir), 0)
+
+
+def spilled_rows(data_dir: str) -> int:
+    """How many spilled bodies the store of the broker on *data_dir* holds."""
+    path = Path(data_dir) / "store.db"
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return int(db.execute("SELECT count(*) FROM spilled").fetchone()[0])

@@ -16,7 +16,14 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
-from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue, StoredMessage
+from txamqp09.store.interface import (
+    DurableBinding,
+    DurableExchange,
+    DurableQueue,
+    LogRecord,
+    LogSegment,
+    StoredMessage,
+)
 from txamqp09.store.memory import MemoryStore
 from txamqp09.store.sqlite import SQLiteStore, StoreInUse
 from txamqp09.wire.fields import Int16
@@ -28,6 +35,10 @@ _TestCase: Any = TestCase if TYPE_CHECKING else object
 
 def message(message_id: int, body: bytes = b"body") -> StoredMessage:
     return StoredMessage(message_id, "ex", f"key.{message_id}", b"\x10\x00\x02", body, len(body))
+
+
+def record(offset: int, segment: int = 0, timestamp: int = 0) -> LogRecord:
+    return LogRecord(offset, segment, timestamp or 1000 + 10 * offset, "ex", "k", b"\x00\x00", b"b%d" % offset)
 
 
 class StoreContract(_TestCase):
@@ -107,6 +118,21 @@ class StoreContract(_TestCase):
         self.assertEqual(fresh.read([3, 5, 4]), {n: b"%010d" % n for n in (3, 4, 5)})
 
     @inlineCallbacks
+    def test_spilled_bodies_are_read_back_and_gone_after_a_restart(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "q"))
+        store.publish(message(1, b"kept"), [("/", "q")])
+        store.spill(2, b"spilled two")
+        store.spill(3, b"spilled three")
+        store.unspill([3])
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(store.read([1, 2, 3]), {1: b"kept", 2: b"spilled two"})
+        fresh, recovered = yield self.restarted(store)
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "q")]], [1])
+        self.assertEqual(fresh.read([1, 2]), {1: b"kept"})
+
+    @inlineCallbacks
     def test_deleting_queue_drops_its_messages_and_bindings(self) -> Any:
         store = self.make()
         store.open()
@@ -121,7 +147,67 @@ class StoreContract(_TestCase):
         self.assertEqual(recovered.bindings, [])
 
 
-class MemoryStoreTests(StoreContract, TestCase):
+class LogContract(StoreContract):
+    """Stream logs: appended, read by offset, truncated, recovered, deleted."""
+
+    @inlineCallbacks
+    def filled(self, count: int = 10, segment_every: int = 4) -> Any:
+        """An open store with stream s holding *count* records, all durable."""
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"}))
+        for offset in range(count):
+            store.append_log("/", "s", record(offset, offset - offset % segment_every))
+        yield store.when_durable(store.last_sequence)
+        return store
+
+    @inlineCallbacks
+    def test_read_by_offset_ranges(self) -> Any:
+        store = yield self.filled()
+        self.assertEqual([r.offset for r in store.read_log("/", "s", 3, 4)], [3, 4, 5, 6])
+        self.assertEqual([r.offset for r in store.read_log("/", "s", 8, 100)], [8, 9])
+        self.assertEqual(store.read_log("/", "s", 10, 5), [])
+        self.assertEqual(store.read_log("/", "other", 0, 5), [])
+        self.assertEqual(store.read_log("/", "s", 2, 1), [record(2)])
+
+    @inlineCallbacks
+    def test_offset_at_a_timestamp(self) -> Any:
+        store = yield self.filled()
+        self.assertEqual(store.log_offset_at("/", "s", 1035, 0), 4)
+        self.assertEqual(store.log_offset_at("/", "s", 1040, 0), 4)
+        self.assertEqual(store.log_offset_at("/", "s", 0, 6), 6)
+        self.assertIsNone(store.log_offset_at("/", "s", 5000, 0))
+
+    @inlineCallbacks
+    def test_truncated_records_are_gone_and_reads_start_at_the_first_kept(self) -> Any:
+        store = yield self.filled()
+        store.truncate_log("/", "s", 4)
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual([r.offset for r in store.read_log("/", "s", 0, 3)], [4, 5, 6])
+        self.assertEqual(store.log_offset_at("/", "s", 0, 0), 4)
+
+    @inlineCallbacks
+    def test_segments_recovered(self) -> Any:
+        store = yield self.filled()
+        store.truncate_log("/", "s", 4)
+        _, recovered = yield self.restarted(store)
+        self.assertEqual(
+            recovered.logs[("/", "s")],
+            [LogSegment(4, 7, 1040, 1070, 8), LogSegment(8, 9, 1080, 1090, 4)],
+        )
+        self.assertEqual(recovered.messages[("/", "s")], [])
+
+    @inlineCallbacks
+    def test_deleting_the_queue_deletes_its_log(self) -> Any:
+        store = yield self.filled()
+        store.remove_queue("/", "s")
+        store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"}))
+        fresh, recovered = yield self.restarted(store)
+        self.assertNotIn(("/", "s"), recovered.logs)
+        self.assertEqual(fresh.read_log("/", "s", 0, 10), [])
+
+
+class MemoryStoreTests(LogContract, TestCase):
     def make(self) -> MemoryStore:
         return MemoryStore()
 
@@ -129,7 +215,7 @@ class MemoryStoreTests(StoreContract, TestCase):
         return store
 
 
-class SQLiteStoreTests(StoreContract, TestCase):
+class SQLiteStoreTests(LogContract, TestCase):
     def make(self) -> SQLiteStore:
         store = SQLiteStore(Path(self.mktemp()) / "store.db", reactor)
         self.addCleanup(store.close)

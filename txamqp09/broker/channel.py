@@ -3,9 +3,9 @@
 :class:`ServerChannel` handles every exchange, queue, basic, tx, confirm,
 access and channel method of the three versions through a table built once
 per version from the handler names (``exchange_declare`` handles
-exchange.declare). Methods of classes this broker does not serve (file,
-stream, dtx, tunnel, message, test) and 0-9's channel.resume and channel.ok
-are refused with 540 not-implemented.
+exchange.declare). The file, stream, dtx, tunnel and message classes and
+0-9's channel.ping, pong and ok are served by :mod:`txamqp09.broker.classes`;
+methods of the 0-8 test class are refused with 540 not-implemented.
 
 The publish -> route -> deliver -> ack path does not go through the table:
 the connection's frame loop hands basic.publish, its content frames and
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from twisted.python.failure import Failure
 
+from txamqp09.broker.classes import ChannelClasses, class_handler
 from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
 from txamqp09.broker.model.session import unique_name
@@ -44,7 +45,7 @@ from txamqp09.wire.errors import (
     UnexpectedFrame,
 )
 from txamqp09.wire.fields import encode_shortstr
-from txamqp09.wire.frames import FRAME_OVERHEAD, method_frame
+from txamqp09.wire.frames import FRAME_OVERHEAD, Command, method_frame
 from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
 
 if TYPE_CHECKING:
@@ -143,18 +144,25 @@ class ServerChannel:
         )
         #: Messages published on this channel.
         self.publishes = 0
+        #: The state of the classes beyond basic used on this channel (None
+        #: until one is used; always there on 0-9, for the channel-id).
+        self.classes: Optional[ChannelClasses] = None
 
     # -- dispatch --------------------------------------------------------------
 
-    def methodReceived(self, method: Method) -> None:
-        """Handle a method (other than channel.open/close) arriving on this channel."""
+    def methodReceived(self, method: Method, command: Optional[Command] = None) -> None:
+        """Handle a method (other than channel.open/close) arriving on this channel.
+
+        :param command: the method with its content, for a content method
+            (whose handler receives the command instead of the method).
+        """
         handler = self.handlers.get(type(method))
         if handler is None:
             raise _refusal(method)
         try:
             self.guard.check(self.number, method, queue=self._checked_queue(method))
             self._output.method_started()
-            handler(self, method)
+            handler(self, method if command is None else command)
         except AMQPError as error:
             _blame(error, method.CLASS_ID, method.METHOD_ID)
             raise
@@ -187,12 +195,18 @@ class ServerChannel:
         """Answer the current method, once what it wrote to the store is durable."""
         self._output.answer(method_frame(self.number, method))
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
         """The channel is closing: settle the model side (requeue unacked, end
-        consumers) and destroy its access tickets."""
+        consumers) and destroy its access tickets.
+
+        :param interrupted: the connection ended while the channel was open
+            (0-9's channel.resume may take it over).
+        """
         self.content = None
         self._confirms_pending = 0
         self._output.clear()
+        if self.classes is not None:
+            self.classes.close(interrupted)
         self.session.close()
         self.guard.channel_closed(self.number)
 
@@ -313,11 +327,17 @@ class ServerChannel:
     def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
         """basic.deliver with its content, in one write."""
         prefix = self._deliver_prefixes[consumer.tag]
-        self._write(
-            self._content(
-                prefix, _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.envelope, message
-            )
+        frames = self._content(
+            prefix, _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.envelope, message
         )
+        if self._output.held:
+            self._output.send_after(0, frames)
+        else:
+            self._write(frames)
+
+    def _send(self, frames: bytes) -> None:
+        """Write *frames* now, or after the answers held for the store."""
+        self._output.send_after(0, frames)
 
     def _content(self, ids_and_head: bytes, middle: bytes, tail: bytes, message: Message) -> bytes:
         """A content method (``ids_and_head + middle + tail``) with header and body frames."""
@@ -344,7 +364,7 @@ class ServerChannel:
 
     def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
         """basic.return with the message's content."""
-        self._write(
+        self._send(
             self._content(
                 _RETURN_IDS, _REPLY_CODE.pack(reply_code) + encode_shortstr(reply_text),
                 message.envelope, message,
@@ -374,7 +394,7 @@ class ServerChannel:
             multiple = self._confirms_pending > 1
             self._confirms_pending = 0
             self._output.send_after(
-                self.session.stored_sequence,
+                max(self.session.stored_sequence, self.client.log_sequence),
                 _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, self._confirmed_up_to, multiple, _FRAME_END),
             )
 
@@ -396,17 +416,12 @@ class ServerChannel:
     def channel_flow(self, method: Any) -> None:
         """The client pauses (or resumes) deliveries to this channel."""
         self.session.flow(method.active)
+        if self.classes is not None:
+            self.classes.flow(method.active)
         self._reply(self.spec.ChannelFlowOk(active=method.active))
 
     def channel_flow_ok(self, method: Any) -> None:
         """The client confirms a channel.flow the server sent."""
-
-    def channel_ping(self, method: Any) -> None:
-        """0-9: answer a ping with a pong."""
-        self._reply(self.spec.ChannelPong())
-
-    def channel_pong(self, method: Any) -> None:
-        """0-9: a pong proves the client alive, as any frame does."""
 
     def access_request(self, method: Any) -> None:
         """0-8 / 0-9: grant a ticket for the realm, if the user holds the rights asked for."""
@@ -523,7 +538,8 @@ class ServerChannel:
         queue = self.vhost.queue(self._queue_name(method.queue), self.client)
         tag = method.consumer_tag or unique_name("amq.ctag-")
         consumer = self.session.consume(
-            queue, tag, no_ack=method.no_ack, no_local=method.no_local, exclusive=method.exclusive
+            queue, tag, no_ack=method.no_ack, no_local=method.no_local, exclusive=method.exclusive,
+            arguments=getattr(method, "arguments", None),
         )
         self._deliver_prefixes[tag] = _DELIVER_IDS + encode_shortstr(tag)
         if not method.nowait:
@@ -540,10 +556,10 @@ class ServerChannel:
         queue = self.vhost.queue(self._queue_name(method.queue), self.client)
         got = self.session.get(queue, method.no_ack)
         if got is None:
-            self._reply(self.spec.BasicGetEmpty())
+            self._send(method_frame(self.number, self.spec.BasicGetEmpty()))
             return
         tag, redelivered, message = got
-        self._write(
+        self._send(
             self._content(
                 _GET_OK_IDS,
                 _TAG_AND_FLAG.pack(tag, redelivered),
@@ -570,17 +586,23 @@ class ServerChannel:
 
     # -- tx and confirm ------------------------------------------------------
 
+    def transaction(self, verb: str) -> None:
+        """``select``, ``commit`` or ``rollback`` the transaction of every class in use."""
+        getattr(self.session, f"tx_{verb}")()
+        if self.classes is not None:
+            self.classes.tx(verb)
+
     def tx_select(self, method: Any) -> None:
-        self.session.tx_select()
+        self.transaction("select")
         self._reply(self.spec.TxSelectOk())
 
     def tx_commit(self, method: Any) -> None:
         """Apply the transaction; commit-ok once what it wrote to the store is durable."""
-        self.session.tx_commit()
+        self.transaction("commit")
         self._reply(self.spec.TxCommitOk())
 
     def tx_rollback(self, method: Any) -> None:
-        self.session.tx_rollback()
+        self.transaction("rollback")
         self._reply(self.spec.TxRollbackOk())
 
     def confirm_select(self, method: Any) -> None:
@@ -618,6 +640,8 @@ def handlers_for(version: ProtocolVersion) -> dict[type[Method], Handler]:
             if "server" not in cls.CHASSIS or cls.NAME.startswith("connection."):
                 continue
             handler = getattr(ServerChannel, cls.NAME.replace(".", "_").replace("-", "_"), None)
+            if handler is None:
+                handler = class_handler(cls.NAME)
             if handler is not None:
                 table[cls] = handler
     return table

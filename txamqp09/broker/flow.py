@@ -8,7 +8,8 @@ client receives channel.flow(active=false) on each of its channels, and the
 broker stops reading from the connection. Once the bytes fall to the low
 watermark (consumers drained the queues) the connections are released with
 connection.unblocked or channel.flow(active=true). Consumers and acks on
-connections that never published go on meanwhile.
+connections that never published go on meanwhile. Each look also tells the
+broker's persistence how many bytes are held, for its memory budget.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class PublisherThrottle:
     def check(self) -> None:
         """Compare the held bytes with the watermarks; block or release."""
         held = ready_bytes(self.broker)
+        if self.broker.persistence is not None:
+            self.broker.persistence.sample(held)
         if held >= self.high_watermark:
             self.blocked = True
             reason = (

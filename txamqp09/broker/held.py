@@ -5,7 +5,9 @@ that wrote to the store, and the answer to a method that changed durable
 definitions may only be sent once the store operations they follow are on
 disk. :class:`HeldOutput` holds such frames, each with the store sequence
 number it waits for, and sends them in the order they were made; a frame
-that waits for nothing goes out at once unless frames before it are held. It
+that waits for nothing goes out at once unless frames before it are held
+(the channel sends deliveries, basic.get answers and returns that way too, so
+they never overtake a held answer). It
 asks the store about one sequence number at a time (the oldest held), so a
 channel costs one Deferred per batch the store writes, not one per message.
 """
@@ -43,7 +45,7 @@ class HeldOutput:
         self._closed = closed
         self._failed = failed
         #: (sequence, frame) waiting, in sending order.
-        self._held: deque[tuple[int, bytes]] = deque()
+        self.held: deque[tuple[int, bytes]] = deque()
         #: The highest store sequence number known to be durable.
         self._durable = 0
         #: The store's sequence number when the current method arrived.
@@ -52,11 +54,11 @@ class HeldOutput:
     def send_after(self, sequence: int, frame: bytes) -> None:
         """Write *frame* once store operation *sequence* is durable (0: no
         wait), after every frame held before it."""
-        if sequence <= self._durable and not self._held:
+        if sequence <= self._durable and not self.held:
             self._write(frame)
             return
-        self._held.append((sequence, frame))
-        if len(self._held) == 1:
+        self.held.append((sequence, frame))
+        if len(self.held) == 1:
             self._wait(sequence)
 
     def method_started(self) -> None:
@@ -75,7 +77,7 @@ class HeldOutput:
 
     def clear(self) -> None:
         """The channel closed: forget what is held."""
-        self._held.clear()
+        self.held.clear()
 
     def _wait(self, sequence: int) -> None:
         assert self._store is not None
@@ -88,7 +90,7 @@ class HeldOutput:
         if self._closed():
             return
         self._durable = max(self._durable, sequence)
-        held = self._held
+        held = self.held
         frames = []
         while held and held[0][0] <= self._durable:
             frames.append(held.popleft()[1])

@@ -29,6 +29,7 @@ from txamqp09.broker.auth import (
 )
 from txamqp09.broker.auth.errors import LoginRefused
 from txamqp09.broker.channel import ServerChannel
+from txamqp09.broker.classes import channel as classes
 from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
@@ -121,6 +122,7 @@ class ServerConnection(AMQPConnection):
         super().__init__(clock, **options)
         self._reader.frame_max = self.frame_max
         self.broker = broker if broker is not None else Broker()
+        self.broker.use_clock(clock)
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
         self.negotiation_timeout = negotiation_timeout
         #: The client's address and verified TLS certificate.
@@ -360,14 +362,28 @@ class ServerConnection(AMQPConnection):
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
-        server_channel.methodReceived(method)
+        server_channel.methodReceived(method, command if method.CONTENT else None)
 
     def _channelOpen(self, number: int, method: Any) -> None:
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
             raise ChannelError(f"channel {number} is already open", 20, 10)
-        self.channels[number] = ServerChannel(self, number, self.model_vhost, self.client)
-        self.sendMethod(number, self.version.spec.ChannelOpenOk())
+        channel = self.channels[number] = ServerChannel(self, number, self.model_vhost, self.client)
+        self.sendMethod(number, classes.open_ok(channel))
+
+    def _channelResume(self, number: int, method: Any) -> None:
+        """0-9: open a channel with the state of an interrupted one."""
+        assert self.model_vhost is not None
+        if number in self.channels:
+            raise ChannelError(f"channel {number} is already open; resume on an unopened channel", 20, 50)
+        channel = ServerChannel(self, number, self.model_vhost, self.client)
+        try:
+            ok = classes.resume(channel, method.channel_id)
+        except ChannelLevelError:
+            channel.close()
+            raise
+        self.channels[number] = channel
+        self.sendMethod(number, ok)
 
     def _channelClose(self, number: int, method: Any) -> None:
         assert self.version is not None
@@ -469,7 +485,7 @@ class ServerConnection(AMQPConnection):
         channels = list(self.channels.values())
         self.channels.clear()  # in place: a running frame loop holds this dict
         for channel in channels:
-            channel.close()
+            channel.close(interrupted=True)
 
     def connectionLost(self, reason: Any = None) -> None:
         if self._negotiation_call is not None and self._negotiation_call.active():
@@ -504,6 +520,7 @@ _CHANNEL_METHODS: dict[str, Callable[[ServerConnection, int, Any], None]] = {
     "channel.open": ServerConnection._channelOpen,
     "channel.close": ServerConnection._channelClose,
     "channel.close-ok": ServerConnection._channelCloseOk,
+    "channel.resume": ServerConnection._channelResume,
 }
 
 
@@ -530,6 +547,7 @@ class ServerFactory(Factory):
     ) -> None:
         self.clock = clock
         self.broker = broker if broker is not None else Broker()
+        self.broker.use_clock(clock)
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
         for vhost in self.security.database.vhosts:
             self.broker.add_vhost(vhost)

@@ -7,6 +7,10 @@ client sees a half-restored broker. Stopping, it stops the listeners, closes
 every client connection (320 CONNECTION_FORCED, as RabbitMQ does on
 shutdown) so that nothing more reaches the store, and then closes the store,
 whose Deferred fires once everything written so far is on disk.
+
+While it runs, a :class:`~txamqp09.broker.collector.CollectorPolicy` keeps
+the garbage collector's full passes off large backlogs (the restored one
+first).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
+from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD, CollectorPolicy
 from txamqp09.broker.server import ServerFactory
 from txamqp09.store.interface import MessageStore
 from txamqp09.wire.errors import ConnectionForced
@@ -48,14 +53,22 @@ class BrokerService(MultiService):
     :param factory: the factory the listeners share (its broker is restored).
     :param store: the message store, or None for a broker that keeps
         nothing (memory only).
+    :param freeze_threshold: queued messages from which the collector's
+        survivors are frozen (see :mod:`txamqp09.broker.collector`).
     """
 
     log = Logger()
 
-    def __init__(self, factory: ServerFactory, store: Optional[MessageStore]) -> None:
+    def __init__(
+        self,
+        factory: ServerFactory,
+        store: Optional[MessageStore],
+        freeze_threshold: int = DEFAULT_FREEZE_THRESHOLD,
+    ) -> None:
         super().__init__()
         self.factory = factory
         self.store = store
+        self.collector = CollectorPolicy(factory.broker, factory.clock, freeze_threshold)
 
     def startService(self) -> None:
         """Open the store and restore the broker, then start the listeners."""
@@ -63,7 +76,8 @@ class BrokerService(MultiService):
             _without_collector(self._restore)
             # What was restored lives until it is consumed: keep it out of the
             # collector's full passes, which would walk every message each time.
-            gc.freeze()
+            self.collector.freeze()
+        self.collector.start()
         super().startService()
 
     def _restore(self) -> None:
@@ -90,8 +104,8 @@ class BrokerService(MultiService):
         stopped: Deferred[Any] = maybeDeferred(super().stopService)
         for connection in list(self.factory.connections):
             connection.close(ConnectionForced("broker shutdown"))
+        self.collector.stop()
         store = self.store
         if store is not None:
-            gc.unfreeze()
             stopped.addCallback(lambda _: store.close())
         return stopped

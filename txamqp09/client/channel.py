@@ -130,6 +130,9 @@ class Channel:
         self._settled_through = 0
         self._last_ack: Optional[bytes] = None
         self._consumer_tags = count(1)
+        #: 0-9: the id the server gave the channel in channel.open-ok, for
+        #: channel.resume after the connection breaks (empty otherwise).
+        self.channel_id = b""
 
     def __repr__(self) -> str:
         return f"<Channel {self.number} ({self.state.value})>"
@@ -227,14 +230,27 @@ class Channel:
         return self._closed.when()
 
     def _opened(self, command: Command) -> Channel:
-        """channel.open-ok arrived: the channel is usable."""
+        """channel.open-ok (or 0-9's channel.ok to channel.resume) arrived: the channel is usable."""
         self.state = _OPEN
+        self.channel_id = getattr(command.method, "channel_id", self.channel_id)
         return self
 
     def open(self) -> Deferred[Channel]:
         """Send channel.open; fires with this channel once the server opened it."""
         self.connection.sendMethod(self.number, self.build("channel.open"))
         return self._expect((self.spec.BY_NAME["channel.open-ok"],), Channel._opened)
+
+    def resume(self, channel_id: bytes) -> Deferred[Channel]:
+        """0-9: send channel.resume instead of channel.open; fires with this channel
+        once the server answered channel.ok (see docs/amqp09-classes.rst)."""
+        try:
+            method = self.build("channel.resume", channel_id=channel_id)
+        except NotInThisVersion as error:
+            self.connection.forgetChannel(self.number)
+            return fail(error)
+        self.connection.sendMethod(self.number, method)
+        self.channel_id = channel_id
+        return self._expect((self.spec.BY_NAME["channel.ok"],), Channel._opened)
 
     def close(self, reply_code: int = 200, reply_text: str = "normal shutdown") -> Deferred[Any]:
         """Close the channel; fires once the server confirmed (channel.close-ok).
@@ -347,6 +363,16 @@ class Channel:
     def flow_active(self) -> bool:
         """False while the server has paused this channel's publishing (channel.flow)."""
         return self._flow_active
+
+    def _onPing(self, command: Command) -> None:
+        """0-9: the server's channel.ping: answer ok, then send a pong."""
+        self.connection.sendMethod(self.number, self.spec.ChannelOk())
+        self.connection.sendMethod(self.number, self.spec.ChannelPong())
+        self._expect((self.spec.ChannelOk,), _response_value)
+
+    def _onPong(self, command: Command) -> None:
+        """0-9: the server's channel.pong: answer ok."""
+        self.connection.sendMethod(self.number, self.spec.ChannelOk())
 
     def _onDeliver(self, command: Command) -> None:
         consumer = self.consumers.get(command.method.consumer_tag)  # type: ignore[attr-defined]
@@ -630,7 +656,9 @@ class Channel:
         """Cancel *consumer*; fires once the server confirmed."""
         if not consumer.active:
             return succeed(None)
-        cancelled = self.request(f"{consumer.amqp_class}.cancel", consumer_tag=consumer.tag)
+        # 0-9's message class names consumers by their destination.
+        field = "destination" if consumer.amqp_class == "message" else "consumer_tag"
+        cancelled = self.request(f"{consumer.amqp_class}.cancel", **{field: consumer.tag})
 
         def forget(result: Any) -> Any:
             self.consumers.pop(consumer.tag, None)
@@ -710,6 +738,10 @@ _NAMED_HANDLERS: dict[str, _Handler] = {
     "channel.flow": Channel._onFlow,
     "basic.ack": Channel._onConfirm,
     "basic.nack": Channel._onConfirm,
+    "channel.ping": Channel._onPing,
+    "channel.pong": Channel._onPong,
+    # A request from the server (file.open-ok's answer, but sent by the server).
+    "file.stage": Channel._onOtherRequest,
 }
 
 

@@ -400,8 +400,12 @@ class ClientConnection(AMQPConnection):
 
     # -- the open connection -----------------------------------------------------
 
-    def channel(self, number: Optional[int] = None) -> Deferred[Channel]:
-        """Open a channel (the lowest free number unless *number* is given)."""
+    def channel(self, number: Optional[int] = None, *, resume: bytes = b"") -> Deferred[Channel]:
+        """Open a channel (the lowest free number unless *number* is given).
+
+        :param resume: 0-9: the channel-id of a channel of an earlier
+            connection, to be resumed (channel.resume) instead of opened.
+        """
         if self.state is not ConnectionState.OPEN:
             return fail(self._unusable())
         if number is None:
@@ -410,7 +414,7 @@ class ClientConnection(AMQPConnection):
             return fail(ClientError(f"no channel available (channel_max {self._channelLimit()})"))
         channel = self._channel_class(self, number)
         self.channels[number] = channel
-        return channel.open()
+        return channel.resume(resume) if resume else channel.open()
 
     def _freeChannelNumber(self) -> Optional[int]:
         for number in range(1, self._channelLimit() + 1):

@@ -1,7 +1,10 @@
 """What the broker asks of durable storage, and what it gets back at start-up.
 
 A store keeps the durable topology (exchanges, queues, bindings) and the
-persistent messages routed to durable queues. Every change is an operation
+persistent messages routed to durable queues. It also keeps, until it is
+opened again, the bodies the broker spills to disk under memory pressure
+(messages it does not otherwise keep: transient ones, or those on queues that
+are not durable). Every change is an operation
 that returns a sequence number; :meth:`MessageStore.when_durable` fires once
 every operation up to a sequence number is on disk, which is when a publisher
 confirm or tx.commit-ok may be sent.
@@ -18,7 +21,7 @@ and :meth:`MessageStore.close` deal in Deferreds, and the model calls neither.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -29,6 +32,8 @@ __all__ = [
     "DurableBinding",
     "StoredMessage",
     "Recovered",
+    "LogRecord",
+    "LogSegment",
     "MessageStore",
 ]
 
@@ -93,12 +98,54 @@ class StoredMessage:
     redelivered: bool = False
 
 
+@dataclass(slots=True)
+class LogRecord:
+    """One message of a stream's log.
+
+    :ivar offset: its place in the log (0 for the first message ever appended).
+    :ivar segment: the offset of the first message of its segment (the unit
+        retention removes).
+    :ivar timestamp: when it was appended, in milliseconds since the epoch
+        (never less than the timestamp of the message before it).
+    :ivar raw_properties: the content header's property flags and list, as
+        published.
+    """
+
+    offset: int
+    segment: int
+    timestamp: int
+    exchange: str
+    routing_key: str
+    raw_properties: bytes
+    body: bytes
+
+
+@dataclass(slots=True)
+class LogSegment:
+    """A run of consecutive messages of a log, as recovery reports it.
+
+    :ivar first: the offset of its first message (also its name).
+    :ivar last: the offset of its last message.
+    :ivar first_timestamp: the timestamp of its first message (milliseconds).
+    :ivar last_timestamp: the timestamp of its last message (milliseconds).
+    :ivar size: the bytes of its message bodies.
+    """
+
+    first: int
+    last: int
+    first_timestamp: int
+    last_timestamp: int
+    size: int
+
+
 @dataclass
 class Recovered:
     """Everything a store held at start-up.
 
     :ivar messages: each durable queue's messages, by (vhost, queue), in order.
     :ivar next_message_id: the first id not used by any stored message.
+    :ivar logs: each stream's log, by (vhost, queue): its segments in order
+        (an empty list for a stream that has never held a message).
     """
 
     exchanges: list[DurableExchange] = field(default_factory=list)
@@ -106,6 +153,7 @@ class Recovered:
     bindings: list[DurableBinding] = field(default_factory=list)
     messages: dict[tuple[str, str], list[StoredMessage]] = field(default_factory=dict)
     next_message_id: int = 1
+    logs: dict[tuple[str, str], list[LogSegment]] = field(default_factory=dict)
 
 
 class MessageStore(Protocol):
@@ -129,7 +177,7 @@ class MessageStore(Protocol):
         """Record a durable queue."""
 
     def remove_queue(self, vhost: str, name: str) -> int:
-        """Forget a durable queue, its bindings and its messages."""
+        """Forget a durable queue, its bindings and its messages (or its log)."""
 
     def add_binding(self, binding: DurableBinding) -> int:
         """Record a binding."""
@@ -147,12 +195,53 @@ class MessageStore(Protocol):
         need not be written at all.
         """
 
+    def spill(self, message_id: int, body: bytes) -> int:
+        """Keep *body* on disk for a message that is not stored otherwise.
+
+        A spilled body is read back by :meth:`read` and forgotten by
+        :meth:`unspill`, or when the store is opened again: spilled
+        messages do not survive a restart. *message_id* must not be the id
+        of a stored message.
+        """
+
+    def unspill(self, message_ids: Sequence[int]) -> int:
+        """Forget spilled bodies (their messages left the broker or were read back)."""
+
     def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
-        """The bodies of durable messages, by id, read at once.
+        """The bodies of stored or spilled messages, by id, read at once.
 
         For bodies the broker does not hold in memory; each message must be
-        on disk already (its publish durable). Reading blocks the caller
-        briefly, so callers read many bodies at a time.
+        on disk already (its publish or spill durable). Reading blocks the
+        caller briefly, so callers read many bodies at a time.
+        """
+
+    def append_log(self, vhost: str, queue: str, record: LogRecord) -> int:
+        """Append *record* to the log of the stream *queue*.
+
+        Offsets are given by the caller and increase by one per record.
+        """
+
+    def read_log(self, vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
+        """At most *limit* durable records of a log, in order, from offset
+        *start* on (from the first retained one when *start* was removed).
+
+        Like :meth:`read`, this blocks the caller briefly.
+        """
+
+    def log_offset_at(self, vhost: str, queue: str, timestamp: int, start: int) -> Optional[int]:
+        """The first durable offset from *start* on whose timestamp is at
+        least *timestamp* (milliseconds), or None when there is none."""
+
+    def truncate_log(self, vhost: str, queue: str, first: int) -> int:
+        """Remove the records of a log before offset *first* (retention)."""
+
+    def add_durable_listener(self, listener: Callable[[int], None]) -> None:
+        """Call *listener* with a sequence number whenever the operations up
+        to it become durable.
+
+        A store whose operations are durable as soon as they are made (its
+        :attr:`durable_sequence` equals :attr:`last_sequence` when an
+        operation returns) never needs to call it.
         """
 
     @property

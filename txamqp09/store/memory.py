@@ -4,7 +4,8 @@ simulates a restart with nothing lost."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from bisect import bisect_left
+from typing import Callable, Optional, Sequence
 
 from twisted.internet.defer import Deferred, succeed
 
@@ -12,6 +13,8 @@ from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
+    LogRecord,
+    LogSegment,
     Recovered,
     StoredMessage,
 )
@@ -28,6 +31,9 @@ class MemoryStore:
         self.queues: dict[tuple[str, str], DurableQueue] = {}
         self.bindings: set[DurableBinding] = set()
         self.messages: dict[tuple[str, str], dict[int, StoredMessage]] = {}
+        self.spilled: dict[int, bytes] = {}
+        #: Each stream's log records, in offset order.
+        self.logs: dict[tuple[str, str], list[LogRecord]] = {}
         self._sequence = 0
         self._next_id = 1
 
@@ -36,6 +42,7 @@ class MemoryStore:
         return self._sequence
 
     def open(self, body_budget: Optional[int] = None) -> Recovered:
+        self.spilled.clear()
         left = body_budget
         recovered = Recovered(
             exchanges=list(self.exchanges.values()),
@@ -52,6 +59,9 @@ class MemoryStore:
                 kept.append(
                     StoredMessage(m.message_id, m.exchange, m.routing_key, m.raw_properties, body, m.size, True)
                 )
+        for key, records in self.logs.items():
+            if key in self.queues:
+                recovered.logs[key] = _segments(records)
         return recovered
 
     def add_exchange(self, exchange: DurableExchange) -> int:
@@ -76,6 +86,7 @@ class MemoryStore:
     def remove_queue(self, vhost: str, name: str) -> int:
         self.queues.pop((vhost, name), None)
         self.messages.pop((vhost, name), None)
+        self.logs.pop((vhost, name), None)
         self.bindings = {
             b
             for b in self.bindings
@@ -103,14 +114,52 @@ class MemoryStore:
             messages.pop(message_id, None)
         return self._done()
 
+    def spill(self, message_id: int, body: bytes) -> int:
+        self.spilled[message_id] = body
+        return self._done()
+
+    def unspill(self, message_ids: Sequence[int]) -> int:
+        for message_id in message_ids:
+            self.spilled.pop(message_id, None)
+        return self._done()
+
     def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
         wanted = set(message_ids)
-        return {
+        bodies = {
             message_id: message.body
             for messages in self.messages.values()
             for message_id, message in messages.items()
             if message_id in wanted and message.body is not None
         }
+        bodies.update((i, self.spilled[i]) for i in wanted if i in self.spilled)
+        return bodies
+
+    def append_log(self, vhost: str, queue: str, record: LogRecord) -> int:
+        self.logs.setdefault((vhost, queue), []).append(record)
+        return self._done()
+
+    def _log_from(self, vhost: str, queue: str, start: int) -> tuple[list[LogRecord], int]:
+        """A log and the index of its first record at or after offset *start*."""
+        records = self.logs.get((vhost, queue), [])
+        first = records[0].offset if records else 0
+        return records, max(0, start - first)
+
+    def read_log(self, vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
+        records, index = self._log_from(vhost, queue, start)
+        return records[index : index + limit]
+
+    def log_offset_at(self, vhost: str, queue: str, timestamp: int, start: int) -> Optional[int]:
+        records, index = self._log_from(vhost, queue, start)
+        found = bisect_left(records, timestamp, lo=min(index, len(records)), key=lambda r: r.timestamp)
+        return records[found].offset if found < len(records) else None
+
+    def truncate_log(self, vhost: str, queue: str, first: int) -> int:
+        records, index = self._log_from(vhost, queue, first)
+        del records[:index]
+        return self._done()
+
+    def add_durable_listener(self, listener: Callable[[int], None]) -> None:
+        """Never called: every operation is durable when it returns."""
 
     @property
     def last_sequence(self) -> int:
@@ -125,3 +174,18 @@ class MemoryStore:
 
     def close(self) -> Deferred[None]:
         return succeed(None)
+
+
+def _segments(records: Sequence[LogRecord]) -> list[LogSegment]:
+    """The segments of a log's *records* (in offset order)."""
+    segments: list[LogSegment] = []
+    current = -1
+    for record in records:
+        if record.segment != current:
+            current = record.segment
+            segments.append(LogSegment(record.offset, record.offset, record.timestamp, record.timestamp, 0))
+        segment = segments[-1]
+        segment.last = record.offset
+        segment.last_timestamp = record.timestamp
+        segment.size += len(record.body)
+    return segments

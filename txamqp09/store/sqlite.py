@@ -24,6 +24,9 @@ reported a batch durable (so that confirms never wait for a checkpoint), once
 about :data:`CHECKPOINT_BYTES` have been written since the last one, and is
 truncated to :data:`WAL_SIZE_LIMIT` bytes afterwards.
 
+Bodies the broker spills under memory pressure (messages the store does not
+keep otherwise) go to a table of their own, emptied when the store opens.
+
 Recovery relies on SQLite's atomic commits: a batch is on disk entirely or
 not at all, so a crash at any point (a torn write, a half-written batch)
 leaves the state of the last committed batch. Recovered messages carry their
@@ -41,7 +44,7 @@ import threading
 from dataclasses import dataclass
 from heapq import heappop, heappush
 from pathlib import Path
-from typing import IO, Any, Callable, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence, Union
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorFromThreads
@@ -51,6 +54,8 @@ from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
+    LogRecord,
+    LogSegment,
     Recovered,
     StoredMessage,
 )
@@ -91,6 +96,12 @@ CREATE TABLE IF NOT EXISTS queue_messages (
     vhost TEXT NOT NULL, queue TEXT NOT NULL, message_id INTEGER NOT NULL,
     PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS queue_messages_by_message ON queue_messages (message_id);
+CREATE TABLE IF NOT EXISTS spilled (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS stream_log (
+    vhost TEXT NOT NULL, queue TEXT NOT NULL, position INTEGER NOT NULL,
+    segment INTEGER NOT NULL, timestamp INTEGER NOT NULL, exchange TEXT NOT NULL,
+    routing_key TEXT NOT NULL, properties BLOB NOT NULL, body BLOB NOT NULL,
+    PRIMARY KEY (vhost, queue, position));
 """
 
 
@@ -133,6 +144,21 @@ class _Publish:
         self.queues = queues
 
 
+class _Append:
+    """A record to append to a stream's log."""
+
+    __slots__ = ("vhost", "queue", "record")
+
+    def __init__(self, vhost: str, queue: str, record: LogRecord) -> None:
+        self.vhost = vhost
+        self.queue = queue
+        self.record = record
+
+
+#: What the writer thread applies, in order.
+_Work = Union[_Publish, _Append, _Operation]
+
+
 class StoreInUse(Exception):
     """Another process has the store open."""
 
@@ -147,7 +173,7 @@ class _Batch:
         that an operation deleted already changes nothing).
     """
 
-    operations: list[_Publish | _Operation]
+    operations: list[_Work]
     removals: list[tuple[str, str, int]]
     last_sequence: int
 
@@ -163,7 +189,7 @@ class SQLiteStore:
         self.path = Path(path)
         self._reactor = reactor
         self._lock = threading.Condition()
-        self._pending: list[_Publish | _Operation] = []
+        self._pending: list[_Work] = []
         self._removals: list[tuple[str, str, int]] = []
         #: Publishes not taken by the writer yet, by message id.
         self._unwritten: dict[int, _Publish] = {}
@@ -172,6 +198,7 @@ class SQLiteStore:
         self._taken = 0
         self._durable = 0
         self._waiting: list[tuple[int, int, Deferred[None]]] = []
+        self._listeners: list[Callable[[int], None]] = []
         self._closing = False
         self._failure: Optional[Failure] = None
         self._thread: Optional[threading.Thread] = None
@@ -257,6 +284,15 @@ class SQLiteStore:
             "DELETE FROM messages WHERE NOT EXISTS"
             " (SELECT 1 FROM queue_messages WHERE message_id = messages.id)"
         )
+        for vhost, queue, first, last, first_time, last_time, size in db.execute(
+            "SELECT vhost, queue, min(position), max(position), min(timestamp), max(timestamp),"
+            " sum(length(body)) FROM stream_log GROUP BY vhost, queue, segment"
+            " ORDER BY vhost, queue, segment"
+        ):
+            recovered.logs.setdefault((vhost, queue), []).append(
+                LogSegment(first, last, first_time, last_time, size)
+            )
+        db.execute("DELETE FROM spilled")
         return recovered
 
     # -- operations (reactor thread) -------------------------------------------
@@ -320,18 +356,83 @@ class SQLiteStore:
                     self._removals.append((vhost, queue, message_id))
             return self._next_sequence()
 
+    def spill(self, message_id: int, body: bytes) -> int:
+        return self._queue(_spill, message_id, body)
+
+    def unspill(self, message_ids: Sequence[int]) -> int:
+        return self._queue(_unspill, [(message_id,) for message_id in message_ids])
+
     def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
-        if self._reader is None:
-            self._reader = sqlite3.connect(self.path, isolation_level=None)
-            self._reader.execute("PRAGMA query_only=1")
+        bodies = self._read_from("messages", message_ids)
+        if len(bodies) < len(message_ids):
+            bodies.update(self._read_from("spilled", [i for i in message_ids if i not in bodies]))
+        return bodies
+
+    def _read_from(self, table: str, message_ids: Sequence[int]) -> dict[int, bytes]:
+        """The bodies of *table* (messages or spilled) with these ids."""
+        reader = self._reading()
         bodies: dict[int, bytes] = {}
         for start in range(0, len(message_ids), _READ_CHUNK):
             chunk = message_ids[start : start + _READ_CHUNK]
-            rows = self._reader.execute(
-                f"SELECT id, body FROM messages WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+            rows = reader.execute(
+                f"SELECT id, body FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})", chunk
             )
             bodies.update(rows)
         return bodies
+
+    def _reading(self) -> sqlite3.Connection:
+        """The reactor thread's read-only connection, which sees every committed batch."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(self.path, isolation_level=None)
+            self._reader.execute("PRAGMA query_only=1")
+        return self._reader
+
+    def append_log(self, vhost: str, queue: str, record: LogRecord) -> int:
+        append = _Append(vhost, queue, record)
+        with self._lock:
+            self._check_open()
+            self._pending.append(append)
+            return self._next_sequence()
+
+    def read_log(self, vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
+        rows = self._reading().execute(
+            "SELECT position, segment, timestamp, exchange, routing_key, properties, body"
+            " FROM stream_log WHERE vhost = ? AND queue = ? AND position >= ?"
+            " ORDER BY position LIMIT ?",
+            (vhost, queue, start, limit),
+        )
+        return [LogRecord(*row) for row in rows]
+
+    def log_offset_at(self, vhost: str, queue: str, timestamp: int, start: int) -> Optional[int]:
+        """A binary search on offsets: timestamps never decrease along a log,
+        and a log's offsets run without gaps from its first to its last."""
+        reader = self._reading()
+        key = (vhost, queue)
+        low, last = reader.execute(
+            "SELECT min(position), max(position) FROM stream_log"
+            " WHERE vhost = ? AND queue = ? AND position >= ?",
+            (*key, start),
+        ).fetchone()
+        if low is None:
+            return None
+        end = high = last + 1
+        while low < high:
+            middle = (low + high) // 2
+            (found,) = reader.execute(
+                "SELECT timestamp FROM stream_log WHERE vhost = ? AND queue = ? AND position = ?",
+                (*key, middle),
+            ).fetchone()
+            if found < timestamp:
+                low = middle + 1
+            else:
+                high = middle
+        return int(low) if low < end else None
+
+    def truncate_log(self, vhost: str, queue: str, first: int) -> int:
+        return self._queue(_truncate_log, vhost, queue, first)
+
+    def add_durable_listener(self, listener: Callable[[int], None]) -> None:
+        self._listeners.append(listener)
 
     @property
     def durable_sequence(self) -> int:
@@ -399,6 +500,8 @@ class SQLiteStore:
 
     def _made_durable(self, sequence: int) -> None:
         self._durable = sequence
+        for listener in self._listeners:
+            listener(sequence)
         waiting = self._waiting
         while waiting and waiting[0][0] <= sequence:
             heappop(waiting)[2].callback(None)
@@ -466,6 +569,13 @@ def _remove_queue(db: sqlite3.Connection, vhost: str, name: str) -> None:
         (vhost, name),
     )
     _purge(db, vhost, name)
+    db.execute("DELETE FROM stream_log WHERE vhost = ? AND queue = ?", (vhost, name))
+
+
+def _truncate_log(db: sqlite3.Connection, vhost: str, queue: str, first: int) -> None:
+    db.execute(
+        "DELETE FROM stream_log WHERE vhost = ? AND queue = ? AND position < ?", (vhost, queue, first)
+    )
 
 
 def _binding_row(b: DurableBinding) -> tuple[Any, ...]:
@@ -484,10 +594,19 @@ def _remove_binding(db: sqlite3.Connection, b: DurableBinding) -> None:
     )
 
 
+def _spill(db: sqlite3.Connection, message_id: int, body: bytes) -> None:
+    db.execute("INSERT OR REPLACE INTO spilled VALUES (?, ?)", (message_id, body))
+
+
+def _unspill(db: sqlite3.Connection, message_ids: list[tuple[int]]) -> None:
+    db.executemany("DELETE FROM spilled WHERE id = ?", message_ids)
+
+
 def _write(db: sqlite3.Connection, batch: _Batch) -> int:
     """Apply *batch* in one transaction; roughly how many bytes that wrote (0: nothing)."""
     messages: list[tuple[Any, ...]] = []
     links: list[tuple[str, str, int]] = []
+    appends: list[tuple[Any, ...]] = []
     written = 0
     for operation in batch.operations:
         if isinstance(operation, _Publish):
@@ -496,14 +615,21 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> int:
                 messages.append((m.message_id, m.exchange, m.routing_key, m.raw_properties, m.body))
                 links.extend((vhost, queue, m.message_id) for vhost, queue in operation.queues)
             continue
+        if isinstance(operation, _Append):
+            r = operation.record
+            appends.append(
+                (operation.vhost, operation.queue, r.offset, r.segment, r.timestamp, r.exchange,
+                 r.routing_key, r.raw_properties, r.body)
+            )
+            continue
         written = written or _begin(db)
-        written += _insert_messages(db, messages, links)
+        written += _insert_messages(db, messages, links) + _insert_log(db, appends)
         function, args = operation
         function(db, *args)
-        written += _ROW_BYTES
-    if messages or batch.removals:
+        written += _ROW_BYTES + sum(len(arg) for arg in args if isinstance(arg, bytes))
+    if messages or batch.removals or appends:
         written = written or _begin(db)
-        written += _insert_messages(db, messages, links)
+        written += _insert_messages(db, messages, links) + _insert_log(db, appends)
         _remove(db, batch.removals)
         written += _ROW_BYTES * len(batch.removals)
     if written:
@@ -528,6 +654,16 @@ def _insert_messages(
     written = sum(len(message[4]) for message in messages) + _ROW_BYTES * (len(messages) + len(links))
     messages.clear()
     links.clear()
+    return written
+
+
+def _insert_log(db: sqlite3.Connection, appends: list[tuple[Any, ...]]) -> int:
+    """Insert the gathered log records, then forget them; the bytes written."""
+    if not appends:
+        return 0
+    db.executemany("INSERT INTO stream_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", appends)
+    written = sum(len(row[8]) for row in appends) + _ROW_BYTES * len(appends)
+    appends.clear()
     return written
 
 

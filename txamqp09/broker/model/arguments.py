@@ -1,8 +1,12 @@
-"""Reading the ``x-`` arguments of declarations and bindings.
+"""Reading the ``x-`` arguments of declarations, bindings and consumers.
 
 Field tables decode long strings as bytes; these helpers accept bytes and
-str alike and refuse a bad value with 406 and a text that lists what is
-allowed.
+str alike and refuse a bad value with 406 and a text that names the
+argument, the entity it was given for and what is allowed, as RabbitMQ
+does (``invalid arg 'x-message-ttl' for queue 'q' in vhost '/': ...``).
+
+:class:`QueueArguments` reads every queue argument the broker understands
+once, when the queue is declared.
 """
 
 from __future__ import annotations
@@ -11,36 +15,204 @@ from typing import Any, Mapping, Optional, Sequence
 
 from txamqp09.wire.errors import PreconditionFailed
 
-__all__ = ["choice_argument", "count_argument"]
+__all__ = [
+    "choice_argument",
+    "count_argument",
+    "flag_argument",
+    "string_argument",
+    "Overflow",
+    "QueueArguments",
+    "CLASSIC",
+    "QUORUM",
+    "STREAM",
+    "QUEUE_TYPES",
+    "MAX_PRIORITY",
+    "MAX_EXPIRY",
+    "check_quorum_properties",
+]
+
+#: The queue types: classic, quorum (kept as a durable classic queue
+#: with quorum queues' declaration rules and delivery limit), and stream
+#: (an append-only log, see :mod:`.stream`).
+CLASSIC = "classic"
+QUORUM = "quorum"
+STREAM = "stream"
+QUEUE_TYPES = (CLASSIC, QUORUM, STREAM)
+#: The highest x-max-priority a queue may have.
+MAX_PRIORITY = 255
+#: The longest TTL or queue expiry, in milliseconds (as RabbitMQ).
+MAX_EXPIRY = 2**32 - 1
+#: Arguments quorum queues do not support.
+_NOT_FOR_QUORUM = ("x-max-priority",)
+
+
+def _kind(value: Any) -> str:
+    """*value* and its type as an error text shows them (``'10' (a string)``)."""
+    if isinstance(value, (bytes, str)):
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        return f"{text!r} (a string)"
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _invalid(name: str, subject: str, reason: str) -> PreconditionFailed:
+    where = f" for {subject}" if subject else ""
+    return PreconditionFailed(f"invalid arg {name!r}{where}: {reason}")
 
 
 def choice_argument(
-    arguments: Mapping[str, Any], name: str, choices: Sequence[str], default: str
+    arguments: Mapping[str, Any], name: str, choices: Sequence[str], default: str, subject: str = ""
 ) -> str:
     """The value of argument *name*, which must be one of *choices*.
 
+    :param subject: what the argument was given for, for the error text
+        (``queue 'q' in vhost '/'``).
     :raises PreconditionFailed: any other value (406).
     """
     value = arguments.get(name, default)
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     if value not in choices:
-        raise PreconditionFailed(
-            f"invalid argument {name!r}: {value!r}; expected one of {', '.join(choices)}"
-        )
+        raise _invalid(name, subject, f"{value!r}; expected one of {', '.join(choices)}")
     return str(value)
 
 
-def count_argument(arguments: Mapping[str, Any], name: str) -> Optional[int]:
-    """The value of argument *name*, a non-negative integer, or None if absent.
+def count_argument(
+    arguments: Mapping[str, Any],
+    name: str,
+    subject: str = "",
+    *,
+    minimum: int = 0,
+    maximum: Optional[int] = None,
+) -> Optional[int]:
+    """The value of argument *name*, an integer in [*minimum*, *maximum*], or None if absent.
 
     :raises PreconditionFailed: any other value (406).
     """
     value = arguments.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise PreconditionFailed(
-            f"invalid argument {name!r}: {value!r}; expected a non-negative integer"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid(
+            name, subject, f"expected an integer, got {_kind(value)}"
         )
+    if value < minimum:
+        wanted = "a non-negative integer" if minimum == 0 else f"an integer of at least {minimum}"
+        raise _invalid(name, subject, f"{value} is too small; expected {wanted}")
+    if maximum is not None and value > maximum:
+        raise _invalid(name, subject, f"{value} exceeds the maximum of {maximum}")
     return value
+
+
+def string_argument(arguments: Mapping[str, Any], name: str, subject: str = "") -> Optional[str]:
+    """The value of argument *name*, a string, or None if absent.
+
+    :raises PreconditionFailed: any other type (406).
+    """
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        raise _invalid(name, subject, f"expected a string, got {_kind(value)}")
+    return str(value)
+
+
+def flag_argument(arguments: Mapping[str, Any], name: str, subject: str = "") -> bool:
+    """The value of argument *name*, a boolean (False if absent).
+
+    :raises PreconditionFailed: any other type (406).
+    """
+    value = arguments.get(name, False)
+    if not isinstance(value, bool):
+        raise _invalid(name, subject, f"expected a boolean, got {_kind(value)}")
+    return value
+
+
+class Overflow:
+    """What a queue at its length limit does with a new message (x-overflow)."""
+
+    #: The oldest ready messages are dropped (or dead-lettered) to make room.
+    DROP_HEAD = "drop-head"
+    #: The new message is refused; a confirming publisher gets a nack.
+    REJECT_PUBLISH = "reject-publish"
+    #: As reject-publish, and the refused message is dead-lettered.
+    REJECT_PUBLISH_DLX = "reject-publish-dlx"
+    CHOICES = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
+
+
+class QueueArguments:
+    """The queue arguments the broker acts on, read and checked at declaration.
+
+    Times are in milliseconds, as clients give them. Unknown arguments are
+    kept (and ignored), as RabbitMQ does.
+
+    :param subject: the queue, for error texts (``queue 'q' in vhost '/'``).
+    :raises PreconditionFailed: an invalid value, or a combination the
+        queue type does not allow (406).
+    """
+
+    __slots__ = (
+        "message_ttl",
+        "expires",
+        "max_length",
+        "max_length_bytes",
+        "overflow",
+        "dead_letter_exchange",
+        "dead_letter_routing_key",
+        "max_priority",
+        "single_active_consumer",
+        "queue_type",
+        "delivery_limit",
+    )
+
+    def __init__(self, arguments: Mapping[str, Any], subject: str) -> None:
+        self.message_ttl = count_argument(arguments, "x-message-ttl", subject, maximum=MAX_EXPIRY)
+        self.expires = count_argument(arguments, "x-expires", subject, minimum=1, maximum=MAX_EXPIRY)
+        self.max_length = count_argument(arguments, "x-max-length", subject)
+        self.max_length_bytes = count_argument(arguments, "x-max-length-bytes", subject)
+        self.overflow = choice_argument(
+            arguments, "x-overflow", Overflow.CHOICES, Overflow.DROP_HEAD, subject
+        )
+        self.dead_letter_exchange = string_argument(arguments, "x-dead-letter-exchange", subject)
+        self.dead_letter_routing_key = string_argument(
+            arguments, "x-dead-letter-routing-key", subject
+        )
+        if self.dead_letter_routing_key is not None and self.dead_letter_exchange is None:
+            raise _invalid(
+                "x-dead-letter-routing-key", subject,
+                "a dead-letter routing key needs x-dead-letter-exchange too",
+            )
+        self.max_priority = count_argument(
+            arguments, "x-max-priority", subject, maximum=MAX_PRIORITY
+        )
+        self.single_active_consumer = flag_argument(arguments, "x-single-active-consumer", subject)
+        self.queue_type = choice_argument(arguments, "x-queue-type", QUEUE_TYPES, CLASSIC, subject)
+        self.delivery_limit = count_argument(arguments, "x-delivery-limit", subject)
+        if self.queue_type == QUORUM:
+            self._check_quorum(arguments, subject)
+        else:
+            self.delivery_limit = None
+
+    def _check_quorum(self, arguments: Mapping[str, Any], subject: str) -> None:
+        for name in _NOT_FOR_QUORUM:
+            if name in arguments:
+                raise PreconditionFailed(
+                    f"invalid arg {name!r} for {subject} of queue type quorum: "
+                    "quorum queues do not support it"
+                )
+        if self.overflow == Overflow.REJECT_PUBLISH_DLX:
+            raise PreconditionFailed(
+                f"invalid arg 'x-overflow' for {subject} of queue type quorum: "
+                "reject-publish-dlx is for classic queues; use drop-head or reject-publish"
+            )
+
+
+def check_quorum_properties(subject: str, durable: bool, exclusive: bool, auto_delete: bool) -> None:
+    """Quorum queues are durable, shared and kept: refuse anything else (406)."""
+    for refused, name in ((not durable, "non-durable"), (exclusive, "exclusive-owner"), (auto_delete, "auto-delete")):
+        if refused:
+            raise PreconditionFailed(
+                f"invalid property {name!r} for {subject}: quorum queues are durable, "
+                "not exclusive and not auto-delete"
+            )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Hashable, Mapping, Optional, Sequence
 
+from txamqp09.broker.model.arguments import string_argument
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.routing import (
     TopicTrie,
@@ -70,7 +71,8 @@ class Exchange:
     :ivar durable: survives a broker restart (kept by the store).
     :ivar auto_delete: deleted when its last binding (as source) goes.
     :ivar internal: clients may not publish to it, only other exchanges.
-    :ivar arguments: the declare arguments.
+    :ivar arguments: the declare arguments (``alternate-exchange`` names
+        the exchange that takes unroutable messages).
     """
 
     #: The type name clients declare.
@@ -90,6 +92,8 @@ class Exchange:
         self.auto_delete = auto_delete
         self.internal = internal
         self.arguments = dict(arguments or {})
+        #: The exchange that takes messages this one routes nowhere.
+        self.alternate = string_argument(self.arguments, "alternate-exchange", f"exchange {name!r}")
         #: Bindings whose source this exchange is, by :attr:`Binding.key`.
         self.bindings: dict[Hashable, Binding] = {}
         #: Bindings whose destination this exchange is.

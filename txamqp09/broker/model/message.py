@@ -9,22 +9,33 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from txamqp09.broker.model.arguments import MAX_EXPIRY
 from txamqp09.wire.base import Properties, decode_properties
-from txamqp09.wire.errors import AMQPSyntaxError
+from txamqp09.wire.errors import AMQPSyntaxError, PreconditionFailed
+from txamqp09.wire.fields import encode_shortstr
 
-__all__ = ["Message", "delivery_mode", "UNTRACKED", "RESIDENT", "PAGED_OUT"]
+__all__ = [
+    "Message", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
+    "SPILLED",
+]
 
-#: Message.paging: the message is not under the memory budget (transient, or
-#: routed to several queues, or gone from its queue).
+#: Message.paging: the message is not under the memory budget (a transient
+#: message published while the broker was within its budget).
 UNTRACKED = 0
-#: Message.paging: a persistent message whose body is in memory, counted
-#: against the memory budget.
+#: Message.paging: the body is in memory, counted against the memory budget.
 RESIDENT = 1
-#: Message.paging: a persistent message whose body is on disk only.
+#: Message.paging: the body is on disk only, in the message store (a
+#: persistent message whose every queue is durable).
 PAGED_OUT = 2
+#: Message.paging: a copy of the body is in the store's spill area; the body
+#: is dropped from memory once that copy is on disk.
+SPILLED = 3
 
 #: Property flags of basic's first four properties (the same in 0-8, 0-9, 0-9-1).
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _DELIVERY_MODE = 0x8000, 0x4000, 0x2000, 0x1000
+#: The expiration bit in the first byte of the basic property flags: a
+#: message with ``raw_properties[0] & EXPIRATION_FLAG`` has a per-message TTL.
+EXPIRATION_FLAG = 0x01
 
 
 def delivery_mode(raw_properties: bytes) -> int:
@@ -48,6 +59,25 @@ def delivery_mode(raw_properties: bytes) -> int:
         raise AMQPSyntaxError("content properties end before their delivery-mode") from None
 
 
+def message_ttl(message: Message) -> Optional[int]:
+    """The per-message TTL in milliseconds (the ``expiration`` property), or None.
+
+    :raises PreconditionFailed: the expiration is not a non-negative
+        integer (406, as RabbitMQ refuses it at publish).
+    """
+    if not message.raw_properties[0] & EXPIRATION_FLAG:
+        return None
+    expiration = getattr(message.properties, "expiration", None)
+    if expiration is None:
+        return None
+    if not expiration.isdigit() or not expiration.isascii() or int(expiration) > MAX_EXPIRY:
+        raise PreconditionFailed(
+            f"invalid expiration {expiration!r}: expected a non-negative integer number of "
+            f"milliseconds, at most {MAX_EXPIRY}"
+        )
+    return int(expiration)
+
+
 class Message:
     """One published message, shared by every queue it is routed to.
 
@@ -60,9 +90,12 @@ class Message:
     :ivar size: the body size in bytes (what prefetch-size and length limits
         count), also while the body is paged out.
     :ivar publisher: the client that published it (for ``no-local``).
-    :ivar store_id: its id in the message store, once written there (0:
-        not written, a transient message or one no durable queue took).
-    :ivar paging: :data:`UNTRACKED`, :data:`RESIDENT` or :data:`PAGED_OUT`.
+    :ivar store_id: its id in the message store, once written or spilled
+        there (0: neither).
+    :ivar paging: :data:`UNTRACKED`, :data:`RESIDENT`, :data:`PAGED_OUT` or
+        :data:`SPILLED`.
+    :ivar holders: while tracked, how many queues hold it (ready or
+        delivered and unacknowledged).
     """
 
     __slots__ = (
@@ -75,8 +108,10 @@ class Message:
         "publisher",
         "store_id",
         "paging",
+        "holders",
         "_properties_class",
         "_properties",
+        "__weakref__",
     )
 
     body: Optional[bytes]
@@ -100,6 +135,7 @@ class Message:
         self.publisher = publisher
         self.store_id = 0
         self.paging = 0  # UNTRACKED
+        self.holders = 0
         self._properties_class = properties_class
         self._properties: Optional[Properties] = None
 
@@ -112,6 +148,20 @@ class Message:
         if self._properties is None:
             self._properties = decode_properties(self._properties_class, self.raw_properties, 0)
         return self._properties
+
+    @property
+    def properties_class(self) -> type[Properties]:
+        """The content-property class of the protocol version it arrived with."""
+        return self._properties_class
+
+    def copy(self, exchange: str, routing_key: str, raw_properties: bytes) -> Message:
+        """A new message with this body, published to *exchange* with
+        *routing_key* and *raw_properties* (the body must be in memory)."""
+        assert self.body is not None, "read a paged-out body back before copying the message"
+        return Message(
+            exchange, routing_key, encode_shortstr(exchange) + encode_shortstr(routing_key),
+            raw_properties, self.body, self._properties_class,
+        )
 
     @property
     def headers(self) -> dict[str, Any]:

@@ -1,35 +1,67 @@
 """Queues, their consumers, and the prefetch windows that pace deliveries.
 
 A queue holds ready messages in arrival order as ``(sequence, message,
-redelivered)`` entries. A message published while a consumer can take it
-goes straight to that consumer; otherwise it waits, and :meth:`Queue.drain`
-hands waiting messages out when a consumer gains room. Consumers take turns
-(round robin). Requeued messages go back to their original place, which the
-per-queue sequence number records.
+redelivered, deadline)`` entries. A message published while a consumer can
+take it goes straight to that consumer; otherwise it waits, and
+:meth:`Queue.drain` hands waiting messages out when a consumer gains room.
+Consumers take turns (round robin), higher ``x-priority`` ones first.
+Requeued messages go back to their original place, which the per-queue
+sequence number records.
+
+The queue arguments (see :class:`~.arguments.QueueArguments`) are read once
+at declaration; a queue that uses none of them, publishing a message
+without an ``expiration``, takes the same short path as before they
+existed. With arguments:
+
+- TTL (``x-message-ttl``, the ``expiration`` property): the entry's
+  deadline is set when the message enters the queue. Expired messages are
+  removed at the head only, by one timer per queue set for the head's
+  deadline and whenever the head is looked at, so that no expired message
+  is delivered and no tick scans the queue. A message with a short TTL
+  behind one with a longer TTL leaves when it reaches the head, as in
+  RabbitMQ.
+- ``x-expires``: the queue is deleted once it has had no consumer, no
+  basic.get and no redeclaration for that long.
+- length limits with ``x-overflow``; priorities (``x-max-priority``, see
+  :mod:`.priority`); single active consumer; dead-lettering (see
+  :mod:`.deadletter`) of rejected, expired and overflowing messages.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from weakref import WeakKeyDictionary
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
 
-from txamqp09.broker.model.arguments import choice_argument, count_argument
-from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.arguments import (
+    QUORUM,
+    Overflow,
+    QueueArguments,
+    check_quorum_properties,
+    count_argument,
+)
+from txamqp09.broker.model.deadletter import DELIVERY_LIMIT, EXPIRED, MAXLEN, dead_letter
+from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
+from txamqp09.broker.model.priority import PriorityMessages, merge_entries
 
 if TYPE_CHECKING:
+    from txamqp09.broker.model.clock import Call, Clock
     from txamqp09.broker.model.session import Session
     from txamqp09.broker.model.vhost import VirtualHost
 
 __all__ = ["Prefetch", "Consumer", "Delivery", "Queue", "Entry", "Overflow"]
 
-#: A ready message in a queue: (sequence number, message, redelivered).
-Entry = tuple[int, Message, bool]
+#: A ready message in a queue: (sequence number, message, redelivered,
+#: deadline in clock seconds or None when it does not expire).
+Entry = tuple[int, Message, bool, Optional[float]]
 #: Paged-out bodies read back at a time when a queue reaches them.
 PAGE_IN_BATCH = 256
 #: Ready messages looked at, from the head, for bodies to read back at a time.
 PAGE_IN_SCAN = 4 * PAGE_IN_BATCH
+#: The range of consumer priorities (x-priority): what a signed 64-bit
+#: table integer holds.
+_CONSUMER_PRIORITY_RANGE = (-(2**63), 2**63 - 1)
 
 
 class Prefetch:
@@ -70,9 +102,13 @@ class Consumer:
 
     :ivar tag: the consumer tag, unique within its session.
     :ivar limits: the prefetch windows that apply (none when no-ack).
+    :ivar priority: its ``x-priority``: consumers of a higher priority get
+        messages first; lower ones only while the higher ones have no room.
     """
 
-    __slots__ = ("tag", "queue", "session", "no_ack", "no_local", "exclusive", "limits", "_simple")
+    __slots__ = (
+        "tag", "queue", "session", "no_ack", "no_local", "exclusive", "limits", "priority", "_simple"
+    )
 
     def __init__(
         self,
@@ -84,6 +120,7 @@ class Consumer:
         no_local: bool = False,
         exclusive: bool = False,
         limits: tuple[Prefetch, ...] = (),
+        priority: int = 0,
     ) -> None:
         self.tag = tag
         self.queue = queue
@@ -92,6 +129,7 @@ class Consumer:
         self.no_local = no_local
         self.exclusive = exclusive
         self.limits = () if no_ack else limits
+        self.priority = priority
         self._simple = not self.limits and not no_local
 
     def can_take(self, message: Message) -> bool:
@@ -112,16 +150,19 @@ class Consumer:
         """Deliver what waits in the queue (once the client knows the consumer)."""
         self.queue.drain()
 
-    def deliver(self, queue: Queue, sequence: int, message: Message, redelivered: bool) -> None:
+    def deliver(
+        self, queue: Queue, sequence: int, message: Message, redelivered: bool,
+        deadline: Optional[float] = None,
+    ) -> None:
         """Send *message* to the client, remembering it until it is settled."""
         session = self.session
         tag = session.last_tag = session.last_tag + 1
         if not self.no_ack:
-            session.unacked[tag] = Delivery(queue, sequence, message, self)
+            session.unacked[tag] = Delivery(queue, sequence, message, self, deadline)
             size = message.size
             for limit in self.limits:
                 limit.take(size)
-        elif message.store_id:
+        elif message.paging:
             queue.discard((message,))
         session.sink.deliver(self, tag, redelivered, message)
 
@@ -129,21 +170,34 @@ class Consumer:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
 
 
+def consumer_priority(arguments: Mapping[str, Any], queue: Queue) -> int:
+    """The ``x-priority`` of basic.consume *arguments* on *queue* (0 when absent).
+
+    :raises PreconditionFailed: not an integer (406).
+    """
+    low, high = _CONSUMER_PRIORITY_RANGE
+    subject = f"queue {queue.name!r} in vhost {queue.vhost.name!r}"
+    return count_argument(arguments, "x-priority", subject, minimum=low, maximum=high) or 0
+
+
 class Delivery:
     """A message sent to a client and not yet acknowledged.
 
     :ivar consumer: the consumer it went to, or None for basic.get.
+    :ivar deadline: when it expires if requeued (clock seconds), or None.
     """
 
-    __slots__ = ("queue", "sequence", "message", "consumer")
+    __slots__ = ("queue", "sequence", "message", "consumer", "deadline")
 
     def __init__(
-        self, queue: Queue, sequence: int, message: Message, consumer: Optional[Consumer]
+        self, queue: Queue, sequence: int, message: Message, consumer: Optional[Consumer],
+        deadline: Optional[float] = None,
     ) -> None:
         self.queue = queue
         self.sequence = sequence
         self.message = message
         self.consumer = consumer
+        self.deadline = deadline
 
     def release(self) -> None:
         """Give the consumer's prefetch room back."""
@@ -153,22 +207,10 @@ class Delivery:
                 limit.release(size)
 
 
-class Overflow:
-    """What a queue at its length limit does with a new message (x-overflow)."""
-
-    DROP_HEAD = "drop-head"
-    REJECT_PUBLISH = "reject-publish"
-    CHOICES = (DROP_HEAD, REJECT_PUBLISH)
-
-
 class Queue:
     """A queue of a virtual host.
 
-    Understood arguments: ``x-max-length`` and ``x-max-length-bytes`` (ready
-    messages), with ``x-overflow`` ``drop-head`` (default: the oldest ready
-    messages are dropped) or ``reject-publish`` (the new message is refused,
-    and a confirming publisher receives a nack).
-
+    :ivar settings: the queue arguments the broker acts on.
     :ivar exclusive_owner: the client that owns an exclusive queue, or None.
     :ivar stored: the queue and its persistent messages are kept in the
         message store (durable, not exclusive, on a broker with a store).
@@ -190,15 +232,24 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = dict(arguments or {})
-        self._persistence = vhost.persistence if durable and exclusive_owner is None else None
-        self.stored = self._persistence is not None
-        self.max_length = count_argument(self.arguments, "x-max-length")
-        self.max_length_bytes = count_argument(self.arguments, "x-max-length-bytes")
-        self.overflow = choice_argument(
-            self.arguments, "x-overflow", Overflow.CHOICES, Overflow.DROP_HEAD
-        )
+        subject = f"queue {name!r} in vhost {vhost.name!r}"
+        settings = self.settings = QueueArguments(self.arguments, subject)
+        if settings.queue_type == QUORUM:
+            check_quorum_properties(subject, durable, exclusive_owner is not None, auto_delete)
+        self._persistence = vhost.persistence
+        self.stored = self._persistence is not None and durable and exclusive_owner is None
+        self.max_length = settings.max_length
+        self.max_length_bytes = settings.max_length_bytes
+        self.overflow = settings.overflow
         self._limited = self.max_length is not None or self.max_length_bytes is not None
-        self.messages: deque[Entry] = deque()
+        self._ttl = settings.message_ttl
+        #: Whether publishing needs more than the short path (arguments in use).
+        self._featured = (
+            self._limited or self._ttl is not None or settings.max_priority is not None
+        )
+        self.messages: Union[deque[Entry], PriorityMessages] = (
+            deque() if settings.max_priority is None else PriorityMessages(settings.max_priority)
+        )
         #: Body bytes of the ready messages.
         self.ready_bytes = 0
         self.consumers: deque[Consumer] = deque()
@@ -207,8 +258,27 @@ class Queue:
         self.deleted = False
         self._next_sequence = 0
         self._no_local_consumers = 0
+        #: Consumers with a non-zero x-priority: picking follows priorities.
+        self._ranked_consumers = 0
+        #: Some entry has had a deadline: heads are checked for expiry.
+        self._expiring = False
+        self._expiry_call: Optional[Call] = None
+        self._expiry_at = 0.0
+        self._idle_call: Optional[Call] = None
+        #: How often each message was returned, for x-delivery-limit
+        #: (forgotten with the message).
+        self._returns: WeakKeyDictionary[Message, int] = WeakKeyDictionary()
         #: Itself as a one-element route (the default exchange's result).
         self.route: tuple[Queue] = (self,)
+        self.used()
+
+    @property
+    def clock(self) -> Clock:
+        """The virtual host's clock (queues with TTLs or x-expires need one)."""
+        clock = self.vhost.clock
+        if clock is None:
+            raise RuntimeError("the broker has no clock: message TTLs and x-expires need one")
+        return clock
 
     @property
     def exclusive(self) -> bool:
@@ -230,9 +300,12 @@ class Queue:
     def publish(self, message: Message) -> bool:
         """Deliver *message* to a consumer or keep it.
 
-        :returns: False when the queue refused it (``reject-publish``); a
-            message that ``drop-head`` cannot fit counts as taken, then dropped.
+        :returns: False when the queue refused it (``reject-publish`` and
+            ``reject-publish-dlx``); a message that ``drop-head`` cannot fit
+            counts as taken, then dropped.
         """
+        if self._featured or message.raw_properties[0] & EXPIRATION_FLAG:
+            return self._publish_featured(message)
         sequence = self._next_sequence
         self._next_sequence = sequence + 1
         if self.consumers and not self.messages:
@@ -240,11 +313,33 @@ class Queue:
             if consumer is not None:
                 consumer.deliver(self, sequence, message, False)
                 return True
-        if self._limited and not self._make_room(message.size):
-            self.discard((message,))
-            return self.overflow == Overflow.DROP_HEAD
-        self.messages.append((sequence, message, False))
+        self.messages.append((sequence, message, False, None))
         self.ready_bytes += message.size
+        if self._no_local_consumers:
+            self.drain()
+        return True
+
+    def _publish_featured(self, message: Message) -> bool:
+        """:meth:`publish` for a queue with arguments or a message with a TTL."""
+        sequence = self._next_sequence
+        self._next_sequence = sequence + 1
+        deadline = self._deadline(message)
+        if deadline is not None:
+            self._expiring = True
+        if self.consumers and not self.messages:
+            consumer = self._pick(message)
+            if consumer is not None:
+                consumer.deliver(self, sequence, message, False, deadline)
+                return True
+        if deadline is not None and deadline <= self.clock.seconds():
+            self.drop((message,), EXPIRED)
+            return True
+        if self._limited and not self._make_room(message.size):
+            return self._refuse(message)
+        self.messages.append((sequence, message, False, deadline))
+        self.ready_bytes += message.size
+        if deadline is not None:
+            self._schedule_expiry()
         if self._no_local_consumers:
             self.drain()
         return True
@@ -258,21 +353,37 @@ class Queue:
             return False
         sequence = self._next_sequence
         self._next_sequence = sequence + 1
-        consumer.deliver(self, sequence, message, False)
+        consumer.deliver(self, sequence, message, False, self._deadline(message))
         return True
 
+    def _deadline(self, message: Message) -> Optional[float]:
+        """When *message* expires if it enters the queue now, or None."""
+        ttl = self._ttl
+        own = message_ttl(message)
+        if own is not None and (ttl is None or own < ttl):
+            ttl = own
+        return None if ttl is None else self.clock.seconds() + ttl / 1000
+
     def _make_room(self, size: int) -> bool:
-        if self._fits(size, len(self.messages) + 1, self.ready_bytes + size):
+        if self._fits(len(self.messages) + 1, self.ready_bytes + size):
             return True
-        if self.overflow == Overflow.REJECT_PUBLISH:
+        if self.overflow != Overflow.DROP_HEAD:
             return False
         dropped = []
-        while self.messages and not self._fits(size, len(self.messages) + 1, self.ready_bytes + size):
+        while self.messages and not self._fits(len(self.messages) + 1, self.ready_bytes + size):
             dropped.append(self._take()[1])
-        self.discard(dropped)
-        return self._fits(size, 1, size)
+        self.drop(dropped, MAXLEN)
+        return self._fits(1, size)
 
-    def _fits(self, size: int, count: int, total: int) -> bool:
+    def _refuse(self, message: Message) -> bool:
+        """*message* does not fit: refuse it, or drop it for drop-head."""
+        if self.overflow == Overflow.REJECT_PUBLISH:
+            self.discard((message,))
+            return False
+        self.drop((message,), MAXLEN)
+        return self.overflow == Overflow.DROP_HEAD
+
+    def _fits(self, count: int, total: int) -> bool:
         if self.max_length is not None and count > self.max_length:
             return False
         return self.max_length_bytes is None or total <= self.max_length_bytes
@@ -280,13 +391,30 @@ class Queue:
     def _pick(self, message: Message) -> Optional[Consumer]:
         """The next consumer in turn that can take *message*."""
         consumers = self.consumers
-        if len(consumers) == 1:
-            only = consumers[0]
-            return only if only.can_take(message) else None
+        if len(consumers) == 1 or self.settings.single_active_consumer:
+            active = consumers[0]
+            return active if active.can_take(message) else None
+        if self._ranked_consumers:
+            return self._pick_ranked(message)
         for _ in range(len(consumers)):
             consumer = consumers[0]
             consumers.rotate(-1)
             if consumer.can_take(message):
+                return consumer
+        return None
+
+    def _pick_ranked(self, message: Message) -> Optional[Consumer]:
+        """The first consumer, by priority, that can take *message*; it
+        moves behind the others of its priority (round robin within one)."""
+        consumers = self.consumers
+        for index, consumer in enumerate(consumers):
+            if consumer.can_take(message):
+                last = index
+                while last + 1 < len(consumers) and consumers[last + 1].priority == consumer.priority:
+                    last += 1
+                if last != index:
+                    del consumers[index]
+                    consumers.insert(last, consumer)
                 return consumer
         return None
 
@@ -296,17 +424,21 @@ class Queue:
         """Deliver waiting messages while consumers have room."""
         messages = self.messages
         while messages and self.consumers:
-            sequence, message, redelivered = messages[0]
+            sequence, message, redelivered, deadline = messages[0]
+            if deadline is not None and self._expire_head():
+                continue
             consumer = self._pick(message)
             if consumer is None:
                 if self._no_local_consumers and self._deliver_later_one():
                     continue
-                return
+                break
             if message.body is None:
                 self._page_in()
             messages.popleft()
             self.ready_bytes -= message.size
-            consumer.deliver(self, sequence, message, redelivered)
+            consumer.deliver(self, sequence, message, redelivered, deadline)
+        if self._expiring:
+            self._schedule_expiry()
 
     def _deliver_later_one(self) -> bool:
         """Deliver the oldest message some consumer can take, past the head.
@@ -314,14 +446,14 @@ class Queue:
         Only needed with no-local consumers: the oldest message may be one
         they must not receive while later ones are theirs to take.
         """
-        for index, (sequence, message, redelivered) in enumerate(self.messages):
+        for index, (sequence, message, redelivered, deadline) in enumerate(self.messages):
             consumer = self._pick(message)
             if consumer is not None:
                 if message.body is None:
                     self.read_back([message])
                 del self.messages[index]
                 self.ready_bytes -= message.size
-                consumer.deliver(self, sequence, message, redelivered)
+                consumer.deliver(self, sequence, message, redelivered, deadline)
                 return True
         return False
 
@@ -332,35 +464,134 @@ class Queue:
 
     def get(self) -> Optional[Entry]:
         """Take the oldest ready message (basic.get), or None."""
+        self.used()
+        if self._expiring:
+            self._expire_head()
         if not self.messages:
             return None
         if self.messages[0][1].body is None:
             self._page_in()
-        return self._take()
+        entry = self._take()
+        if self._expiring:
+            self._schedule_expiry()
+        return entry
 
     def requeue(self, deliveries: Iterable[Delivery]) -> None:
-        """Put delivered messages back in their original order, as redelivered."""
+        """Put delivered messages back in their original order, as redelivered.
+
+        A quorum queue with ``x-delivery-limit`` dead-letters (or drops) a
+        message returned more often than the limit.
+        """
         if self.deleted:
             self.discard(delivery.message for delivery in deliveries)
             return
-        entries = sorted((d.sequence, d.message, True) for d in deliveries)
+        if self.settings.delivery_limit is not None:
+            deliveries = self._within_delivery_limit(deliveries)
+        entries = sorted((d.sequence, d.message, True, d.deadline) for d in deliveries)
         if not entries:
             return
-        messages = self.messages
-        if not messages or entries[-1][0] < messages[0][0]:
-            messages.extendleft(reversed(entries))
+        if isinstance(self.messages, PriorityMessages):
+            self.messages.put_back(entries)
         else:
-            self.messages = deque(heapq.merge(entries, messages, key=lambda entry: entry[0]))
+            self.messages = merge_entries(entries, self.messages)
         self.ready_bytes += sum(entry[1].size for entry in entries)
         self.drain()
+
+    def _within_delivery_limit(self, deliveries: Iterable[Delivery]) -> list[Delivery]:
+        """The *deliveries* that may be delivered again; the others are dropped."""
+        limit = self.settings.delivery_limit
+        assert limit is not None
+        kept: list[Delivery] = []
+        exhausted: list[Delivery] = []
+        for delivery in deliveries:
+            returns = self._returns[delivery.message] = self._returns.get(delivery.message, 0) + 1
+            (exhausted if returns > limit else kept).append(delivery)
+        if exhausted:
+            self.drop([delivery.message for delivery in exhausted], DELIVERY_LIMIT)
+        return kept
 
     def purge(self) -> int:
         """Drop every ready message; how many there were."""
         count = len(self.messages)
-        self.discard(message for _, message, _ in self.messages)
+        self.discard(entry[1] for entry in self.messages)
         self.messages.clear()
         self.ready_bytes = 0
         return count
+
+    # -- expiry --------------------------------------------------------------
+
+    def _expire_head(self, now: Optional[float] = None) -> bool:
+        """Drop (or dead-letter) the expired messages at the head; whether there were any."""
+        if now is None:
+            now = self.clock.seconds()
+        messages = self.messages
+        expired = []
+        while messages:
+            deadline = messages[0][3]
+            if deadline is None or deadline > now:
+                break
+            expired.append(self._take()[1])
+        if expired:
+            self.drop(expired, EXPIRED)
+        return bool(expired)
+
+    def _schedule_expiry(self) -> None:
+        """Have the timer due when the head expires (never later)."""
+        messages = self.messages
+        if not messages:
+            return
+        deadline = messages[0][3]
+        if deadline is None:
+            return
+        if self._expiry_call is not None:
+            if self._expiry_at <= deadline:
+                return
+            self._expiry_call.cancel()
+        clock = self.clock
+        self._expiry_at = deadline
+        self._expiry_call = clock.callLater(max(0.0, deadline - clock.seconds()), self._expiry_due)
+
+    def _expiry_due(self) -> None:
+        self._expiry_call = None
+        if not self.deleted:
+            self._expire_head(max(self.clock.seconds(), self._expiry_at))
+            self._schedule_expiry()
+
+    def used(self) -> None:
+        """The queue was declared or read (basic.get): restart its x-expires time."""
+        expires = self.settings.expires
+        if expires is None or self.consumers or self.deleted:
+            return
+        if self._idle_call is not None:
+            self._idle_call.cancel()
+        self._idle_call = self.clock.callLater(expires / 1000, self._idle_due)
+
+    def _idle_due(self) -> None:
+        self._idle_call = None
+        if not self.consumers and not self.deleted:
+            self.vhost.delete_queue(self)
+
+    def stop(self) -> None:
+        """The queue was deleted: cancel its timers."""
+        for call in (self._expiry_call, self._idle_call):
+            if call is not None:
+                call.cancel()
+        self._expiry_call = self._idle_call = None
+
+    # -- leaving -------------------------------------------------------------
+
+    def drop(self, messages: Iterable[Message], reason: str) -> None:
+        """*messages* left this queue for good for *reason* (see
+        :mod:`.deadletter`): dead-letter them if the queue has a dead-letter
+        exchange, and forget them in the message store."""
+        messages = list(messages)
+        exchange = self.settings.dead_letter_exchange
+        if exchange is not None and messages and not self.deleted:
+            paged = [message for message in messages if message.body is None]
+            if paged:
+                self.read_back(paged)
+            dead_letter(self, messages, reason, exchange)
+        self.discard(messages)
 
     # -- storage -------------------------------------------------------------
 
@@ -371,36 +602,95 @@ class Queue:
 
     def _page_in(self) -> None:
         """Read back the bodies of the paged-out messages at the head of the queue."""
-        paged = [message for _, message, _ in islice(self.messages, PAGE_IN_SCAN) if message.body is None]
+        paged = [entry[1] for entry in islice(self.messages, PAGE_IN_SCAN) if entry[1].body is None]
         self.read_back(paged[:PAGE_IN_BATCH])
 
     def read_back(self, messages: list[Message]) -> None:
         """Read the bodies of paged-out *messages* of this queue back from the store."""
-        assert self._persistence is not None, "only stored queues hold paged-out messages"
+        assert self._persistence is not None, "only a broker with a store pages messages out"
         self._persistence.page_in(messages)
 
     def restore(self, messages: Iterable[tuple[Message, bool]]) -> None:
-        """Append recovered (message, redelivered) pairs as ready messages, in order."""
+        """Append recovered (message, redelivered) pairs as ready messages, in order.
+
+        Their TTLs count from now.
+        """
         sequence = self._next_sequence
+        timed = self._ttl is not None
         for message, redelivered in messages:
-            self.messages.append((sequence, message, redelivered))
+            deadline = (
+                self._deadline(message)
+                if timed or message.raw_properties[0] & EXPIRATION_FLAG else None
+            )
+            self._expiring = self._expiring or deadline is not None
+            self.messages.append((sequence, message, redelivered, deadline))
             self.ready_bytes += message.size
             sequence += 1
         self._next_sequence = sequence
+        if self._expiring:
+            self._schedule_expiry()
 
     # -- consumers -----------------------------------------------------------
 
+    def new_consumer(
+        self,
+        tag: str,
+        session: Session,
+        *,
+        no_ack: bool,
+        no_local: bool,
+        exclusive: bool,
+        limits: tuple[Prefetch, ...],
+        arguments: Mapping[str, Any],
+    ) -> Consumer:
+        """A consumer of this queue for basic.consume (*arguments* are its own: ``x-priority``).
+
+        :raises PreconditionFailed: an invalid argument (406).
+        """
+        return Consumer(
+            tag, self, session, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
+            limits=limits, priority=consumer_priority(arguments, self),
+        )
+
     def add_consumer(self, consumer: Consumer) -> None:
-        """Deliver to *consumer* too, from the next :meth:`drain` on."""
-        self.consumers.append(consumer)
+        """Deliver to *consumer* too, from the next :meth:`drain` on.
+
+        Consumers are kept by priority, highest first; with a single active
+        consumer the first one stays active and the others wait in that order.
+        """
+        consumers = self.consumers
+        if consumer.priority or self._ranked_consumers:
+            position = len(consumers)
+            for index, other in enumerate(consumers):
+                if other.priority < consumer.priority and not (
+                    index == 0 and self.settings.single_active_consumer
+                ):
+                    position = index
+                    break
+            consumers.insert(position, consumer)
+        else:
+            consumers.append(consumer)
+        self._ranked_consumers += consumer.priority != 0
         self._no_local_consumers += consumer.no_local
+        if self._idle_call is not None:
+            self._idle_call.cancel()
+            self._idle_call = None
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        """Stop delivering to *consumer*; an auto-delete queue may go with it."""
+        """Stop delivering to *consumer*; an auto-delete queue may go with it.
+
+        With a single active consumer, the next waiting one takes over.
+        """
+        handover = self.settings.single_active_consumer and self.consumers[0] is consumer
         self.consumers.remove(consumer)
+        self._ranked_consumers -= consumer.priority != 0
         self._no_local_consumers -= consumer.no_local
         if self.auto_delete and not self.consumers and not self.deleted:
             self.vhost.delete_queue(self)
+        elif not self.consumers:
+            self.used()
+        elif handover:
+            self.drain()
 
     @property
     def has_exclusive_consumer(self) -> bool:

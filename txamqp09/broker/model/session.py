@@ -12,11 +12,14 @@ from __future__ import annotations
 import base64
 import os
 from collections import defaultdict
-from typing import TYPE_CHECKING, Iterable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
 
 from txamqp09.broker.model.exchange import Exchange
-from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.deadletter import REJECTED
+from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
+from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
+from txamqp09.broker.model.stream import rejection_refused
 from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -66,6 +69,9 @@ class Client:
         self.sessions: dict[Session, None] = {}
         self.exclusive_queues: dict[Queue, None] = {}
         self.writable = True
+        #: The store sequence number of the latest stream append of a message
+        #: this connection published (its confirms wait for it).
+        self.log_sequence = 0
 
     def set_writable(self, writable: bool) -> None:
         """The connection can (or cannot) take more output now."""
@@ -176,8 +182,9 @@ class Session:
         if not self.sending:
             return
         for consumer in list(self.consumers.values()):
-            if consumer.queue.messages:
-                consumer.queue.drain()
+            queue = consumer.queue
+            if queue.messages or queue.settings.queue_type == STREAM:
+                queue.drain()
 
     # -- consumers -----------------------------------------------------------
 
@@ -189,14 +196,17 @@ class Session:
         no_ack: bool = False,
         no_local: bool = False,
         exclusive: bool = False,
+        arguments: Optional[Mapping[str, Any]] = None,
     ) -> Consumer:
         """basic.consume: add a consumer (a tag is generated when empty).
 
         Deliveries begin with :meth:`Consumer.start`, once the client has
         been told about the consumer.
 
+        :param arguments: basic.consume's arguments (``x-priority``).
         :raises NotAllowed: the tag is in use on this channel (530).
         :raises AccessRefused: exclusive use conflicts with other consumers (403).
+        :raises PreconditionFailed: an invalid argument (406).
         """
         tag = tag or unique_name("amq.ctag-")
         if tag in self.consumers:
@@ -207,9 +217,9 @@ class Session:
                 + ("another consumer holds it exclusively" if queue.has_exclusive_consumer
                    else "it has consumers already")
             )
-        consumer = Consumer(
-            tag, queue, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
-            limits=self._limits(),
+        consumer = queue.new_consumer(
+            tag, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
+            limits=self._limits(), arguments=arguments or {},
         )
         self.consumers[tag] = consumer
         queue.add_consumer(consumer)
@@ -257,10 +267,17 @@ class Session:
             self._route(exchange, message, mandatory, immediate)
 
     def _route(self, exchange: Exchange, message: Message, mandatory: bool, immediate: bool) -> None:
-        queues = exchange.route(message)
-        if exchange.exchange_bindings:
-            queues = self.vhost.follow(exchange, queues, message)
-        if self._persistence is not None and message.raw_properties[0] & _DELIVERY_MODE_FLAG:
+        """Route and deliver *message*.
+
+        :raises PreconditionFailed: its expiration is invalid (406).
+        """
+        if message.raw_properties[0] & EXPIRATION_FLAG:
+            message_ttl(message)
+        queues = self.vhost.route(exchange, message)
+        persistence = self._persistence
+        if persistence is not None and (
+            message.raw_properties[0] & _DELIVERY_MODE_FLAG or persistence.over_budget
+        ):
             self._store(message, queues)
         accepted = True
         if not queues:
@@ -281,8 +298,9 @@ class Session:
             self.sink.confirmed(self.published, accepted)
 
     def _store(self, message: Message, queues: Sequence[Queue]) -> None:
-        """Write *message* if it is persistent and a queue keeps it (before
-        any queue can deliver it, so that its store id is known)."""
+        """Write *message* if it is persistent and a queue keeps it, and
+        track it under the memory budget (before any queue can deliver it,
+        so that its store id is known)."""
         assert self._persistence is not None
         sequence = self._persistence.publish(message, queues)
         if sequence:
@@ -304,11 +322,11 @@ class Session:
         entry = queue.get()
         if entry is None:
             return None
-        sequence, message, redelivered = entry
+        sequence, message, redelivered, deadline = entry
         tag = self.last_tag = self.last_tag + 1
         if not no_ack:
-            self.unacked[tag] = Delivery(queue, sequence, message, None)
-        elif message.store_id:
+            self.unacked[tag] = Delivery(queue, sequence, message, None, deadline)
+        elif message.paging:
             queue.discard((message,))
         return tag, redelivered, message
 
@@ -325,7 +343,7 @@ class Session:
         delivery = self.unacked.pop(tag, None)
         if delivery is None:
             raise self._unknown(tag)
-        if delivery.message.store_id:
+        if delivery.message.paging:
             delivery.queue.discard((delivery.message,))
         consumer = delivery.consumer
         if consumer is not None:
@@ -345,11 +363,23 @@ class Session:
 
     def reject(self, tag: int, requeue: bool) -> None:
         """basic.reject: drop or requeue one delivery."""
-        self._settle_later_or_now(self._select(tag, False), requeue)
+        self._settle_later_or_now(self._rejectable(self._select(tag, False)), requeue)
 
     def nack(self, tag: int, multiple: bool, requeue: bool) -> None:
         """basic.nack: drop or requeue one or several deliveries."""
-        self._settle_later_or_now(self._select(tag, multiple), requeue)
+        self._settle_later_or_now(self._rejectable(self._select(tag, multiple)), requeue)
+
+    def _rejectable(self, tags: list[int]) -> list[int]:
+        """*tags*, unless one came from a stream (streams refuse rejection).
+
+        :raises AMQPNotImplemented: a delivery of a stream is among them (540).
+        """
+        unacked = self.unacked
+        for tag in tags:
+            queue = unacked[tag].queue
+            if queue.settings.queue_type == STREAM:
+                raise rejection_refused(queue)
+        return tags
 
     def _unknown(self, tag: int) -> PreconditionFailed:
         return PreconditionFailed(
@@ -388,7 +418,7 @@ class Session:
             self._requeue(deliveries)
         else:
             for queue, settled in _by_queue(deliveries).items():
-                queue.discard(delivery.message for delivery in settled)
+                queue.drop((delivery.message for delivery in settled), REJECTED)
         self.refill_shared()
 
     def _requeue(self, deliveries: list[Delivery]) -> None:

@@ -15,14 +15,26 @@ Store operations return sequence numbers; the model only records them
 server layer waits for them to be durable before it confirms. A broker
 without a Persistence (memory only) writes nothing.
 
-Memory budget: the bodies of persistent messages routed to one durable queue
-count against :attr:`Persistence.memory_budget`. A message published while
-the broker is above it has its body dropped from memory once its publish is
-durable (newest first, so the heads of queues stay in memory); a queue
-reaching paged-out messages reads the next :data:`~.queue.PAGE_IN_BATCH`
-bodies back from the store at once. At start-up only the first bodies within
-the budget are read. Transient messages and messages on several queues stay
-in memory; publishers are held back by the throttle's watermark instead.
+Memory budget: message bodies in memory count against
+:attr:`Persistence.memory_budget`, for the whole broker. While the broker is
+above it (the bodies it tracks, or every ready body in memory as the
+publisher throttle samples a few times a second), each message it publishes
+becomes a candidate to leave memory, newest first, so the heads of queues
+stay in memory:
+
+- a persistent message whose every queue is durable is already in the
+  store: its body is dropped once its publish is durable;
+- any other message (transient, or on a queue that is not durable) is
+  spilled: its body is written to the store's spill area and dropped once
+  that write is durable. Spilled bodies are not recovered after a restart.
+
+A message is tracked from its publish until the last queue holding it lets
+it go (:attr:`~.message.Message.holders`); then a spilled copy is deleted.
+A queue reaching paged-out messages reads the next
+:data:`~.queue.PAGE_IN_BATCH` bodies back from the store at once (for every
+queue that holds them: a body is in memory once). At start-up only the first
+bodies within the budget are read. Transient messages published while the
+broker is within its budget are not tracked and cost nothing here.
 
 At start-up :meth:`~txamqp09.broker.model.vhost.Broker.restore` rebuilds what
 the store recovered, without writing it again.
@@ -34,7 +46,15 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from txamqp09.broker.model.message import PAGED_OUT, RESIDENT, UNTRACKED, Message, delivery_mode
+from txamqp09.broker.model.message import (
+    PAGED_OUT,
+    RESIDENT,
+    SPILLED,
+    UNTRACKED,
+    Message,
+    delivery_mode,
+)
+from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.queue import Queue
 from txamqp09.store.interface import (
     DurableBinding,
@@ -46,25 +66,26 @@ from txamqp09.store.interface import (
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.exchange import Binding, Exchange
+    from txamqp09.broker.model.stream import StreamQueue
     from txamqp09.broker.model.vhost import VirtualHost
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "PERSISTENT", "Persistence"]
 
 #: The delivery-mode of a persistent message.
 PERSISTENT = 2
-#: Bytes of persistent message bodies held in memory, by default.
+#: Bytes of message bodies held in memory, by default.
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024
 
 
 class Persistence:
     """Writes what must survive a restart to *store*.
 
-    :param memory_budget: bytes of persistent message bodies to hold in
-        memory before paging them out (see the module's docstring).
+    :param memory_budget: bytes of message bodies to hold in memory before
+        paging them out (see the module's docstring).
     :ivar next_message_id: the id the next persistent message gets; set from
         the store's :class:`~txamqp09.store.interface.Recovered` at start-up.
-    :ivar resident_bytes: body bytes held in memory under the budget.
-    :ivar paged_bytes: body bytes paged out (on disk only).
+    :ivar resident_bytes: bytes of tracked bodies held in memory.
+    :ivar paged_bytes: bytes of tracked bodies paged out (on disk only).
     """
 
     def __init__(self, store: MessageStore, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
@@ -73,9 +94,17 @@ class Persistence:
         self.next_message_id = 1
         self.resident_bytes = 0
         self.paged_bytes = 0
+        #: Bytes of ready bodies in memory at the last :meth:`sample`.
+        self.sampled_bytes = 0
+        #: Whether the bodies in memory exceed the budget (tracked ones, or
+        #: every ready one at the last :meth:`sample`).
+        self.over_budget = False
         #: Messages published above the budget, to page out once durable:
         #: (store sequence number, message), oldest first.
         self._to_page_out: deque[tuple[int, Message]] = deque()
+        #: Streams with appends not on disk yet.
+        self._streams_waiting: dict[StreamQueue, None] = {}
+        store.add_durable_listener(self._made_durable)
 
     # -- topology ------------------------------------------------------------
 
@@ -113,47 +142,96 @@ class Persistence:
     # -- messages ------------------------------------------------------------
 
     def publish(self, message: Message, queues: Sequence[Queue]) -> int:
-        """Write *message* for the *queues* that keep messages, if it is persistent.
+        """Write *message* for the *queues* that keep messages, if it is
+        persistent, and track it under the memory budget.
 
-        Gives the message its :attr:`~Message.store_id`.
+        Gives a written message its :attr:`~Message.store_id`.
 
         :returns: the store's sequence number, or 0 when nothing was written.
         :raises AMQPSyntaxError: the message's property bytes are malformed.
         """
-        kept = [(queue.vhost.name, queue.name) for queue in queues if queue.stored]
-        if not kept or delivery_mode(message.raw_properties) != PERSISTENT:
+        if not queues:
             return 0
-        message.store_id = message_id = self.next_message_id
-        self.next_message_id = message_id + 1
-        sequence = self.store.publish(
-            StoredMessage(
-                message_id, message.exchange, message.routing_key, message.raw_properties,
-                message.body, message.size,
-            ),
-            kept,
-        )
-        if len(queues) == 1:
-            self._track(message, sequence)
+        kept = [
+            (queue.vhost.name, queue.name) for queue in queues
+            if queue.stored and queue.settings.queue_type != STREAM
+        ]
+        sequence = 0
+        if kept and delivery_mode(message.raw_properties) == PERSISTENT:
+            message.store_id = message_id = self.next_message_id
+            self.next_message_id = message_id + 1
+            sequence = self.store.publish(
+                StoredMessage(
+                    message_id, message.exchange, message.routing_key, message.raw_properties,
+                    message.body, message.size,
+                ),
+                kept,
+            )
+        elif not self.over_budget:
+            return 0
+        self._track(message, len(queues), spill=not sequence or len(kept) < len(queues), sequence=sequence)
         return sequence
 
     def remove(self, queue: Queue, messages: Iterable[Message]) -> None:
         """*messages* left *queue* for good (written only while the queue exists)."""
         ids = []
+        unspilled = []
+        stored = queue.stored and queue.settings.queue_type != STREAM
         for message in messages:
-            if message.store_id:
+            if not message.paging:
+                continue
+            if stored and message.store_id:
                 ids.append(message.store_id)
-                if message.paging:
-                    self._untrack(message)
+            message.holders -= 1
+            if not message.holders:
+                if message.paging == SPILLED:
+                    unspilled.append(message.store_id)
+                self._untrack(message)
         if ids and not queue.deleted:
             self.store.remove(queue.vhost.name, queue.name, ids)
+        if unspilled:
+            self.store.unspill(unspilled)
+
+    # -- stream logs ---------------------------------------------------------
+
+    def await_durable(self, stream: StreamQueue) -> None:
+        """*stream* appended to its log: tell it when its appends are on disk."""
+        self._streams_waiting[stream] = None
+
+    def _made_durable(self, sequence: int) -> None:
+        """The store's operations up to *sequence* are on disk."""
+        for stream in list(self._streams_waiting):
+            if not stream.made_durable(sequence):
+                del self._streams_waiting[stream]
 
     # -- memory budget -------------------------------------------------------
 
-    def _track(self, message: Message, sequence: int) -> None:
-        """Count a new persistent message against the budget; page out above it."""
+    def _weigh(self) -> None:
+        """Compare the bodies in memory with the budget (after they changed)."""
+        budget = self.memory_budget
+        self.over_budget = self.resident_bytes > budget or self.sampled_bytes > budget
+
+    def sample(self, in_memory: int) -> None:
+        """The bytes of ready message bodies in memory, sampled now."""
+        self.sampled_bytes = in_memory
+        self._weigh()
+        self._page_out()
+
+    def _track(self, message: Message, holders: int, spill: bool, sequence: int) -> None:
+        """Count a message held by *holders* queues against the budget;
+        above it, page it out (*spill*: by writing a copy of its body)."""
         message.paging = RESIDENT
+        message.holders = holders
         self.resident_bytes += message.size
-        if self.resident_bytes > self.memory_budget:
+        self._weigh()
+        if self.over_budget:
+            if spill:
+                if not message.store_id:
+                    message.store_id = self.next_message_id
+                    self.next_message_id += 1
+                assert message.body is not None
+                sequence = self.store.spill(message.store_id, message.body)
+                message.paging = SPILLED
             self._to_page_out.append((sequence, message))
             self._page_out()
 
@@ -161,42 +239,53 @@ class Persistence:
         """Drop the bodies of messages published above the budget that are on disk now."""
         waiting = self._to_page_out
         durable = self.store.durable_sequence
-        while waiting and waiting[0][0] <= durable and self.resident_bytes > self.memory_budget:
+        while waiting and waiting[0][0] <= durable and self.over_budget:
             message = waiting.popleft()[1]
-            if message.paging == RESIDENT:
+            if message.paging and message.body is not None:
                 message.body = None
-                message.paging = PAGED_OUT
+                if message.paging == RESIDENT:
+                    message.paging = PAGED_OUT
                 self.resident_bytes -= message.size
                 self.paged_bytes += message.size
-        if self.resident_bytes <= self.memory_budget:
+                self._weigh()
+        if not self.over_budget:
             waiting.clear()
 
     def _untrack(self, message: Message) -> None:
-        if message.paging == RESIDENT:
+        if message.body is not None:
             self.resident_bytes -= message.size
         else:
             self.paged_bytes -= message.size
         message.paging = UNTRACKED
+        self._weigh()
 
     def page_in(self, messages: Sequence[Message]) -> None:
         """Read the bodies of paged-out *messages* back from the store."""
         if not messages:
             return
         bodies = self.store.read([message.store_id for message in messages])
+        unspilled = []
         for message in messages:
             message.body = bodies[message.store_id]
+            if message.paging == SPILLED:
+                unspilled.append(message.store_id)
             message.paging = RESIDENT
             self.paged_bytes -= message.size
             self.resident_bytes += message.size
+        self._weigh()
+        if unspilled:
+            self.store.unspill(unspilled)
 
     def restored(self, message: Message) -> None:
         """Count a message recovered at start-up (its body read or left on disk)."""
+        message.holders = 1
         if message.body is None:
             message.paging = PAGED_OUT
             self.paged_bytes += message.size
         else:
             message.paging = RESIDENT
             self.resident_bytes += message.size
+            self._weigh()
 
 
 def _binding_record(vhost: VirtualHost, binding: Binding) -> DurableBinding:

@@ -19,15 +19,24 @@ from txamqp09.broker.model.exchange import (
     DirectExchange,
     Exchange,
 )
+from txamqp09.broker.model.arguments import CLASSIC, STREAM
+from txamqp09.broker.model.clock import Clock
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
 from txamqp09.broker.model.store import Persistence
+from txamqp09.broker.model.stream import (
+    EQUIVALENT_ARGUMENTS as _EQUIVALENT_STREAM_ARGUMENTS,
+    StreamQueue,
+    check_stream_declaration,
+    is_stream,
+)
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
+    LogSegment,
     Recovered,
     StoredMessage,
 )
@@ -51,8 +60,24 @@ STANDARD_EXCHANGES = {
     "amq.headers": "headers",
     "amq.match": "headers",
 }
-#: Queue arguments compared when a queue is declared again.
-_EQUIVALENT_QUEUE_ARGUMENTS = ("x-max-length", "x-max-length-bytes", "x-overflow")
+#: Queue arguments compared when a queue is declared again (as RabbitMQ
+#: does; others may differ). ``x-queue-type`` is compared too, absent
+#: meaning classic.
+_EQUIVALENT_QUEUE_ARGUMENTS = (
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-single-active-consumer",
+    "x-delivery-limit",
+)
+#: Exchange arguments compared when an exchange is declared again.
+_EQUIVALENT_EXCHANGE_ARGUMENTS = ("alternate-exchange",)
 
 
 class DefaultExchange(DirectExchange):
@@ -65,6 +90,15 @@ class DefaultExchange(DirectExchange):
     def route(self, message: Message) -> Sequence[Queue]:
         queue = self._queues.get(message.routing_key)
         return queue.route if queue is not None else ()
+
+
+def _shown(value: Any) -> str:
+    """An argument value as an error text shows it."""
+    if value is None:
+        return "none"
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return repr(value)
 
 
 def _reserved(name: str) -> bool:
@@ -84,11 +118,15 @@ class VirtualHost:
 
     :param persistence: keeps durable definitions and persistent messages
         (None: nothing is kept).
+    :param clock: the time source of message TTLs and queue expiry.
     """
 
-    def __init__(self, name: str, persistence: Optional[Persistence] = None) -> None:
+    def __init__(
+        self, name: str, persistence: Optional[Persistence] = None, clock: Optional[Clock] = None
+    ) -> None:
         self.name = name
         self.persistence = persistence
+        self.clock = clock
         self.queues: dict[str, Queue] = {}
         self.default_exchange = DefaultExchange(self.queues)
         self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
@@ -97,23 +135,40 @@ class VirtualHost:
 
     # -- routing -------------------------------------------------------------
 
-    def follow(self, source: Exchange, first: Sequence[Any], message: Message) -> tuple[Queue, ...]:
-        """The queues reached from *source* through exchange-to-exchange bindings.
+    def route(self, exchange: Exchange, message: Message) -> Sequence[Queue]:
+        """The queues *message* published to *exchange* reaches."""
+        queues = exchange.route(message)
+        if exchange.exchange_bindings or not queues:
+            return self.follow(exchange, queues, message)
+        return queues
 
-        *first* is what *source* routes to directly. Every exchange is
-        visited once, so cycles end, and every queue appears once.
+    def follow(self, source: Exchange, first: Sequence[Any], message: Message) -> tuple[Queue, ...]:
+        """The queues reached from *source* through exchange-to-exchange
+        bindings and alternate exchanges.
+
+        *first* is what *source* routes to directly. An exchange that routes
+        the message nowhere passes it to its alternate exchange, if that
+        exists. Every exchange is visited once, so cycles end, and every
+        queue appears once.
         """
         queues: dict[Queue, None] = {}
         seen = {source}
-        pending = list(reversed(first))
+        pending = list(reversed(self._or_alternate(source, first)))
         while pending:
             destination = pending.pop()
             if isinstance(destination, Queue):
                 queues[destination] = None
             elif destination not in seen:
                 seen.add(destination)
-                pending.extend(reversed(destination.route(message)))
+                pending.extend(reversed(self._or_alternate(destination, destination.route(message))))
         return tuple(queues)
+
+    def _or_alternate(self, exchange: Exchange, destinations: Sequence[Any]) -> Sequence[Any]:
+        """*destinations*, or *exchange*'s alternate exchange when there are none."""
+        if destinations or exchange.alternate is None:
+            return destinations
+        alternate = self.exchanges.get(exchange.alternate)
+        return () if alternate is None else (alternate,)
 
     # -- exchanges -----------------------------------------------------------
 
@@ -156,6 +211,9 @@ class VirtualHost:
             self._equivalent(what, "durable", durable, existing.durable)
             self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
             self._equivalent(what, "internal", internal, existing.internal)
+            given = dict(arguments or {})
+            for argument in _EQUIVALENT_EXCHANGE_ARGUMENTS:
+                self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
             return existing
         if _reserved(name):
             raise AccessRefused(
@@ -172,7 +230,7 @@ class VirtualHost:
         if received != current:
             raise PreconditionFailed(
                 f"inequivalent arg {argument!r} for {what} in vhost {self.name!r}: "
-                f"received {received!r} but current is {current!r}"
+                f"received {_shown(received)} but current is {_shown(current)}"
             )
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
@@ -300,8 +358,16 @@ class VirtualHost:
             self._equivalent(what, "exclusive", exclusive, existing.exclusive)
             self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
             given = dict(arguments or {})
-            for argument in _EQUIVALENT_QUEUE_ARGUMENTS:
+            queue_type = given.get("x-queue-type", CLASSIC)
+            if isinstance(queue_type, bytes):
+                queue_type = queue_type.decode("utf-8", "replace")
+            self._equivalent(what, "x-queue-type", queue_type, existing.settings.queue_type)
+            compared: tuple[str, ...] = _EQUIVALENT_QUEUE_ARGUMENTS
+            if existing.settings.queue_type == STREAM:
+                compared += _EQUIVALENT_STREAM_ARGUMENTS
+            for argument in compared:
                 self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
+            existing.used()
             return existing
         if not name:
             name = unique_name("amq.gen-")
@@ -310,14 +376,22 @@ class VirtualHost:
                 f"queue name {name!r} contains reserved prefix 'amq.'; choose another name "
                 "or declare with an empty name to get a generated one"
             )
-        queue = Queue(
-            self,
-            name,
-            durable=durable,
-            exclusive_owner=client if exclusive else None,
-            auto_delete=auto_delete,
-            arguments=arguments,
-        )
+        queue: Queue
+        if is_stream(arguments):
+            check_stream_declaration(
+                self, name, durable=durable, exclusive=exclusive, auto_delete=auto_delete,
+                arguments=arguments or {},
+            )
+            queue = StreamQueue(self, name, arguments=arguments)
+        else:
+            queue = Queue(
+                self,
+                name,
+                durable=durable,
+                exclusive_owner=client if exclusive else None,
+                auto_delete=auto_delete,
+                arguments=arguments,
+            )
         self.queues[name] = queue
         if exclusive:
             client.exclusive_queues[queue] = None
@@ -369,6 +443,7 @@ class VirtualHost:
         if queue.deleted:
             return 0
         queue.deleted = True
+        queue.stop()
         del self.queues[queue.name]
         for binding in list(queue.bindings):
             self._unbind(binding)
@@ -390,12 +465,14 @@ class VirtualHost:
         queues: Iterable[DurableQueue],
         bindings: Iterable[DurableBinding],
         messages: Mapping[str, list[StoredMessage]],
+        logs: Mapping[str, list[LogSegment]],
     ) -> None:
         """Rebuild what the message store recovered, without writing it again.
 
         *messages* are each queue's recovered messages, by queue name, in
         order; each list is emptied once its queue holds the messages, so
-        that the store's records do not outlive the restore.
+        that the store's records do not outlive the restore. *logs* are the
+        streams' logs, by queue name.
         """
         for exchange in exchanges:
             cls = EXCHANGE_TYPES.get(exchange.type)
@@ -407,6 +484,11 @@ class VirtualHost:
         assert self.persistence is not None, "a virtual host without a store has nothing to restore"
         envelopes: dict[tuple[str, str], bytes] = {}
         for record in queues:
+            if is_stream(record.arguments):
+                stream = StreamQueue(self, record.name, arguments=record.arguments)
+                stream.restore_log(logs.get(record.name, []))
+                self.queues[record.name] = stream
+                continue
             queue = self.queues[record.name] = Queue(
                 self, record.name, durable=True, auto_delete=record.auto_delete,
                 arguments=record.arguments,
@@ -457,12 +539,18 @@ class Broker:
     :param vhosts: the names of the virtual hosts to create.
     :param persistence: keeps durable definitions and persistent messages
         (None: nothing is kept; the broker lives in memory only).
+    :param clock: the time source of message TTLs and queue expiry (the
+        server passes its reactor when the broker has none).
     """
 
     def __init__(
-        self, vhosts: Sequence[str] = ("/",), persistence: Optional[Persistence] = None
+        self,
+        vhosts: Sequence[str] = ("/",),
+        persistence: Optional[Persistence] = None,
+        clock: Optional[Clock] = None,
     ) -> None:
         self.persistence = persistence
+        self.clock = clock
         self.vhosts: dict[str, VirtualHost] = {}
         for name in vhosts:
             self.add_vhost(name)
@@ -471,8 +559,15 @@ class Broker:
         """Create the virtual host *name* (or return the existing one)."""
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.persistence)
+            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock)
         return vhost
+
+    def use_clock(self, clock: Clock) -> None:
+        """Take *clock* as the time source, unless the broker has one already."""
+        if self.clock is None:
+            self.clock = clock
+            for vhost in self.vhosts.values():
+                vhost.clock = clock
 
     def restore(self, recovered: Recovered) -> None:
         """Rebuild what the message store recovered at start-up (before any
@@ -488,4 +583,5 @@ class Broker:
                 [record for record in recovered.queues if record.vhost == name],
                 [record for record in recovered.bindings if record.vhost == name],
                 {queue: records for (vhost, queue), records in recovered.messages.items() if vhost == name},
+                {queue: segments for (vhost, queue), segments in recovered.logs.items() if vhost == name},
             )

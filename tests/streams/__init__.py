@@ -1,0 +1,1 @@
+"""Stream queues: the model, the store, real clients, RabbitMQ, restarts."""

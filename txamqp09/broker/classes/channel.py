@@ -1,0 +1,88 @@
+"""0-9's channel.resume, ping, pong and ok.
+
+channel.open-ok on 0-9 carries a channel-id. When a connection ends while
+the channel is open, the virtual host remembers for that user and
+channel-id the channel's last declared queue, its prefetch window and its
+open message references. channel.resume with the channel-id, sent on any
+unopened channel number of a later connection by the same user, opens the
+channel with that state and is answered with channel.ok; consumers,
+unacknowledged deliveries and transactions do not survive (unacknowledged
+messages were requeued when the connection ended).
+
+channel.ping is answered with channel.ok, after which the broker sends
+channel.pong, which the client answers with channel.ok; a client's
+channel.pong is answered with channel.ok.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from txamqp09.broker.classes.common import ClassState
+from txamqp09.broker.classes.registry import channel_classes, register, user_name, vhost_classes
+from txamqp09.broker.model.session import unique_name
+from txamqp09.wire.base import Method
+from txamqp09.wire.errors import CommandInvalid, NotFound
+from txamqp09.wire.versions import AMQP0_9
+
+if TYPE_CHECKING:
+    from txamqp09.broker.channel import ServerChannel
+
+__all__ = ["ChannelMethods", "open_ok", "resume"]
+
+
+@register
+class ChannelMethods(ClassState):
+    """0-9's ping, pong and ok on one channel."""
+
+    AMQP_CLASS = "channel"
+
+    def __init__(self, channel: Any) -> None:
+        super().__init__(channel)
+        #: channel.pong requests sent and not yet answered.
+        self.pongs_unanswered = 0
+
+    def channel_ping(self, method: Any) -> None:
+        """Answer ok, then ask the client for a pong."""
+        self.reply("channel.ok")
+        self.pongs_unanswered += 1
+        self.send("channel.pong")
+
+    def channel_pong(self, method: Any) -> None:
+        """A pong proves the client alive; answer ok."""
+        self.reply("channel.ok")
+
+    def channel_ok(self, method: Any) -> None:
+        """The client answered the server's pong.
+
+        :raises CommandInvalid: the server sent nothing channel.ok could answer.
+        """
+        if not self.pongs_unanswered:
+            raise CommandInvalid("channel.ok, but the server sent no channel.pong on this channel")
+        self.pongs_unanswered -= 1
+
+
+def open_ok(channel: ServerChannel) -> Method:
+    """channel.open-ok for a new *channel*; on 0-9 with a fresh channel-id."""
+    if channel.version is not AMQP0_9:
+        return channel.spec.ChannelOpenOk()  # type: ignore[no-any-return]
+    classes = channel_classes(channel)
+    classes.channel_id = unique_name("amq.channel-").encode("ascii")
+    return channel.spec.ChannelOpenOk(channel_id=classes.channel_id)  # type: ignore[no-any-return]
+
+
+def resume(channel: ServerChannel, channel_id: bytes) -> Method:
+    """Give the new *channel* the state of the interrupted channel *channel_id*; channel.ok.
+
+    :raises NotFound: the user has no interrupted channel with that id.
+    """
+    state = vhost_classes(channel.vhost).resume(user_name(channel), channel_id)
+    if state is None:
+        raise NotFound(
+            f"no interrupted channel {channel_id!r} of this user to resume; open a new channel",
+            20, 50,
+        )
+    classes = channel_classes(channel)
+    classes.channel_id = channel_id
+    classes.resumed(state)
+    return channel.spec.ChannelOk()  # type: ignore[no-any-return]

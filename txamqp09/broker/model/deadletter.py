@@ -1,0 +1,128 @@
+"""Dead-lettering: republishing messages a queue gives up on.
+
+A queue with ``x-dead-letter-exchange`` republishes a message to that
+exchange when the message is rejected or nacked without requeue
+(``rejected``), expires (``expired``), is dropped or refused by a length
+limit (``maxlen``) or is returned more often than a quorum queue's
+``x-delivery-limit`` (``delivery_limit``). The copy keeps the body and
+properties except that, as RabbitMQ writes them:
+
+- the ``x-death`` header (an array, most recent first) gets an entry for the
+  (queue, reason) pair: ``count``, ``reason``, ``queue``, ``time``,
+  ``exchange``, ``routing-keys`` and, when the message had one,
+  ``original-expiration``; an existing entry for the pair has its count
+  raised and moves to the front (keeping its first ``time``);
+- ``x-first-death-reason``, ``x-first-death-queue`` and
+  ``x-first-death-exchange`` are set on the first dead-lettering;
+- the ``expiration`` property is removed, so the copy does not expire again
+  for the same reason;
+
+and it is routed with ``x-dead-letter-routing-key`` when the queue has one,
+else with its own routing key. A copy is not delivered to a queue it would
+reach in a cycle of automatic dead-letterings (every death since that
+queue's last one was an expiry, length limit or delivery limit): a
+rejection by a client breaks a cycle. A missing dead-letter exchange drops
+the message, as RabbitMQ does. Only this path re-encodes properties.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Iterable, Optional
+
+from txamqp09.broker.model.message import Message
+from txamqp09.wire.base import decode_properties
+
+if TYPE_CHECKING:
+    from txamqp09.broker.model.queue import Queue
+
+__all__ = ["REJECTED", "EXPIRED", "MAXLEN", "DELIVERY_LIMIT", "dead_letter", "is_cycle"]
+
+#: Reasons of the x-death header.
+REJECTED = "rejected"
+EXPIRED = "expired"
+MAXLEN = "maxlen"
+DELIVERY_LIMIT = "delivery_limit"
+
+
+def _text(value: Any) -> Any:
+    """A header value as str when it is a string (tables decode them as bytes)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def dead_letter(queue: Queue, messages: Iterable[Message], reason: str, exchange_name: str) -> None:
+    """Republish *messages*, which left *queue* for *reason*, to *exchange_name*.
+
+    Their bodies must be in memory.
+    """
+    vhost = queue.vhost
+    exchange = vhost.exchanges.get(exchange_name)
+    if exchange is None:
+        return
+    routing_key = queue.settings.dead_letter_routing_key
+    now = datetime.fromtimestamp(int(queue.clock.seconds()), timezone.utc)
+    for message in messages:
+        copy, deaths = _copy(message, queue.name, reason, now, exchange_name, routing_key)
+        targets = [
+            target for target in vhost.route(exchange, copy)
+            if not is_cycle(target.name, deaths, reason)
+        ]
+        if vhost.persistence is not None and targets:
+            vhost.persistence.publish(copy, targets)
+        for target in targets:
+            target.publish(copy)
+
+
+def _copy(
+    message: Message, queue: str, reason: str, now: datetime, exchange: str, routing_key: Optional[str]
+) -> tuple[Message, list[Any]]:
+    """The dead-lettered copy of *message*, and its x-death entries."""
+    properties = decode_properties(message.properties_class, message.raw_properties, 0)
+    headers = dict(getattr(properties, "headers", None) or {})
+    deaths = _deaths(headers, message, queue, reason, now, properties.expiration)  # type: ignore[attr-defined]
+    headers["x-death"] = deaths
+    properties.headers = headers  # type: ignore[attr-defined]
+    properties.expiration = None  # type: ignore[attr-defined]
+    copy = message.copy(exchange, routing_key if routing_key is not None else message.routing_key, properties.encode())
+    return copy, deaths
+
+
+def _deaths(
+    headers: dict[str, Any], message: Message, queue: str, reason: str, now: datetime, expiration: Optional[str]
+) -> list[Any]:
+    """The x-death array with this death recorded (most recent first)."""
+    previous = headers.pop("x-death", None)
+    if not isinstance(previous, list):
+        headers["x-death"] = None
+        headers["x-first-death-exchange"] = message.exchange
+        headers["x-first-death-queue"] = queue
+        headers["x-first-death-reason"] = reason
+        previous = []
+    for index, entry in enumerate(previous):
+        if isinstance(entry, dict) and _text(entry.get("queue")) == queue and _text(entry.get("reason")) == reason:
+            updated = dict(entry)
+            updated["count"] = int(updated.get("count") or 0) + 1
+            return [dict(sorted(updated.items()))] + previous[:index] + previous[index + 1 :]
+    entry = {
+        "count": 1,
+        "reason": reason,
+        "queue": queue,
+        "time": now,
+        "exchange": message.exchange,
+        "routing-keys": [message.routing_key],
+    }
+    if expiration is not None:
+        entry["original-expiration"] = expiration
+    return [entry] + previous
+
+
+def is_cycle(queue: str, deaths: list[Any], reason: str) -> bool:
+    """Whether dead-lettering to *queue* closes a cycle with no client rejection in it."""
+    if reason == REJECTED:
+        return False
+    for entry in deaths:
+        if not isinstance(entry, dict) or _text(entry.get("reason")) == REJECTED:
+            return False
+        if _text(entry.get("queue")) == queue:
+            return True
+    return False

@@ -1,0 +1,614 @@
+"""Stream queues: append-only logs read by offset (``x-queue-type: stream``).
+
+A :class:`StreamQueue` keeps every message it receives in a log, in arrival
+order, each at an *offset* (0 for the first message ever appended, then one
+more per message). Consuming does not remove anything: each consumer reads
+the log from an offset it chooses with the consumer argument
+``x-stream-offset`` and moves forward on its own; its acknowledgements only
+give prefetch credit back. Messages leave the log by retention only
+(``x-max-length-bytes``, ``x-max-age``), a whole segment
+(``x-stream-max-segment-size-bytes`` of bodies) at a time, oldest first, and
+never the segment being written.
+
+A message becomes readable once it is *committed*: on disk when the broker
+has a store (a consumer never sees an offset that a crash could give to
+another message), at once otherwise. The committed end of the log (one past
+the last readable offset) is what ``queue.declare-ok`` reports as its
+message count.
+
+Reading: the newest messages are held in memory (up to :data:`CACHE_BYTES`
+of bodies per stream, and always those not yet on disk); a consumer further
+behind reads pages of :data:`READ_PAGE` messages from the store.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from bisect import bisect_left
+from collections import deque
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, cast
+
+from txamqp09.broker.model.arguments import STREAM
+from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
+from txamqp09.store.interface import LogRecord, LogSegment
+from txamqp09.wire.errors import AMQPNotImplemented, PreconditionFailed
+from txamqp09.wire.fields import RABBITMQ, encode_shortstr
+from txamqp09.wire.versions import AMQP0_9_1
+
+if TYPE_CHECKING:
+    from txamqp09.broker.model.session import Session
+    from txamqp09.broker.model.vhost import VirtualHost
+
+__all__ = [
+    "CACHE_BYTES",
+    "DEFAULT_SEGMENT_SIZE",
+    "READ_PAGE",
+    "StreamConsumer",
+    "StreamQueue",
+    "check_stream_declaration",
+    "is_stream",
+    "parse_interval",
+    "parse_offset",
+    "rejection_refused",
+    "stamp_offset",
+]
+
+#: Bytes of bodies per segment unless x-stream-max-segment-size-bytes says
+#: otherwise (RabbitMQ's default).
+DEFAULT_SEGMENT_SIZE = 500_000_000
+#: Bytes of bodies of committed messages a stream holds in memory for its readers.
+CACHE_BYTES = 16 * 1024 * 1024
+#: Messages read from the store at once by a consumer behind the memory cache.
+READ_PAGE = 256
+#: Queue arguments RabbitMQ knows that a stream refuses.
+REFUSED_ARGUMENTS = (
+    "x-max-length",
+    "x-overflow",
+    "x-message-ttl",
+    "x-expires",
+    "x-max-priority",
+    "x-queue-mode",
+    "x-queue-master-locator",
+    "x-single-active-consumer",
+    "x-dead-letter-strategy",
+    "x-delivery-limit",
+    "x-quorum-initial-group-size",
+)
+#: Arguments compared when a stream is declared again (besides the common ones).
+EQUIVALENT_ARGUMENTS = ("x-max-age", "x-stream-max-segment-size-bytes")
+#: Milliseconds per unit of an interval such as ``7D`` (RabbitMQ's units).
+_UNIT_MS = {
+    "Y": 365 * 86_400_000,
+    "M": 30 * 86_400_000,
+    "D": 86_400_000,
+    "h": 3_600_000,
+    "m": 60_000,
+    "s": 1000,
+}
+_INTERVAL = re.compile(r"([0-9]+)([YMDhms])")
+_OFFSET_KEY = encode_shortstr("x-stream-offset")
+_OFFSET_ENTRY = struct.Struct(">16sBq")
+_LENGTH = struct.Struct(">I")
+_FLAGS = struct.Struct(">H")
+_CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS = 0x8000, 0x4000, 0x2000
+_OFFSET_HELP = (
+    "expected 'first', 'last', 'next', a non-negative integer offset, a timestamp or an "
+    "interval such as '1h'"
+)
+
+#: Where a consumer starts: (kind, value), kind one of first, last, next,
+#: offset, timestamp (value in milliseconds).
+OffsetSpec = tuple[str, int]
+
+
+def _text(value: Any) -> Optional[str]:
+    """*value* as a str when it is a string (field tables give longstrs as bytes)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+def parse_interval(text: str) -> Optional[int]:
+    """Milliseconds of an interval like ``7D``, ``1h`` or ``30s`` (RabbitMQ's
+    units Y, M, D, h, m, s), or None when *text* is not one."""
+    match = _INTERVAL.fullmatch(text)
+    if match is None:
+        return None
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def parse_offset(value: Any, now_ms: int) -> OffsetSpec:
+    """The start a consumer asked for with ``x-stream-offset`` (None: ``next``).
+
+    :raises PreconditionFailed: a value of another kind or a negative offset (406).
+    """
+    if value is None:
+        return ("next", 0)
+    text = _text(value)
+    if text is not None:
+        if text in ("first", "last", "next"):
+            return (text, 0)
+        interval = parse_interval(text)
+        if interval is not None:
+            return ("timestamp", now_ms - interval)
+    elif isinstance(value, datetime):
+        return ("timestamp", int(value.timestamp() * 1000))
+    elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return ("offset", value)
+    raise PreconditionFailed(f"invalid x-stream-offset {text if text is not None else value!r}: {_OFFSET_HELP}")
+
+
+def is_stream(arguments: Optional[Mapping[str, Any]]) -> bool:
+    """Whether queue.declare *arguments* ask for a stream (``x-queue-type: stream``)."""
+    return arguments is not None and _text(arguments.get("x-queue-type")) == STREAM
+
+
+def _describe(vhost: VirtualHost, name: str) -> str:
+    return f"queue {name!r} in vhost {vhost.name!r}"
+
+
+def _refusal(what: str, queue: Queue) -> AMQPNotImplemented:
+    """540 for *what* on a stream, as RabbitMQ answers it."""
+    return AMQPNotImplemented(f"{what} not supported by stream {_describe(queue.vhost, queue.name)}")
+
+
+def rejection_refused(queue: Queue) -> AMQPNotImplemented:
+    """What basic.reject and basic.nack of a delivery from stream *queue* raise."""
+    return _refusal("basic.nack and basic.reject are", queue)
+
+
+def check_stream_declaration(
+    vhost: VirtualHost, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
+    arguments: Mapping[str, Any],
+) -> None:
+    """Refuse what a stream cannot be, with RabbitMQ's checks and order.
+
+    :raises PreconditionFailed: auto-delete, exclusive, not durable, an
+        argument streams do not take, or a bad value (406).
+    """
+    what = _describe(vhost, name)
+    for refused, flag in (("auto-delete", auto_delete), ("exclusive-owner", exclusive), ("non-durable", not durable)):
+        if flag:
+            raise PreconditionFailed(f"invalid property {refused!r} for {what}: streams are durable, "
+                                     "not exclusive and not auto-delete")
+    for argument in REFUSED_ARGUMENTS:
+        if argument in arguments:
+            raise PreconditionFailed(f"invalid arg {argument!r} for {what} of queue type {STREAM!r}")
+    _max_age(arguments, what)
+    _size_argument(arguments, "x-max-length-bytes", what, 0)
+    _size_argument(arguments, "x-stream-max-segment-size-bytes", what, 1)
+
+
+def _max_age(arguments: Mapping[str, Any], what: str) -> Optional[int]:
+    value = arguments.get("x-max-age")
+    if value is None:
+        return None
+    text = _text(value)
+    interval = parse_interval(text) if text is not None else None
+    if interval is None:
+        raise PreconditionFailed(
+            f"invalid arg 'x-max-age' for {what}: {text if text is not None else value!r}; "
+            "expected a number and one of the "
+            "units Y, M, D, h, m, s, such as '7D'"
+        )
+    return interval
+
+
+def _size_argument(arguments: Mapping[str, Any], name: str, what: str, least: int) -> Optional[int]:
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise PreconditionFailed(
+            f"invalid arg {name!r} for {what}: {value!r}; expected an integer of at least {least}"
+        )
+    return value
+
+
+def stamp_offset(raw_properties: bytes, offset: int) -> bytes:
+    """Basic content properties with the header ``x-stream-offset`` (a long) set to *offset*.
+
+    The header table is extended in place when the publisher's headers do not
+    hold that key already; otherwise the table is decoded and encoded again.
+    """
+    flags = _FLAGS.unpack_from(raw_properties)[0]
+    position = 2
+    if flags & _CONTENT_TYPE:
+        position += 1 + raw_properties[position]
+    if flags & _CONTENT_ENCODING:
+        position += 1 + raw_properties[position]
+    entry = _OFFSET_ENTRY.pack(_OFFSET_KEY, ord("l"), offset)
+    if not flags & _HEADERS:
+        return b"".join((
+            _FLAGS.pack(flags | _HEADERS), raw_properties[2:position], _LENGTH.pack(len(entry)),
+            entry, raw_properties[position:],
+        ))
+    length = _LENGTH.unpack_from(raw_properties, position)[0]
+    end = position + 4 + length
+    table = raw_properties[position + 4 : end]
+    if _OFFSET_KEY in table:
+        headers, _ = RABBITMQ.decode_table(raw_properties, position)
+        headers.pop("x-stream-offset", None)
+        table = RABBITMQ.encode_table(headers)[4:]
+    return b"".join((
+        raw_properties[:position], _LENGTH.pack(len(table) + len(entry)), table, entry,
+        raw_properties[end:],
+    ))
+
+
+class _Entry:
+    """A message of the log as handed to consumers.
+
+    :ivar message: the message with its ``x-stream-offset`` header.
+    :ivar sequence: the store operation that wrote it (0: none, or read back).
+    """
+
+    __slots__ = ("offset", "timestamp", "message", "sequence")
+
+    def __init__(self, offset: int, timestamp: int, message: Message, sequence: int) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.message = message
+        self.sequence = sequence
+
+
+class StreamConsumer(Consumer):
+    """A consumer reading a stream from its own position.
+
+    :ivar position: the offset it receives next.
+    :ivar page: messages read from the store ahead of *position*.
+    """
+
+    __slots__ = ("position", "page")
+
+    def __init__(
+        self, tag: str, queue: StreamQueue, session: Session, *, exclusive: bool,
+        limits: tuple[Prefetch, ...], position: int,
+    ) -> None:
+        super().__init__(tag, queue, session, exclusive=exclusive, limits=limits)
+        self.position = position
+        self.page: deque[_Entry] = deque()
+
+    def deliver(
+        self, queue: Queue, sequence: int, message: Message, redelivered: bool,
+        deadline: Optional[float] = None,
+    ) -> None:
+        """Send the message at offset *sequence*; its ack gives credit back."""
+        session = self.session
+        tag = session.last_tag = session.last_tag + 1
+        session.unacked[tag] = StreamDelivery(queue, sequence, message, self)
+        size = message.size
+        for limit in self.limits:
+            limit.take(size)
+        session.sink.deliver(self, tag, False, message)
+
+
+class StreamDelivery(Delivery):
+    """A message sent from a stream: settling it only gives credit back."""
+
+    __slots__ = ()
+
+    def release(self) -> None:
+        """Give the prefetch room back and let the stream's consumers read on."""
+        super().release()
+        self.queue.drain()
+
+
+class StreamQueue(Queue):
+    """A stream: a durable, append-only log of messages addressed by offset.
+
+    :ivar first_offset: the oldest offset retention has kept.
+    :ivar next_offset: the offset the next message appended gets.
+    :ivar committed_offset: one past the last offset consumers may read.
+    :ivar log_bytes: body bytes in the log.
+    :ivar max_age: x-max-age in milliseconds, or None.
+    :ivar segment_size: x-stream-max-segment-size-bytes.
+    """
+
+    def __init__(
+        self,
+        vhost: VirtualHost,
+        name: str,
+        *,
+        arguments: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        super().__init__(vhost, name, durable=True, arguments=arguments)
+        if vhost.clock is None:
+            raise RuntimeError("the broker has no clock: streams need one for their timestamps")
+        what = _describe(vhost, name)
+        self.max_age = _max_age(self.arguments, what)
+        self.segment_size = (
+            _size_argument(self.arguments, "x-stream-max-segment-size-bytes", what, 1)
+            or DEFAULT_SEGMENT_SIZE
+        )
+        persistence = vhost.persistence
+        self._store = persistence.store if persistence is not None else None
+        self._seconds = vhost.clock.seconds
+        self._segments: list[LogSegment] = []
+        self.log_bytes = 0
+        self.first_offset = 0
+        self.next_offset = 0
+        self.committed_offset = 0
+        self._last_timestamp = 0
+        #: Messages held in memory by offset: [_cache_first, next_offset).
+        self._cache: dict[int, _Entry] = {}
+        self._cache_first = 0
+        self._cache_bytes = 0
+        #: Appends not on disk yet: (store sequence, offset + 1), oldest first.
+        self._uncommitted: deque[tuple[int, int]] = deque()
+        self._properties_class = AMQP0_9_1.properties[60]
+        self._envelopes: dict[tuple[str, str], bytes] = {}
+
+    @property
+    def message_count(self) -> int:
+        """The committed end of the log (offsets below it are readable), as
+        queue.declare-ok's 32-bit message count can carry it."""
+        return min(self.committed_offset, 0xFFFFFFFF)
+
+    # -- appending -----------------------------------------------------------
+
+    def publish(self, message: Message) -> bool:
+        """Append *message* to the log; consumers receive it once committed."""
+        offset = self.next_offset
+        self.next_offset = offset + 1
+        now = int(self._seconds() * 1000)
+        timestamp = self._last_timestamp = max(now, self._last_timestamp)
+        body: bytes = message.body  # type: ignore[assignment]  # just published: in memory
+        size = message.size
+        segment = self._segment_for(offset, timestamp, size)
+        sequence = 0
+        store = self._store
+        if store is not None:
+            sequence = store.append_log(
+                self.vhost.name, self.name,
+                LogRecord(offset, segment.first, timestamp, message.exchange, message.routing_key,
+                          message.raw_properties, body),
+            )
+            publisher = message.publisher
+            if publisher is not None:
+                publisher.log_sequence = sequence
+        stamped = Message(
+            message.exchange, message.routing_key, message.envelope,
+            stamp_offset(message.raw_properties, offset), body, self._properties_class,
+        )
+        self._cache[offset] = _Entry(offset, timestamp, stamped, sequence)
+        self._cache_bytes += size
+        if store is not None and sequence > store.durable_sequence:
+            if not self._uncommitted:
+                persistence = self.vhost.persistence
+                assert persistence is not None
+                persistence.await_durable(self)
+            self._uncommitted.append((sequence, offset + 1))
+        else:
+            self._commit(offset + 1)
+        self._retain(now)
+        return True
+
+    def publish_immediately(self, message: Message) -> bool:
+        """A stream takes every message, consumers or not."""
+        return self.publish(message)
+
+    def _segment_for(self, offset: int, timestamp: int, size: int) -> LogSegment:
+        """The segment a new message goes to (a new one when the last is full)."""
+        segments = self._segments
+        if not segments or (segments[-1].size and segments[-1].size + size > self.segment_size):
+            segments.append(LogSegment(offset, offset, timestamp, timestamp, 0))
+        segment = segments[-1]
+        segment.last = offset
+        segment.last_timestamp = timestamp
+        segment.size += size
+        self.log_bytes += size
+        return segment
+
+    def made_durable(self, sequence: int) -> bool:
+        """Store operations up to *sequence* are on disk: commit what they
+        appended. Whether appends still wait for the disk."""
+        uncommitted = self._uncommitted
+        end = 0
+        while uncommitted and uncommitted[0][0] <= sequence:
+            end = uncommitted.popleft()[1]
+        if end and not self.deleted:
+            self._commit(end)
+        return bool(uncommitted)
+
+    def _commit(self, end: int) -> None:
+        """Offsets below *end* are readable now: evict, then serve consumers."""
+        self.committed_offset = end
+        if self._cache_bytes > CACHE_BYTES and self._store is not None:
+            self._evict()
+        if self.consumers:
+            self.drain()
+
+    def _evict(self) -> None:
+        """Drop the oldest committed messages from memory down to :data:`CACHE_BYTES`."""
+        cache = self._cache
+        first = self._cache_first
+        while self._cache_bytes > CACHE_BYTES and first < self.committed_offset:
+            self._cache_bytes -= cache.pop(first).message.size
+            first += 1
+        self._cache_first = first
+
+    # -- retention -----------------------------------------------------------
+
+    def _retain(self, now: int) -> None:
+        """Remove whole segments, oldest first, beyond x-max-length-bytes or x-max-age."""
+        segments = self._segments
+        dropped = 0
+        while len(segments) - dropped > 1 and self._expired(segments[dropped], now):
+            self.log_bytes -= segments[dropped].size
+            dropped += 1
+        if dropped:
+            del segments[:dropped]
+            self._truncate(segments[0].first)
+
+    def _expired(self, segment: LogSegment, now: int) -> bool:
+        if self.max_length_bytes is not None and self.log_bytes > self.max_length_bytes:
+            return True
+        return self.max_age is not None and segment.last_timestamp < now - self.max_age
+
+    def _truncate(self, first: int) -> None:
+        self.first_offset = first
+        if self._store is not None:
+            self._store.truncate_log(self.vhost.name, self.name, first)
+        cache = self._cache
+        while self._cache_first < first:
+            self._cache_bytes -= cache.pop(self._cache_first).message.size
+            self._cache_first += 1
+
+    # -- reading -------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Send each consumer what it may read now, within its prefetch credit."""
+        if self.deleted:
+            return
+        end = self.committed_offset
+        for consumer in self.consumers:
+            reader = cast(StreamConsumer, consumer)
+            while reader.position < end:
+                entry = self._entry(reader)
+                if not reader.can_take(entry.message):
+                    break
+                reader.position = entry.offset + 1
+                reader.deliver(self, entry.offset, entry.message, False)
+
+    def _entry(self, reader: StreamConsumer) -> _Entry:
+        """The message at *reader*'s position (or the first kept after it)."""
+        position = reader.position
+        if position < self.first_offset:
+            position = reader.position = self.first_offset
+        entry = self._cache.get(position)
+        if entry is not None:
+            return entry
+        page = reader.page
+        while page and page[0].offset < position:
+            page.popleft()
+        if not page:
+            page.extend(self._read(position))
+        return page[0]
+
+    def _read(self, start: int) -> list[_Entry]:
+        """Up to :data:`READ_PAGE` messages from the store, from offset *start*
+        up to the memory cache."""
+        assert self._store is not None, "without a store every message stays in memory"
+        records = self._store.read_log(
+            self.vhost.name, self.name, start, min(READ_PAGE, self._cache_first - start)
+        )
+        return [self._entry_of(record) for record in records]
+
+    def _entry_of(self, record: LogRecord) -> _Entry:
+        key = (record.exchange, record.routing_key)
+        envelope = self._envelopes.get(key)
+        if envelope is None:
+            if len(self._envelopes) >= 1024:
+                self._envelopes.clear()
+            envelope = self._envelopes[key] = encode_shortstr(key[0]) + encode_shortstr(key[1])
+        message = Message(
+            record.exchange, record.routing_key, envelope,
+            stamp_offset(record.raw_properties, record.offset), record.body, self._properties_class,
+        )
+        return _Entry(record.offset, record.timestamp, message, 0)
+
+    def start_position(self, spec: OffsetSpec) -> int:
+        """The offset a consumer starting at *spec* reads first.
+
+        ``first`` is the oldest kept offset, ``last`` the newest committed
+        message (``next`` when there is none), ``next`` the offset the next
+        appended message gets; an offset is moved into the kept range (past
+        the end: ``next``); a timestamp selects the first message appended at
+        or after it (``next`` when there is none).
+        """
+        kind, value = spec
+        if kind == "first":
+            return self.first_offset
+        if kind == "last":
+            return self.committed_offset - 1 if self.committed_offset > self.first_offset else self.next_offset
+        if kind == "offset":
+            return min(max(value, self.first_offset), self.next_offset)
+        if kind == "timestamp":
+            return self._offset_at(value)
+        return self.next_offset
+
+    def _offset_at(self, timestamp: int) -> int:
+        """The first offset appended at or after *timestamp* (ms), or next."""
+        for segment in self._segments:
+            if segment.last_timestamp >= timestamp:
+                break
+        else:
+            return self.next_offset
+        start = max(segment.first, self.first_offset)
+        if start < self._cache_first:
+            assert self._store is not None
+            found = self._store.log_offset_at(self.vhost.name, self.name, timestamp, start)
+            if found is not None:
+                return found
+        offsets = range(max(start, self._cache_first), self.next_offset)
+        index = bisect_left(offsets, timestamp, key=lambda offset: self._cache[offset].timestamp)
+        return offsets[index] if index < len(offsets) else self.next_offset
+
+    # -- consumers -----------------------------------------------------------
+
+    def new_consumer(
+        self, tag: str, session: Session, *, no_ack: bool, no_local: bool, exclusive: bool,
+        limits: tuple[Prefetch, ...], arguments: Mapping[str, Any],
+    ) -> Consumer:
+        """A consumer reading from ``x-stream-offset`` (``next`` by default).
+
+        :raises AMQPNotImplemented: no-ack consumers (540, as RabbitMQ).
+        :raises PreconditionFailed: no prefetch count, or a bad offset (406).
+        """
+        what = _describe(self.vhost, self.name)
+        if no_ack:
+            raise AMQPNotImplemented(
+                f"automatic acknowledgement (no-ack) is not supported by stream {what}: "
+                "consume with manual acknowledgements"
+            )
+        if not any(limit.count for limit in limits):
+            raise PreconditionFailed(
+                f"consumer prefetch count is not set for stream {what}: send basic.qos "
+                "with a prefetch count before consuming"
+            )
+        spec = parse_offset(arguments.get("x-stream-offset"), int(self._seconds() * 1000))
+        return StreamConsumer(
+            tag, self, session, exclusive=exclusive, limits=limits, position=self.start_position(spec)
+        )
+
+    # -- what streams refuse ---------------------------------------------------
+
+    def get(self) -> None:
+        """basic.get is refused (540), as RabbitMQ refuses it: consume instead."""
+        raise _refusal("basic.get is", self)
+
+    def purge(self) -> int:
+        """queue.purge is refused (540), as RabbitMQ refuses it; deleting the
+        stream counts no ready messages (the log goes with the queue)."""
+        if self.deleted:
+            return 0
+        raise _refusal("queue.purge is", self)
+
+    def requeue(self, deliveries: Iterable[Delivery]) -> None:
+        """Nothing goes back to a log: unsettled deliveries of a closed
+        channel (or recovered with requeue) are forgotten; their consumer's
+        credit came back when they were released."""
+
+    def discard(self, messages: Iterable[Message]) -> None:
+        """Nothing leaves a log but by retention: settling changes nothing."""
+
+    # -- recovery --------------------------------------------------------------
+
+    def restore_log(self, segments: list[LogSegment]) -> None:
+        """Take the recovered *segments* (every message in them is on disk)."""
+        self._segments = segments
+        if segments:
+            self.first_offset = segments[0].first
+            self.next_offset = self.committed_offset = self._cache_first = segments[-1].last + 1
+            self._last_timestamp = segments[-1].last_timestamp
+            self.log_bytes = sum(segment.size for segment in segments)
+
+    def __repr__(self) -> str:
+        return (
+            f"<StreamQueue {self.name!r} offsets={self.first_offset}..{self.committed_offset} "
+            f"consumers={len(self.consumers)}>"
+        )
