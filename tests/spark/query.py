@@ -40,7 +40,7 @@ def start_query(
     from pyspark.sql import functions
     from pyspark.sql.types import BinaryType
 
-    held = functions.udf(hold, BinaryType())
+    held = functions.udf(lambda body, port: hold(body, port), BinaryType(), useArrow=False)
     source = (
         spark.readStream.format("amqp09")
         .option("url", url)
