@@ -38,6 +38,16 @@ class FileTests(LiveClassTestCase):
         self.assertEqual(self.serverClasses().state(FileState).session.unacked, {})
 
     @inline
+    async def test_cancel(self) -> None:
+        channel = await self.channel()
+        queue = await self.declare(channel, "cancelled-files")
+        consumer = await FileClass(channel).consume(queue, Collector())
+        self.assertEqual(self.queue(queue).consumer_count, 1)
+        await consumer.cancel()
+        self.assertEqual(self.queue(queue).consumer_count, 0)
+        self.assertNotIn(consumer.tag, channel.consumers)
+
+    @inline
     async def test_resumeAfterReconnect(self) -> None:
         """A file partly staged before the connection broke is completed from its offset."""
         body = b"0123456789" * 5000
