@@ -356,13 +356,16 @@ class Queue:
         consumer.deliver(self, sequence, message, False, self._deadline(message))
         return True
 
-    def _deadline(self, message: Message) -> Optional[float]:
-        """When *message* expires if it enters the queue now, or None."""
+    def _deadline(self, message: Message, entered: Optional[float] = None) -> Optional[float]:
+        """When *message* expires if it entered the queue at *entered* (now
+        if None), or None."""
         ttl = self._ttl
         own = message_ttl(message)
         if own is not None and (ttl is None or own < ttl):
             ttl = own
-        return None if ttl is None else self.clock.seconds() + ttl / 1000
+        if ttl is None:
+            return None
+        return (self.clock.seconds() if entered is None else entered) + ttl / 1000
 
     def _make_room(self, size: int) -> bool:
         if self._fits(len(self.messages) + 1, self.ready_bytes + size):
@@ -610,16 +613,18 @@ class Queue:
         assert self._persistence is not None, "only a broker with a store pages messages out"
         self._persistence.page_in(messages)
 
-    def restore(self, messages: Iterable[tuple[Message, bool]]) -> None:
-        """Append recovered (message, redelivered) pairs as ready messages, in order.
+    def restore(self, messages: Iterable[tuple[Message, bool, float]]) -> None:
+        """Append recovered (message, redelivered, publish time) triples as
+        ready messages, in order.
 
-        Their TTLs count from now.
+        Their TTLs count from their publish time (from now when it is
+        unknown, 0), as RabbitMQ keeps expiry times across restarts.
         """
         sequence = self._next_sequence
         timed = self._ttl is not None
-        for message, redelivered in messages:
+        for message, redelivered, published in messages:
             deadline = (
-                self._deadline(message)
+                self._deadline(message, published or None)
                 if timed or message.raw_properties[0] & EXPIRATION_FLAG else None
             )
             self._expiring = self._expiring or deadline is not None
