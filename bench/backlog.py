@@ -1,7 +1,8 @@
 """How responsive the broker stays while a backlog builds up in memory.
 
 Starts ``twistd amqp09 --transient`` (nothing on disk, publishers never
-blocked), publishes N transient messages to one queue nobody consumes, and
+blocked; with ``--store``, a broker with a message store in a temporary
+directory, which pages bodies beyond its memory budget out), publishes N transient messages to one queue nobody consumes, and
 meanwhile measures, twenty times a second on another connection, how long
 the broker takes to answer a passive queue.declare. The garbage collector's
 full passes over a growing backlog are what shows in the slowest answers;
@@ -12,12 +13,15 @@ Run::
 
     python bench/backlog.py                          # 3,000,000 messages of 100 B
     python bench/backlog.py --messages 1000000 --repeat 2
+    python bench/backlog.py --messages 10000000 --store --body-size 1024
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
+import tempfile
 import threading
 import time
 from typing import Optional
@@ -49,10 +53,12 @@ def publish(port: int, messages: int, body_size: int) -> None:
     publisher.close()
 
 
-def run(freeze: int, messages: int, body_size: int) -> str:
+def run(freeze: int, messages: int, body_size: int, store: bool) -> str:
     """Build the backlog on a broker started with ``--freeze-backlog freeze``; a report line."""
+    data_dir = tempfile.mkdtemp(prefix="bench-backlog-")
     process, port, _, _ = start(
-        "--transient", "--freeze-backlog", str(freeze), "--high-watermark", str(1 << 40)
+        *(("--data-dir", data_dir) if store else ("--transient",)),
+        "--freeze-backlog", str(freeze), "--high-watermark", str(1 << 40),
     )
     try:
         pinger = Connection(port)
@@ -81,6 +87,7 @@ def run(freeze: int, messages: int, body_size: int) -> str:
     finally:
         process.terminate()
         process.wait()
+        shutil.rmtree(data_dir)
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -88,10 +95,15 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--messages", type=int, default=3_000_000, help="messages in the backlog")
     parser.add_argument("--body-size", type=int, default=100, help="bytes per message body")
     parser.add_argument("--repeat", type=int, default=1, help="runs per setting")
+    parser.add_argument("--store", action="store_true", help="run the broker with a message store")
+    parser.add_argument(
+        "--only-default", action="store_true", help="skip the runs with --freeze-backlog 0"
+    )
     options = parser.parse_args(argv)
+    settings = (DEFAULT_FREEZE_THRESHOLD,) if options.only_default else (DEFAULT_FREEZE_THRESHOLD, 0)
     for _ in range(options.repeat):
-        for freeze in (DEFAULT_FREEZE_THRESHOLD, 0):
-            print(run(freeze, options.messages, options.body_size), flush=True)
+        for freeze in settings:
+            print(run(freeze, options.messages, options.body_size, options.store), flush=True)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ CASES: list[tuple[Any, list[tuple[Permission, str]]]] = [
     (amqp0_9_1.BasicConsume(queue="q"), [(R, "q")]),
     (amqp0_9.FilePublish(exchange="x"), [(W, "x")]),
     (amqp0_9.StreamConsume(queue="q"), [(R, "q")]),
+    (amqp0_9.MessageTransfer(destination="x"), [(W, "x")]),
+    (amqp0_9.MessageGet(queue="q"), [(R, "q")]),
     (amqp0_9_1.BasicQos(prefetch_count=1), []),
     (amqp0_9_1.BasicAck(delivery_tag=1), []),
     (amqp0_9_1.ChannelOpen(), []),
@@ -94,7 +96,7 @@ class MethodTableTests(SynchronousTestCase):
             self.guard.check(1, method)
 
     def test_every_rule_is_covered_by_a_case(self) -> None:
-        self.assertEqual(set(METHOD_RULES) - {"file.consume", "stream.publish"}, {m.NAME for m, n in CASES if n})
+        self.assertEqual(set(METHOD_RULES) - {"file.consume", "stream.publish", "message.consume"}, {m.NAME for m, n in CASES if n})
 
     def test_resolved_queue_name_is_checked_instead_of_the_empty_one(self) -> None:
         self.permit(exactly([(W, "amq.gen-1"), (R, "x")]))

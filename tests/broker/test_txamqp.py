@@ -17,10 +17,12 @@ from tests.broker.loopback import LoopbackTestCase
 _SPEC_DIR = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "spec")
 
 
-class TxAMQPMixin:
+class TxAMQPConnecting:
     """Connects txAMQP with the spec file of :attr:`spec_file`."""
 
     spec_file = ""
+    #: The txAMQP delegate class the client uses.
+    delegate: Any = TwistedDelegate
     #: The version the broker must see the client speak.
     version = ""
     port: int
@@ -29,7 +31,7 @@ class TxAMQPMixin:
     def connect(self) -> Any:
         spec = txamqp.spec.load(os.path.join(_SPEC_DIR, self.spec_file))
         client = yield ClientCreator(
-            reactor, AMQClient, delegate=TwistedDelegate(), vhost="/", spec=spec, heartbeat=0
+            reactor, AMQClient, delegate=self.delegate(), vhost="/", spec=spec, heartbeat=0
         ).connectTCP("127.0.0.1", self.port)
         yield client.authenticate("guest", "guest")
         self.addCleanup(client.transport.loseConnection)  # type: ignore[attr-defined]
@@ -38,6 +40,10 @@ class TxAMQPMixin:
         (server_side,) = self.server.factory.connections  # type: ignore[attr-defined]
         self.assertEqual(server_side.version.name, self.version)  # type: ignore[attr-defined]
         return client, channel
+
+
+class TxAMQPMixin(TxAMQPConnecting):
+    """Cases txAMQP runs on 0-8 and 0-9."""
 
     @defer.inlineCallbacks
     def test_ticket_consume_and_ack(self) -> Any:

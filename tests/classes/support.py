@@ -22,11 +22,25 @@ class Collector:
         self.count = count
         self.messages: list[Message] = []
         self.done: Deferred[list[Message]] = Deferred()
+        self._waiting: list[tuple[int, Deferred[None]]] = []
 
     def __call__(self, message: Message) -> None:
         self.messages.append(message)
         if len(self.messages) == self.count:
             self.done.callback(self.messages)
+        ready = [waiter for count, waiter in self._waiting if count <= len(self.messages)]
+        self._waiting = [(count, waiter) for count, waiter in self._waiting if count > len(self.messages)]
+        for waiter in ready:
+            waiter.callback(None)
+
+    def arrived(self, count: int) -> Deferred[None]:
+        """Fires once *count* messages have arrived."""
+        waiter: Deferred[None] = Deferred()
+        if len(self.messages) >= count:
+            waiter.callback(None)
+        else:
+            self._waiting.append((count, waiter))
+        return waiter
 
 
 class LiveClassTestCase(TestCase):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from txamqp09.broker.classes.channel import ChannelMethods
+from txamqp09.broker.classes.registry import vhost_classes
 from txamqp09.client import ChannelClosed
+from txamqp09.client.classes import MessageClass
 
 from ..client.support import fails, inline
 from .support import LiveClassTestCase
@@ -39,6 +41,25 @@ class ChannelMethodTests(LiveClassTestCase):
         (server_channel,) = server.channels.values()
         self.assertEqual(server_channel.session.prefetch.count, 7)
         await fails(connection.channel(resume=first.channel_id), ChannelClosed)
+
+    @inline
+    async def test_resumeKeepsOpenReferences(self) -> None:
+        first = await self.channel()
+        await first.queue_declare("refs")
+        messages = MessageClass(first)
+        await messages.open(b"r")
+        await messages.append(b"r", b"abc")
+        await first.connection.disconnect()
+
+        resumed = await (await self.connect()).channel(resume=first.channel_id)
+        messages = MessageClass(resumed)
+        await messages.append(b"r", b"def")
+        sent = messages.transfer(routing_key="refs", reference=b"r")
+        await messages.close(b"r")
+        await sent
+        got = await messages.get("refs", no_ack=True)
+        self.assertEqual(got.body, b"abcdef")
+        self.assertEqual(len(vhost_classes(self.server.broker.vhosts["/"]).staging), 0)
 
     @inline
     async def test_resumeUnknownIs404(self) -> None:

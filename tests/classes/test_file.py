@@ -38,6 +38,16 @@ class FileTests(LiveClassTestCase):
         self.assertEqual(self.serverClasses().state(FileState).session.unacked, {})
 
     @inline
+    async def test_cancel(self) -> None:
+        channel = await self.channel()
+        queue = await self.declare(channel, "cancelled-files")
+        consumer = await FileClass(channel).consume(queue, Collector())
+        self.assertEqual(self.queue(queue).consumer_count, 1)
+        await consumer.cancel()
+        self.assertEqual(self.queue(queue).consumer_count, 0)
+        self.assertNotIn(consumer.tag, channel.consumers)
+
+    @inline
     async def test_resumeAfterReconnect(self) -> None:
         """A file partly staged before the connection broke is completed from its offset."""
         body = b"0123456789" * 5000
@@ -104,6 +114,24 @@ class FileTests(LiveClassTestCase):
         self.assertEqual(closed.reply_code, 406)
 
     @inline
+    async def test_qosHoldsFilesUntilAck(self) -> None:
+        channel = await self.channel()
+        files = FileClass(channel)
+        queue = await self.declare(channel, "paced-files")
+        for number in range(2):
+            await files.publish(b"file %d" % number, routing_key=queue, identifier=f"q{number}")
+        await files.qos(prefetch_count=1)
+        collector = Collector(2)
+        await files.consume(queue, collector)
+        await collector.arrived(1)
+        await self.roundTrip(channel)
+        self.assertEqual(self.queue(queue).message_count, 1)
+        self.assertEqual([message.body for message in collector.messages], [b"file 0"])
+        collector.messages[0].ack()
+        first, second = await collector.done
+        self.assertEqual(second.body, b"file 1")
+
+    @inline
     async def test_rejectRequeuesOrDrops(self) -> None:
         channel = await self.channel()
         files = FileClass(channel)
@@ -112,7 +140,7 @@ class FileTests(LiveClassTestCase):
         collector = Collector(2)
         await files.qos(prefetch_count=1)
         await files.consume(queue, collector)
-        await _until(collector, 1)
+        await collector.arrived(1)
         collector.messages[0].reject(requeue=True)
         (first, again) = await collector.done
         self.assertFalse(first.redelivered)
@@ -197,13 +225,3 @@ class FileTests08(FileTests):
 def _raise(error: Exception) -> None:
     raise error
 
-
-async def _until(collector: Collector, count: int) -> None:
-    """Wait until *collector* holds *count* messages."""
-    from twisted.internet import reactor
-    from twisted.internet.defer import Deferred
-
-    while len(collector.messages) < count:
-        tick: Deferred[None] = Deferred()
-        reactor.callLater(0, tick.callback, None)
-        await tick

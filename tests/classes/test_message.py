@@ -64,6 +64,37 @@ class MessageTests(LiveClassTestCase):
         self.assertEqual(self.queue(queue).message_count, 0)
 
     @inline
+    async def test_cancelEndsTheConsumer(self) -> None:
+        channel = await self.channel()
+        messages = MessageClass(channel)
+        queue = await self.declare(channel, "cancelled")
+        consumer = await messages.consume(queue, Collector(), destination="d1")
+        self.assertEqual(self.queue(queue).consumer_count, 1)
+        await consumer.cancel()
+        self.assertFalse(consumer.active)
+        self.assertEqual(self.queue(queue).consumer_count, 0)
+        await messages.transfer(b"stays", routing_key=queue)
+        self.assertEqual(self.queue(queue).message_count, 1)
+
+    @inline
+    async def test_qosHoldsTransfersUntilOk(self) -> None:
+        channel = await self.channel()
+        messages = MessageClass(channel)
+        queue = await self.declare(channel, "paced")
+        for body in (b"1", b"2"):
+            await messages.transfer(body, routing_key=queue)
+        await messages.qos(prefetch_count=1)
+        collector = Collector(2)
+        await messages.consume(queue, collector)
+        await self.roundTrip(channel)
+        self.assertEqual([message.body for message in collector.messages], [b"1"])
+        self.assertEqual(self.queue(queue).message_count, 1)
+        collector.messages[0].ack()
+        first, second = await collector.done
+        self.assertEqual(second.body, b"2")
+        second.ack()
+
+    @inline
     async def test_getOkAndEmpty(self) -> None:
         channel = await self.channel()
         messages = MessageClass(channel)
@@ -202,3 +233,11 @@ class NotIn08Tests(LiveClassTestCase):
 
         channel = await self.channel()
         await fails(MessageClass(channel).transfer(b"x"), NotInThisVersion)
+
+    @inline
+    async def test_noChannelResume(self) -> None:
+        from txamqp09.client import NotInThisVersion
+
+        connection = await self.connect()
+        await fails(connection.channel(resume=b"amq.channel-x"), NotInThisVersion)
+        self.assertEqual(connection.channels, {})

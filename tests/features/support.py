@@ -25,7 +25,11 @@ class World:
 
     def __init__(self, vhost: Optional[VirtualHost] = None) -> None:
         self.clock = Clock()
-        self.vhost = vhost or VirtualHost("/", clock=self.clock)
+        if vhost is None:
+            vhost = VirtualHost("/", clock=self.clock)
+        else:
+            vhost.clock = self.clock
+        self.vhost = vhost
         self.client = Client("c")
         self.session: Session
         self.sink: RecordingSink

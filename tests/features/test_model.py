@@ -90,6 +90,13 @@ class TTLTests(SynchronousTestCase):
             self.assertIn(f"invalid expiration {expiration!r}", error.reply_text)
         self.assertEqual(self.world.bodies("q"), [])
 
+    def test_invalid_expiration_is_refused_at_publish_in_a_transaction(self) -> None:
+        self.world.declare("q")
+        self.world.session.tx_select()
+        self.assertRaises(PreconditionFailed, self.world.publish, "q", b"x", expiration="soon")
+        self.world.session.tx_commit()
+        self.assertEqual(self.world.bodies("q"), [])
+
 
 class QueueExpiryTests(SynchronousTestCase):
     def setUp(self) -> None:

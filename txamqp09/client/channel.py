@@ -243,7 +243,12 @@ class Channel:
     def resume(self, channel_id: bytes) -> Deferred[Channel]:
         """0-9: send channel.resume instead of channel.open; fires with this channel
         once the server answered channel.ok (see docs/amqp09-classes.rst)."""
-        self.connection.sendMethod(self.number, self.build("channel.resume", channel_id=channel_id))
+        try:
+            method = self.build("channel.resume", channel_id=channel_id)
+        except NotInThisVersion as error:
+            self.connection.forgetChannel(self.number)
+            return fail(error)
+        self.connection.sendMethod(self.number, method)
         self.channel_id = channel_id
         return self._expect((self.spec.BY_NAME["channel.ok"],), Channel._opened)
 
@@ -651,7 +656,9 @@ class Channel:
         """Cancel *consumer*; fires once the server confirmed."""
         if not consumer.active:
             return succeed(None)
-        cancelled = self.request(f"{consumer.amqp_class}.cancel", consumer_tag=consumer.tag)
+        # 0-9's message class names consumers by their destination.
+        field = "destination" if consumer.amqp_class == "message" else "consumer_tag"
+        cancelled = self.request(f"{consumer.amqp_class}.cancel", **{field: consumer.tag})
 
         def forget(result: Any) -> Any:
             self.consumers.pop(consumer.tag, None)

@@ -545,22 +545,12 @@ class MessageClass:
         no_local: bool = False,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
     ) -> Deferred[Consumer]:
-        """message.consume; fires with the :class:`Consumer` (its tag is the destination)."""
+        """message.consume; fires with the :class:`Consumer` (its tag is the
+        destination; ``consumer.cancel()`` sends message.cancel)."""
         return _consume(
             self.channel, "message", queue, callback, tag=destination, tag_field="destination",
             no_ack=no_ack, max_backlog=max_backlog, exclusive=exclusive, no_local=no_local,
         )
-
-    def cancel(self, consumer: Consumer) -> Deferred[Any]:
-        """message.cancel."""
-        cancelled = self._request("message.cancel", destination=consumer.tag)
-
-        def forget(result: Any) -> Any:
-            self.channel.consumers.pop(consumer.tag, None)
-            consumer.finish(None)
-            return result
-
-        return cancelled.addCallback(forget)
 
     def get(self, queue: str = "", *, destination: str = "get", no_ack: bool = False) -> Deferred[Optional[TransferredMessage]]:
         """message.get: fires with the message, or None when the queue is empty."""

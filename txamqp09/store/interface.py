@@ -89,6 +89,8 @@ class StoredMessage:
         the body budget of :meth:`MessageStore.open`).
     :ivar size: the body's length in bytes.
     :ivar redelivered: set on messages recovered after a restart.
+    :ivar published: when it was published, in seconds since the epoch (0:
+        unknown); message TTLs count from it after a restart.
     """
 
     message_id: int
@@ -98,6 +100,7 @@ class StoredMessage:
     body: Optional[bytes]
     size: int
     redelivered: bool = False
+    published: float = 0.0
 
 
 @dataclass(slots=True)

@@ -57,7 +57,10 @@ class MemoryStore:
                     left -= m.size
                 body = m.body if left is None or left >= 0 else None
                 kept.append(
-                    StoredMessage(m.message_id, m.exchange, m.routing_key, m.raw_properties, body, m.size, True)
+                    StoredMessage(
+                        m.message_id, m.exchange, m.routing_key, m.raw_properties, body, m.size, True,
+                        m.published,
+                    )
                 )
         for key, records in self.logs.items():
             if key in self.queues:

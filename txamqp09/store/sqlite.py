@@ -101,7 +101,7 @@ CREATE TABLE IF NOT EXISTS bindings (
     PRIMARY KEY (vhost, source, destination, destination_kind, routing_key, arguments));
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY, exchange TEXT NOT NULL, routing_key TEXT NOT NULL,
-    properties BLOB NOT NULL, body BLOB NOT NULL);
+    properties BLOB NOT NULL, body BLOB NOT NULL, published REAL NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS queue_messages (
     vhost TEXT NOT NULL, queue TEXT NOT NULL, message_id INTEGER NOT NULL,
     PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;
@@ -245,6 +245,7 @@ class SQLiteStore:
             connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
             connection.execute("VACUUM")
         connection.executescript(_SCHEMA)
+        _add_published_column(connection)
         recovered = self._recover(connection, body_budget)
         self._thread = threading.Thread(
             target=self._write_loop, args=(connection,), name=f"store {self.path}", daemon=True
@@ -274,18 +275,18 @@ class SQLiteStore:
         db.create_function("within_budget", 1, _Budget(body_budget), deterministic=False)
         rows = db.execute(
             "SELECT q.vhost, q.queue, m.id, m.exchange, m.routing_key, m.properties,"
-            " CASE WHEN within_budget(length(m.body)) THEN m.body END, length(m.body)"
+            " CASE WHEN within_budget(length(m.body)) THEN m.body END, length(m.body), m.published"
             " FROM queue_messages q JOIN messages m ON m.id = q.message_id"
             " ORDER BY q.vhost, q.queue, q.message_id"
         )
         shared: dict[bytes, bytes] = {}
-        for vhost, queue, message_id, exchange, key, properties, body, size in rows:
+        for vhost, queue, message_id, exchange, key, properties, body, size, published in rows:
             if len(shared) > _SHARED_PROPERTIES:
                 shared.clear()
             recovered.messages.setdefault((vhost, queue), []).append(
                 StoredMessage(
                     message_id, exchange, key, shared.setdefault(properties, properties), body, size,
-                    redelivered=True,
+                    redelivered=True, published=published,
                 )
             )
         last = db.execute("SELECT max(id) FROM messages").fetchone()[0]
@@ -622,7 +623,7 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> int:
         if isinstance(operation, _Publish):
             if operation.queues:
                 m = operation.message
-                messages.append((m.message_id, m.exchange, m.routing_key, m.raw_properties, m.body))
+                messages.append((m.message_id, m.exchange, m.routing_key, m.raw_properties, m.body, m.published))
                 links.extend((vhost, queue, m.message_id) for vhost, queue in operation.queues)
             continue
         if isinstance(operation, _Append):
@@ -647,6 +648,13 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> int:
     return written
 
 
+def _add_published_column(db: sqlite3.Connection) -> None:
+    """Give a database written before messages kept their publish time that column."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
+    if "published" not in columns:
+        db.execute("ALTER TABLE messages ADD COLUMN published REAL NOT NULL DEFAULT 0")
+
+
 def _begin(db: sqlite3.Connection) -> int:
     """Start the batch's transaction; what it counts for in bytes written."""
     db.execute("BEGIN")
@@ -659,7 +667,7 @@ def _insert_messages(
     """Insert the gathered messages and their queue links, then forget them; the bytes written."""
     if not messages:
         return 0
-    db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?)", messages)
+    db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?)", messages)
     db.executemany("INSERT OR IGNORE INTO queue_messages VALUES (?, ?, ?)", links)
     written = sum(len(message[4]) for message in messages) + _ROW_BYTES * (len(messages) + len(links))
     messages.clear()

@@ -24,8 +24,11 @@ basic.get/consume                                                 queue
 The ticket rights follow the 0-9 specification: declare and delete need
 *active* (declare with ``passive`` set needs *passive*), queue.bind and
 queue.unbind need *active* on the queue's realm, purge, get and consume need
-*read*, publish needs *write*. The file and stream classes of 0-9 follow
-basic.
+*read*, publish needs *write*. The file, stream and message classes of 0-8
+and 0-9 follow basic (message.transfer publishes to its ``destination``
+exchange; message.get and message.consume read their queue); tunnel.request,
+whose exchange is a content property, is checked as a basic.publish by its
+handler.
 
 :class:`AccessGuard` applies the table for one connection: one call per
 method, ``guard.check(channel, method)``.
@@ -146,6 +149,9 @@ METHOD_RULES: Mapping[str, MethodRule] = {
     "file.consume": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
     "stream.publish": _rule((_W, _EX, "exchange"), ticket=_WRITE_EXCHANGE),
     "stream.consume": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
+    "message.transfer": _rule((_W, _EX, "destination"), ticket=(Right.WRITE, _EX, "destination")),
+    "message.get": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
+    "message.consume": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
 }
 
 _REQUEST_RIGHTS = tuple(Right)

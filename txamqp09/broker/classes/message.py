@@ -249,14 +249,37 @@ class MessageState(DeliveringState):
         self._open(method.reference, staged)
         self.reply("message.offset", value=staged.size)
 
+    def _kept_key(self, channel_id: bytes, name: bytes) -> tuple[str, str, bytes, bytes]:
+        return (user_name(self.channel), "reference", channel_id, name)
+
     def kept(self) -> Any:
-        """Open references survive an interrupted channel that is resumed."""
-        return self.references or None
+        """Open references survive an interrupted channel, for channel.resume.
+
+        They wait in the staging area (within its limit, dropped oldest
+        first like staged files); transfers waiting for them are not kept.
+        """
+        classes = self.channel.classes
+        if not self.references or classes is None:
+            return None
+        staging = vhost_classes(self.channel.vhost).staging
+        kept = []
+        for name, reference in self.references.items():
+            try:
+                staging.put(self._kept_key(classes.channel_id, name), reference.staged)
+            except PreconditionFailed:
+                continue
+            kept.append(name)
+        return kept
 
     def resume(self, kept: Any) -> None:
-        for name, reference in kept.items():
-            reference.transfers.clear()
-            self.references[name] = reference
+        """Reopen the references the interrupted channel had open."""
+        classes = self.channel.classes
+        assert classes is not None
+        staging = vhost_classes(self.channel.vhost).staging
+        for name in kept:
+            staged = staging.remove(self._kept_key(classes.channel_id, name))
+            if staged is not None:
+                self.references[name] = _Reference(staged)
 
     # -- transfers to the client -----------------------------------------------
 

@@ -27,6 +27,7 @@ __all__ = [
     "STREAM",
     "QUEUE_TYPES",
     "MAX_PRIORITY",
+    "MAX_EXPIRY",
     "check_quorum_properties",
 ]
 
@@ -39,6 +40,8 @@ STREAM = "stream"
 QUEUE_TYPES = (CLASSIC, QUORUM, STREAM)
 #: The highest x-max-priority a queue may have.
 MAX_PRIORITY = 255
+#: The longest TTL or queue expiry, in milliseconds (as RabbitMQ).
+MAX_EXPIRY = 2**32 - 1
 #: Arguments quorum queues do not support.
 _NOT_FOR_QUORUM = ("x-max-priority",)
 
@@ -164,8 +167,8 @@ class QueueArguments:
     )
 
     def __init__(self, arguments: Mapping[str, Any], subject: str) -> None:
-        self.message_ttl = count_argument(arguments, "x-message-ttl", subject)
-        self.expires = count_argument(arguments, "x-expires", subject, minimum=1)
+        self.message_ttl = count_argument(arguments, "x-message-ttl", subject, maximum=MAX_EXPIRY)
+        self.expires = count_argument(arguments, "x-expires", subject, minimum=1, maximum=MAX_EXPIRY)
         self.max_length = count_argument(arguments, "x-max-length", subject)
         self.max_length_bytes = count_argument(arguments, "x-max-length-bytes", subject)
         self.overflow = choice_argument(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from txamqp09.broker.model.arguments import MAX_EXPIRY
 from txamqp09.wire.base import Properties, decode_properties
 from txamqp09.wire.errors import AMQPSyntaxError, PreconditionFailed
 from txamqp09.wire.fields import encode_shortstr
@@ -69,9 +70,10 @@ def message_ttl(message: Message) -> Optional[int]:
     expiration = getattr(message.properties, "expiration", None)
     if expiration is None:
         return None
-    if not expiration.isdigit() or not expiration.isascii():
+    if not expiration.isdigit() or not expiration.isascii() or int(expiration) > MAX_EXPIRY:
         raise PreconditionFailed(
-            f"invalid expiration {expiration!r}: expected a non-negative integer number of milliseconds"
+            f"invalid expiration {expiration!r}: expected a non-negative integer number of "
+            f"milliseconds, at most {MAX_EXPIRY}"
         )
     return int(expiration)
 

@@ -59,8 +59,9 @@ Entry = tuple[int, Message, bool, Optional[float]]
 PAGE_IN_BATCH = 256
 #: Ready messages looked at, from the head, for bodies to read back at a time.
 PAGE_IN_SCAN = 4 * PAGE_IN_BATCH
-#: The range of consumer priorities (x-priority), a signed 32-bit integer.
-_CONSUMER_PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+#: The range of consumer priorities (x-priority): what a signed 64-bit
+#: table integer holds.
+_CONSUMER_PRIORITY_RANGE = (-(2**63), 2**63 - 1)
 
 
 class Prefetch:
@@ -169,13 +170,14 @@ class Consumer:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
 
 
-def consumer_priority(arguments: Mapping[str, Any]) -> int:
-    """The ``x-priority`` of basic.consume *arguments* (0 when absent).
+def consumer_priority(arguments: Mapping[str, Any], queue: Queue) -> int:
+    """The ``x-priority`` of basic.consume *arguments* on *queue* (0 when absent).
 
-    :raises PreconditionFailed: not a 32-bit integer (406).
+    :raises PreconditionFailed: not an integer (406).
     """
     low, high = _CONSUMER_PRIORITY_RANGE
-    return count_argument(arguments, "x-priority", "consumer", minimum=low, maximum=high) or 0
+    subject = f"queue {queue.name!r} in vhost {queue.vhost.name!r}"
+    return count_argument(arguments, "x-priority", subject, minimum=low, maximum=high) or 0
 
 
 class Delivery:
@@ -354,13 +356,16 @@ class Queue:
         consumer.deliver(self, sequence, message, False, self._deadline(message))
         return True
 
-    def _deadline(self, message: Message) -> Optional[float]:
-        """When *message* expires if it enters the queue now, or None."""
+    def _deadline(self, message: Message, entered: Optional[float] = None) -> Optional[float]:
+        """When *message* expires if it entered the queue at *entered* (now
+        if None), or None."""
         ttl = self._ttl
         own = message_ttl(message)
         if own is not None and (ttl is None or own < ttl):
             ttl = own
-        return None if ttl is None else self.clock.seconds() + ttl / 1000
+        if ttl is None:
+            return None
+        return (self.clock.seconds() if entered is None else entered) + ttl / 1000
 
     def _make_room(self, size: int) -> bool:
         if self._fits(len(self.messages) + 1, self.ready_bytes + size):
@@ -608,16 +613,18 @@ class Queue:
         assert self._persistence is not None, "only a broker with a store pages messages out"
         self._persistence.page_in(messages)
 
-    def restore(self, messages: Iterable[tuple[Message, bool]]) -> None:
-        """Append recovered (message, redelivered) pairs as ready messages, in order.
+    def restore(self, messages: Iterable[tuple[Message, bool, float]]) -> None:
+        """Append recovered (message, redelivered, publish time) triples as
+        ready messages, in order.
 
-        Their TTLs count from now.
+        Their TTLs count from their publish time (from now when it is
+        unknown, 0), as RabbitMQ keeps expiry times across restarts.
         """
         sequence = self._next_sequence
         timed = self._ttl is not None
-        for message, redelivered in messages:
+        for message, redelivered, published in messages:
             deadline = (
-                self._deadline(message)
+                self._deadline(message, published or None)
                 if timed or message.raw_properties[0] & EXPIRATION_FLAG else None
             )
             self._expiring = self._expiring or deadline is not None
@@ -647,7 +654,7 @@ class Queue:
         """
         return Consumer(
             tag, self, session, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
-            limits=limits, priority=consumer_priority(arguments),
+            limits=limits, priority=consumer_priority(arguments, self),
         )
 
     def add_consumer(self, consumer: Consumer) -> None:

@@ -252,6 +252,7 @@ class Session:
 
         :raises NotFound: no such exchange (404).
         :raises AccessRefused: the exchange is internal (403).
+        :raises PreconditionFailed: the message's expiration is invalid (406).
         """
         exchange = self.vhost.exchanges.get(exchange_name)
         if exchange is None:
@@ -261,18 +262,15 @@ class Session:
                 f"cannot publish to internal exchange {exchange_name!r} in vhost "
                 f"{self.vhost.name!r}; bind it to another exchange and publish there"
             )
+        if message.raw_properties[0] & EXPIRATION_FLAG:
+            message_ttl(message)
         if self.tx is not None:
             self.tx.publishes.append((exchange, message, mandatory, immediate))
         else:
             self._route(exchange, message, mandatory, immediate)
 
     def _route(self, exchange: Exchange, message: Message, mandatory: bool, immediate: bool) -> None:
-        """Route and deliver *message*.
-
-        :raises PreconditionFailed: its expiration is invalid (406).
-        """
-        if message.raw_properties[0] & EXPIRATION_FLAG:
-            message_ttl(message)
+        """Route and deliver *message*."""
         queues = self.vhost.route(exchange, message)
         persistence = self._persistence
         if persistence is not None and (

@@ -160,10 +160,12 @@ class Persistence:
         if kept and delivery_mode(message.raw_properties) == PERSISTENT:
             message.store_id = message_id = self.next_message_id
             self.next_message_id = message_id + 1
+            clock = queues[0].vhost.clock
             sequence = self.store.publish(
                 StoredMessage(
                     message_id, message.exchange, message.routing_key, message.raw_properties,
                     message.body, message.size,
+                    published=clock.seconds() if clock is not None else 0.0,
                 ),
                 kept,
             )

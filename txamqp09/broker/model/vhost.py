@@ -511,9 +511,9 @@ def _restored(
     records: Iterable[StoredMessage],
     envelopes: dict[tuple[str, str], bytes],
     persistence: Persistence,
-) -> Iterator[tuple[Message, bool]]:
-    """Model messages for recovered ones, with (message, redelivered) pairs,
-    counted against *persistence*'s memory budget.
+) -> Iterator[tuple[Message, bool, float]]:
+    """Model messages for recovered ones, as (message, redelivered, publish
+    time) triples, counted against *persistence*'s memory budget.
 
     *envelopes* caches the wire form of each (exchange, routing key).
     """
@@ -530,7 +530,7 @@ def _restored(
         message.body, message.size = record.body, record.size
         message.store_id = record.message_id
         persistence.restored(message)
-        yield message, record.redelivered
+        yield message, record.redelivered, record.published
 
 
 class Broker:
