@@ -260,6 +260,7 @@ class Queue:
         self._no_local_consumers = 0
         #: Consumers with a non-zero x-priority: picking follows priorities.
         self._ranked_consumers = 0
+        self._single_active = settings.single_active_consumer
         #: Some entry has had a deadline: heads are checked for expiry.
         self._expiring = False
         self._expiry_call: Optional[Call] = None
@@ -394,7 +395,7 @@ class Queue:
     def _pick(self, message: Message) -> Optional[Consumer]:
         """The next consumer in turn that can take *message*."""
         consumers = self.consumers
-        if len(consumers) == 1 or self.settings.single_active_consumer:
+        if len(consumers) == 1 or self._single_active:
             active = consumers[0]
             return active if active.can_take(message) else None
         if self._ranked_consumers:
@@ -667,9 +668,7 @@ class Queue:
         if consumer.priority or self._ranked_consumers:
             position = len(consumers)
             for index, other in enumerate(consumers):
-                if other.priority < consumer.priority and not (
-                    index == 0 and self.settings.single_active_consumer
-                ):
+                if other.priority < consumer.priority and not (index == 0 and self._single_active):
                     position = index
                     break
             consumers.insert(position, consumer)
@@ -686,7 +685,7 @@ class Queue:
 
         With a single active consumer, the next waiting one takes over.
         """
-        handover = self.settings.single_active_consumer and self.consumers[0] is consumer
+        handover = self._single_active and self.consumers[0] is consumer
         self.consumers.remove(consumer)
         self._ranked_consumers -= consumer.priority != 0
         self._no_local_consumers -= consumer.no_local
