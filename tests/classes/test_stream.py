@@ -32,13 +32,13 @@ class StreamTests(LiveClassTestCase):
 
     @inline
     async def test_slowConsumerLosesLowPriorityMessages(self) -> None:
-        """With a backlog of one message and a rate of 1000 octets/s, the first
-        message goes at once, the next waits, and what arrives meanwhile
-        replaces it only with a priority at least as high."""
+        """With a backlog of one message and a rate of 100 octets/s, the first
+        100-octet message goes at once, the next waits a second, and what
+        arrives meanwhile replaces it only with a priority at least as high."""
         channel = await self.channel()
         streams = StreamClass(channel)
         queue = await self.declare(channel, "lossy")
-        await streams.qos(prefetch_count=1, consume_rate=1000)
+        await streams.qos(prefetch_count=1, consume_rate=100)
         collector = Collector(2)
         await streams.consume(queue, collector)
         for name, priority in ((b"a", 0), (b"b", 0), (b"c", 5), (b"d", 0)):

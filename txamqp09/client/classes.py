@@ -163,12 +163,17 @@ class FileClass:
         exclusive: bool = False,
         no_local: bool = False,
         consumer_tag: str = "",
+        arguments: Optional[dict[str, Any]] = None,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
     ) -> Deferred[Consumer]:
-        """file.consume; fires with the :class:`Consumer`, whose messages are :class:`FileMessage`."""
+        """file.consume; fires with the :class:`Consumer`, whose messages are :class:`FileMessage`.
+
+        :param arguments: 0-9's ``filter`` table, which the broker takes as
+            basic.consume's arguments (``x-priority``, ``x-stream-offset``).
+        """
         return _consume(
             self.channel, "file", queue, callback, tag=consumer_tag, no_ack=no_ack,
-            max_backlog=max_backlog, exclusive=exclusive, no_local=no_local,
+            max_backlog=max_backlog, exclusive=exclusive, no_local=no_local, filter=arguments or {},
         )
 
     def open(self, identifier: str, content_size: int) -> Deferred[int]:
@@ -269,12 +274,16 @@ class StreamClass:
         exclusive: bool = False,
         no_local: bool = False,
         consumer_tag: str = "",
+        arguments: Optional[dict[str, Any]] = None,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
     ) -> Deferred[Consumer]:
-        """stream.consume; fires with the :class:`Consumer` (deliveries need no ack)."""
+        """stream.consume; fires with the :class:`Consumer` (deliveries need no ack).
+
+        :param arguments: 0-9's ``filter`` table (see :meth:`FileClass.consume`).
+        """
         return _consume(
             self.channel, "stream", queue, callback, tag=consumer_tag, no_ack=True,
-            max_backlog=max_backlog, exclusive=exclusive, no_local=no_local,
+            max_backlog=max_backlog, exclusive=exclusive, no_local=no_local, filter=arguments or {},
         )
 
     def publish(
@@ -543,13 +552,18 @@ class MessageClass:
         no_ack: bool = False,
         exclusive: bool = False,
         no_local: bool = False,
+        arguments: Optional[dict[str, Any]] = None,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
     ) -> Deferred[Consumer]:
         """message.consume; fires with the :class:`Consumer` (its tag is the
-        destination; ``consumer.cancel()`` sends message.cancel)."""
+        destination; ``consumer.cancel()`` sends message.cancel).
+
+        :param arguments: the ``filter`` table (see :meth:`FileClass.consume`).
+        """
         return _consume(
             self.channel, "message", queue, callback, tag=destination, tag_field="destination",
             no_ack=no_ack, max_backlog=max_backlog, exclusive=exclusive, no_local=no_local,
+            filter=arguments or {},
         )
 
     def get(self, queue: str = "", *, destination: str = "get", no_ack: bool = False) -> Deferred[Optional[TransferredMessage]]:

@@ -166,12 +166,16 @@ class DeliveringState(ClassState):
     def consume(self, method: Any, tag: str, *, no_ack: bool, answer: Optional[str]) -> None:
         """Start a consumer of ``method.queue`` (the channel's last queue when
         empty) as *method* asks; answer with the method *answer* (with the
-        consumer tag when it has that field) unless None."""
+        consumer tag when it has that field) unless None.
+
+        0-9's ``filter`` table is taken as basic.consume's arguments
+        (``x-priority``, ``x-stream-offset``...).
+        """
         channel = self.channel
         queue = channel.vhost.queue(channel._queue_name(method.queue), channel.client)
         consumer = self.session.consume(
             queue, tag or unique_name("amq.ctag-"), no_ack=no_ack, no_local=method.no_local,
-            exclusive=method.exclusive,
+            exclusive=method.exclusive, arguments=getattr(method, "filter", None) or {},
         )
         if answer is not None:
             answer_class = channel.spec.BY_NAME[answer]
