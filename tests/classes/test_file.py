@@ -175,6 +175,38 @@ class FileTests(LiveClassTestCase):
         self.assertEqual(staging.appended[-1], (identifier, b""))
 
     @inline
+    async def test_basicAcksNeverSettleFilesOfTheSameChannel(self) -> None:
+        """Tags are shared by the classes of a channel; the client's combined
+        basic acks (multiple) settle basic deliveries only."""
+        channel = await self.channel()
+        for name in ("qb", "qf"):
+            await self.declare(channel, name)
+        basic, files = Collector(2), Collector()
+        await channel.basic_consume("qb", basic)
+        await FileClass(channel).consume("qf", files)
+        channel.basic_publish(b"b1", routing_key="qb")
+        await basic.arrived(1)
+        await FileClass(channel).publish(b"f", routing_key="qf", identifier="shared-tags")
+        (file_message,) = await files.done
+        channel.basic_publish(b"b2", routing_key="qb")
+        first, second = await basic.done
+        self.assertEqual(
+            [first.delivery_tag, file_message.delivery_tag, second.delivery_tag],
+            [first.delivery_tag, first.delivery_tag + 1, first.delivery_tag + 2],
+        )
+        first.ack()
+        second.ack()
+        await self.roundTrip(channel)
+        (server,) = self.server.factory.connections
+        (server_channel,) = server.channels.values()
+        file_session = server_channel.classes.state(FileState).session
+        self.assertEqual(server_channel.session.unacked, {})
+        self.assertEqual(list(file_session.unacked), [file_message.delivery_tag])
+        file_message.ack()
+        await self.roundTrip(channel)
+        self.assertEqual(file_session.unacked, {})
+
+    @inline
     async def test_returnedWhenMandatoryAndUnroutable(self) -> None:
         channel = await self.channel()
         returned: list = []

@@ -186,6 +186,29 @@ class DeclarationTests(StreamCase):
         self.assertEqual([r.body for r in self.store.logs[("/", "s")]], [b"persistent"])
 
 
+class MemoryBudgetTests(StreamCase):
+    """The log keeps its own copy: published messages do not stay counted."""
+
+    def test_a_stream_does_not_hold_messages_against_the_budget(self) -> None:
+        assert self.store is not None
+        self.broker = Broker(persistence=Persistence(self.store, memory_budget=0), clock=self.clock)
+        self.vhost = self.broker.vhosts["/"]
+        persistence = self.broker.persistence
+        assert persistence is not None
+        self.declare()
+        self.vhost.declare_queue("classic", self.client, durable=True)
+        self.vhost.bind_queue("s", "amq.fanout", "", {}, self.client)
+        self.vhost.bind_queue("classic", "amq.fanout", "", {}, self.client)
+        session = self.session()[0]
+        session.publish("", message(b"transient"), False, False)
+        session.publish("", message(b"persistent", mode=2), False, False)
+        self.assertEqual((persistence.resident_bytes, persistence.paged_bytes), (0, 0))
+        fanned = message(b"both", mode=2)
+        session.publish("amq.fanout", fanned, False, False)
+        self.assertEqual(fanned.holders, 1, "the classic queue still holds it")
+        self.assertEqual(self.consume(b"first")[1].bodies(), [b"transient", b"persistent", b"both"])
+
+
 class ReadingTests(StreamCase):
     def setUp(self) -> None:
         super().setUp()

@@ -119,13 +119,21 @@ class FileMessage(Message):
         """Acknowledge the file (file.ack)."""
         self._check_unsettled("ack")
         self.channel.call(self.channel.build("file.ack", delivery_tag=self.delivery_tag, multiple=multiple))
-        self._settled = True
+        self._settledHere(multiple)
 
     def reject(self, requeue: bool = True) -> None:
         """Refuse the file (file.reject); requeue it unless *requeue* is false."""
         self._check_unsettled("reject")
         self.channel.call(self.channel.build("file.reject", delivery_tag=self.delivery_tag, requeue=requeue))
+        self._settledHere(False)
+
+    def _settledHere(self, multiple: bool) -> None:
         self._settled = True
+        if not multiple:
+            # Delivery tags are shared by the classes of a channel: a settled
+            # file lets later basic acks be sent as one basic.ack with multiple
+            # (which settles basic deliveries only).
+            self.channel._settle(self.delivery_tag, False)
 
     def nack(self, multiple: bool = False, requeue: bool = True) -> None:
         """The file class has no nack: use :meth:`reject`."""

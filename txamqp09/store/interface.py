@@ -4,7 +4,9 @@ A store keeps the durable topology (exchanges, queues, bindings) and the
 persistent messages routed to durable queues. It also keeps, until it is
 opened again, the bodies the broker spills to disk under memory pressure
 (messages it does not otherwise keep: transient ones, or those on queues that
-are not durable). Every change is an operation
+are not durable), and the logs of stream queues (records appended by
+offset, read back by offset range, truncated from the head by retention).
+Every change is an operation
 that returns a sequence number; :meth:`MessageStore.when_durable` fires once
 every operation up to a sequence number is on disk, which is when a publisher
 confirm or tx.commit-ok may be sent.

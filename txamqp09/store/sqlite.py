@@ -27,6 +27,16 @@ truncated to :data:`WAL_SIZE_LIMIT` bytes afterwards.
 Bodies the broker spills under memory pressure (messages the store does not
 keep otherwise) go to a table of their own, emptied when the store opens.
 
+Stream logs live in the table ``stream_log``, one row per message keyed by
+(vhost, queue, offset), appended in the same batches as everything else.
+Reads by offset range and the search for a timestamp (a binary search on
+offsets, timestamps never decreasing along a log) go through the read-only
+connection; retention deletes whole segments from the head of a log, and the
+freed pages are reclaimed like any others. Recovery reports each log's
+segments (first and last offsets and timestamps, body bytes) without reading
+the messages. :meth:`SQLiteStore.add_durable_listener` tells the broker when
+batches are durable, so that a stream hands out only messages on disk.
+
 Recovery relies on SQLite's atomic commits: a batch is on disk entirely or
 not at all, so a crash at any point (a torn write, a half-written batch)
 leaves the state of the last committed batch. Recovered messages carry their

@@ -356,7 +356,9 @@ class StreamQueue(Queue):
         self.next_offset = offset + 1
         now = int(self._seconds() * 1000)
         timestamp = self._last_timestamp = max(now, self._last_timestamp)
-        body: bytes = message.body  # type: ignore[assignment]  # just published: in memory
+        if message.paging:
+            self._release(message)
+        body: bytes = message.body  # type: ignore[assignment]  # in memory (see _release)
         size = message.size
         segment = self._segment_for(offset, timestamp, size)
         sequence = 0
@@ -386,6 +388,16 @@ class StreamQueue(Queue):
             self._commit(offset + 1)
         self._retain(now)
         return True
+
+    def _release(self, message: Message) -> None:
+        """The log keeps its own reference to *message*'s body: stop counting
+        it as held by this queue under the memory budget (reading the body
+        back first when the budget paged it out already)."""
+        persistence = self.vhost.persistence
+        assert persistence is not None
+        if message.body is None:
+            persistence.page_in([message])
+        persistence.remove(self, (message,))
 
     def publish_immediately(self, message: Message) -> bool:
         """A stream takes every message, consumers or not."""
