@@ -308,9 +308,15 @@ class StreamDelivery(Delivery):
     __slots__ = ()
 
     def release(self) -> None:
-        """Give the prefetch room back and let the stream's consumers read on."""
+        """Give the prefetch room back and let the consumer read on.
+
+        (Windows shared with other consumers are refilled by the session.)
+        """
         super().release()
-        self.queue.drain()
+        consumer = self.consumer
+        queue = self.queue
+        if consumer is not None and isinstance(queue, StreamQueue) and not queue.deleted:
+            queue.serve(cast(StreamConsumer, consumer))
 
 
 class StreamQueue(Queue):
@@ -487,16 +493,19 @@ class StreamQueue(Queue):
         """Send each consumer what it may read now, within its prefetch credit."""
         if self.deleted:
             return
-        end = self.committed_offset
         for consumer in self.consumers:
-            reader = cast(StreamConsumer, consumer)
-            while reader.position < end:
-                entry = self._entry(reader)
-                message = entry.message()
-                if not reader.can_take(message):
-                    break
-                reader.position = entry.offset + 1
-                reader.deliver(self, entry.offset, message, False)
+            self.serve(cast(StreamConsumer, consumer))
+
+    def serve(self, reader: StreamConsumer) -> None:
+        """Send *reader* what it may read now, within its prefetch credit."""
+        end = self.committed_offset
+        while reader.position < end:
+            entry = self._entry(reader)
+            message = entry.message()
+            if not reader.can_take(message):
+                break
+            reader.position = entry.offset + 1
+            reader.deliver(self, entry.offset, message, False)
 
     def _entry(self, reader: StreamConsumer) -> _Entry:
         """The message at *reader*'s position (or the first kept after it)."""
