@@ -410,8 +410,13 @@ class DeclarationTests(SynchronousTestCase):
         error = self.assertRaises(
             PreconditionFailed, self.world.declare, "qq", {**quorum, "x-max-priority": 3}, durable=True
         )
-        self.assertIn("quorum queues do not support it", error.reply_text)
-        self.world.declare("qq", quorum, durable=True)
+        self.assertIn("of queue type quorum: quorum queues do not support it", error.reply_text)
+        self.world.declare("qq", {**quorum, "x-overflow": b"reject-publish-dlx"}, durable=True)
+
+    def test_arguments_of_other_queue_types_are_refused(self) -> None:
+        for name, value in (("x-delivery-limit", 5), ("x-max-age", b"1D"), ("x-queue-leader-locator", b"balanced")):
+            error = self.assertRaises(PreconditionFailed, self.world.declare, "q", {name: value})
+            self.assertIn(f"invalid arg {name!r} for queue 'q' in vhost '/' of queue type classic", error.reply_text)
 
     def test_quorum_delivery_limit(self) -> None:
         self.world.vhost.declare_exchange("dlx", "fanout")

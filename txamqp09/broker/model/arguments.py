@@ -42,8 +42,15 @@ QUEUE_TYPES = (CLASSIC, QUORUM, STREAM)
 MAX_PRIORITY = 255
 #: The longest TTL or queue expiry, in milliseconds (as RabbitMQ).
 MAX_EXPIRY = 2**32 - 1
-#: Arguments quorum queues do not support.
-_NOT_FOR_QUORUM = ("x-max-priority",)
+#: Arguments of other queue types that RabbitMQ refuses for a type.
+_REFUSED = {
+    CLASSIC: (
+        "x-delivery-limit", "x-dead-letter-strategy", "x-max-in-memory-length",
+        "x-max-in-memory-bytes", "x-quorum-initial-group-size", "x-queue-leader-locator",
+        "x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size",
+    ),
+    QUORUM: ("x-max-priority", "x-max-age", "x-stream-max-segment-size-bytes"),
+}
 
 
 def _kind(value: Any) -> str:
@@ -188,24 +195,13 @@ class QueueArguments:
         )
         self.single_active_consumer = flag_argument(arguments, "x-single-active-consumer", subject)
         self.queue_type = choice_argument(arguments, "x-queue-type", QUEUE_TYPES, CLASSIC, subject)
-        self.delivery_limit = count_argument(arguments, "x-delivery-limit", subject)
-        if self.queue_type == QUORUM:
-            self._check_quorum(arguments, subject)
-        else:
-            self.delivery_limit = None
-
-    def _check_quorum(self, arguments: Mapping[str, Any], subject: str) -> None:
-        for name in _NOT_FOR_QUORUM:
+        for name in _REFUSED.get(self.queue_type, ()):
             if name in arguments:
                 raise PreconditionFailed(
-                    f"invalid arg {name!r} for {subject} of queue type quorum: "
-                    "quorum queues do not support it"
+                    f"invalid arg {name!r} for {subject} of queue type {self.queue_type}: "
+                    f"{self.queue_type} queues do not support it"
                 )
-        if self.overflow == Overflow.REJECT_PUBLISH_DLX:
-            raise PreconditionFailed(
-                f"invalid arg 'x-overflow' for {subject} of queue type quorum: "
-                "reject-publish-dlx is for classic queues; use drop-head or reject-publish"
-            )
+        self.delivery_limit = count_argument(arguments, "x-delivery-limit", subject)
 
 
 def check_quorum_properties(subject: str, durable: bool, exclusive: bool, auto_delete: bool) -> None:

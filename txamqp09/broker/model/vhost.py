@@ -73,6 +73,8 @@ _EQUIVALENT_QUEUE_ARGUMENTS = (
     "x-max-priority",
     "x-overflow",
     "x-queue-mode",
+    "x-queue-version",
+    "x-queue-master-locator",
     "x-single-active-consumer",
     "x-delivery-limit",
 )
