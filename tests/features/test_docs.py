@@ -33,7 +33,7 @@ class GuideExamples:
     port: int
 
     def test_theGuideHasAnExamplePerFeature(self: Any) -> None:
-        self.assertGreaterEqual(len(examples()), 9)
+        self.assertGreaterEqual(len(examples()), 11)
 
     @inlineCallbacks
     def test_everyExampleRuns(self: Any) -> Any:

@@ -264,6 +264,18 @@ class ReadingTests(StreamCase):
         self.assertEqual(self.stream.message_count, 5)
         self.assertEqual(self.consume(b"first")[1].offsets(), [0, 1, 2, 3, 4])
 
+    def test_a_window_shared_by_two_streams_is_refilled(self) -> None:
+        other = self.vhost.declare_queue("t", self.client, durable=True, arguments=STREAM)
+        other.publish(message(b"t0"))
+        session, sink = self.session(prefetch=0)
+        session.qos(0, 2, True)
+        session.consume(self.stream, "a", arguments={"x-stream-offset": b"last"}).start()
+        session.consume(other, "b", arguments={"x-stream-offset": b"first"}).start()
+        other.publish(message(b"t1"))
+        self.assertEqual(sink.bodies(), [b"m4", b"t0"], "the window holds two")
+        session.ack(sink.tags()[0])
+        self.assertEqual(sink.bodies(), [b"m4", b"t0", b"t1"], "room made by a's ack goes to b")
+
     def test_flow_pauses_and_resumes_a_stream_consumer(self) -> None:
         session, sink = self.consume(b"next", prefetch=10)
         session.flow(False)

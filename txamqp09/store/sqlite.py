@@ -155,14 +155,16 @@ class _Publish:
 
 
 class _Append:
-    """A record to append to a stream's log."""
+    """A record to append to a stream's log, as the row the writer inserts
+    (made on the reactor thread, so that the writer does less under the GIL)."""
 
-    __slots__ = ("vhost", "queue", "record")
+    __slots__ = ("row",)
 
-    def __init__(self, vhost: str, queue: str, record: LogRecord) -> None:
-        self.vhost = vhost
-        self.queue = queue
-        self.record = record
+    def __init__(self, vhost: str, queue: str, r: LogRecord) -> None:
+        self.row = (
+            vhost, queue, r.offset, r.segment, r.timestamp, r.exchange, r.routing_key,
+            r.raw_properties, r.body,
+        )
 
 
 #: What the writer thread applies, in order.
@@ -627,11 +629,7 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> int:
                 links.extend((vhost, queue, m.message_id) for vhost, queue in operation.queues)
             continue
         if isinstance(operation, _Append):
-            r = operation.record
-            appends.append(
-                (operation.vhost, operation.queue, r.offset, r.segment, r.timestamp, r.exchange,
-                 r.routing_key, r.raw_properties, r.body)
-            )
+            appends.append(operation.row)
             continue
         written = written or _begin(db)
         written += _insert_messages(db, messages, links) + _insert_log(db, appends)

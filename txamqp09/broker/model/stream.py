@@ -239,20 +239,36 @@ def stamp_offset(raw_properties: bytes, offset: int) -> bytes:
     ))
 
 
-class _Entry:
-    """A message of the log as handed to consumers.
+#: The properties class of the messages streams hand out.
+_PROPERTIES = AMQP0_9_1.properties[60]
 
-    :ivar message: the message with its ``x-stream-offset`` header.
-    :ivar sequence: the store operation that wrote it (0: none, or read back).
+
+class _Entry:
+    """A message of the log; what consumers receive is made at the first delivery.
+
+    :ivar record: the message as the log keeps it.
+    :ivar envelope: its exchange and routing key as the wire encodes them.
     """
 
-    __slots__ = ("offset", "timestamp", "message", "sequence")
+    __slots__ = ("offset", "timestamp", "record", "envelope", "_message")
 
-    def __init__(self, offset: int, timestamp: int, message: Message, sequence: int) -> None:
-        self.offset = offset
-        self.timestamp = timestamp
-        self.message = message
-        self.sequence = sequence
+    def __init__(self, record: LogRecord, envelope: bytes) -> None:
+        self.offset = record.offset
+        self.timestamp = record.timestamp
+        self.record = record
+        self.envelope = envelope
+        self._message: Optional[Message] = None
+
+    def message(self) -> Message:
+        """The message consumers receive, with its ``x-stream-offset`` header."""
+        message = self._message
+        if message is None:
+            record = self.record
+            message = self._message = Message(
+                record.exchange, record.routing_key, self.envelope,
+                stamp_offset(record.raw_properties, record.offset), record.body, _PROPERTIES,
+            )
+        return message
 
 
 class StreamConsumer(Consumer):
@@ -292,9 +308,15 @@ class StreamDelivery(Delivery):
     __slots__ = ()
 
     def release(self) -> None:
-        """Give the prefetch room back and let the stream's consumers read on."""
+        """Give the prefetch room back and let the consumer read on.
+
+        (Windows shared with other consumers are refilled by the session.)
+        """
         super().release()
-        self.queue.drain()
+        consumer = self.consumer
+        queue = self.queue
+        if consumer is not None and isinstance(queue, StreamQueue) and not queue.deleted:
+            queue.serve(cast(StreamConsumer, consumer))
 
 
 class StreamQueue(Queue):
@@ -339,7 +361,6 @@ class StreamQueue(Queue):
         self._cache_bytes = 0
         #: Appends not on disk yet: (store sequence, offset + 1), oldest first.
         self._uncommitted: deque[tuple[int, int]] = deque()
-        self._properties_class = AMQP0_9_1.properties[60]
         self._envelopes: dict[tuple[str, str], bytes] = {}
 
     @property
@@ -361,22 +382,18 @@ class StreamQueue(Queue):
         body: bytes = message.body  # type: ignore[assignment]  # in memory (see _release)
         size = message.size
         segment = self._segment_for(offset, timestamp, size)
+        record = LogRecord(
+            offset, segment.first, timestamp, message.exchange, message.routing_key,
+            message.raw_properties, body,
+        )
         sequence = 0
         store = self._store
         if store is not None:
-            sequence = store.append_log(
-                self.vhost.name, self.name,
-                LogRecord(offset, segment.first, timestamp, message.exchange, message.routing_key,
-                          message.raw_properties, body),
-            )
+            sequence = store.append_log(self.vhost.name, self.name, record)
             publisher = message.publisher
             if publisher is not None:
                 publisher.log_sequence = sequence
-        stamped = Message(
-            message.exchange, message.routing_key, message.envelope,
-            stamp_offset(message.raw_properties, offset), body, self._properties_class,
-        )
-        self._cache[offset] = _Entry(offset, timestamp, stamped, sequence)
+        self._cache[offset] = _Entry(record, message.envelope)
         self._cache_bytes += size
         if store is not None and sequence > store.durable_sequence:
             if not self._uncommitted:
@@ -439,7 +456,7 @@ class StreamQueue(Queue):
         cache = self._cache
         first = self._cache_first
         while self._cache_bytes > CACHE_BYTES and first < self.committed_offset:
-            self._cache_bytes -= cache.pop(first).message.size
+            self._cache_bytes -= len(cache.pop(first).record.body)
             first += 1
         self._cache_first = first
 
@@ -467,7 +484,7 @@ class StreamQueue(Queue):
             self._store.truncate_log(self.vhost.name, self.name, first)
         cache = self._cache
         while self._cache_first < first:
-            self._cache_bytes -= cache.pop(self._cache_first).message.size
+            self._cache_bytes -= len(cache.pop(self._cache_first).record.body)
             self._cache_first += 1
 
     # -- reading -------------------------------------------------------------
@@ -476,15 +493,19 @@ class StreamQueue(Queue):
         """Send each consumer what it may read now, within its prefetch credit."""
         if self.deleted:
             return
-        end = self.committed_offset
         for consumer in self.consumers:
-            reader = cast(StreamConsumer, consumer)
-            while reader.position < end:
-                entry = self._entry(reader)
-                if not reader.can_take(entry.message):
-                    break
-                reader.position = entry.offset + 1
-                reader.deliver(self, entry.offset, entry.message, False)
+            self.serve(cast(StreamConsumer, consumer))
+
+    def serve(self, reader: StreamConsumer) -> None:
+        """Send *reader* what it may read now, within its prefetch credit."""
+        end = self.committed_offset
+        while reader.position < end:
+            entry = self._entry(reader)
+            message = entry.message()
+            if not reader.can_take(message):
+                break
+            reader.position = entry.offset + 1
+            reader.deliver(self, entry.offset, message, False)
 
     def _entry(self, reader: StreamConsumer) -> _Entry:
         """The message at *reader*'s position (or the first kept after it)."""
@@ -517,11 +538,7 @@ class StreamQueue(Queue):
             if len(self._envelopes) >= 1024:
                 self._envelopes.clear()
             envelope = self._envelopes[key] = encode_shortstr(key[0]) + encode_shortstr(key[1])
-        message = Message(
-            record.exchange, record.routing_key, envelope,
-            stamp_offset(record.raw_properties, record.offset), record.body, self._properties_class,
-        )
-        return _Entry(record.offset, record.timestamp, message, 0)
+        return _Entry(record, envelope)
 
     def start_position(self, spec: OffsetSpec) -> int:
         """The offset a consumer starting at *spec* reads first.
