@@ -28,6 +28,11 @@ try:
 except ImportError:  # pragma: no cover - pika is a test dependency
     pika = None
 
+try:
+    import aio_pika
+except ImportError:  # pragma: no cover - aio-pika is a test dependency
+    aio_pika = None
+
 STREAM = {"x-queue-type": "stream"}
 
 
@@ -246,6 +251,40 @@ class StreamLiveTests(_TestCaseBase):
         outcome = await deferToThread(self.pika_session, name)
         self.assertEqual(outcome["received"], [(1, b"p1"), (2, b"p2")])
         self.assertIsNotNone(outcome["refused"], "a bad x-stream-offset is refused")
+
+
+    # -- aio-pika ------------------------------------------------------------------
+
+    async def aio_pika_session(self, name: str) -> list[tuple[int, bytes]]:
+        """Declare *name* as a stream, publish three messages, read them from the
+        timestamp of an hour ago (an asyncio program, run in a thread)."""
+        connection = await aio_pika.connect(self.url())
+        async with connection:
+            channel = await connection.channel(publisher_confirms=True)
+            queue = await channel.declare_queue(name, durable=True, arguments=STREAM)
+            for n in range(3):
+                await channel.default_exchange.publish(aio_pika.Message(b"a%d" % n), routing_key=name)
+            await channel.set_qos(prefetch_count=10)
+            start = datetime.now(timezone.utc) - timedelta(hours=1)
+            received = []
+            async with queue.iterator(arguments={"x-stream-offset": start}) as messages:
+                async for message in messages:
+                    received.append((message.headers["x-stream-offset"], message.body))
+                    await message.ack()
+                    if len(received) == 3:
+                        break
+            return received
+
+    @inline
+    async def test_aio_pika_reads_from_a_timestamp(self) -> None:
+        if aio_pika is None:
+            raise self.skipTest("aio-pika is not installed")
+        import asyncio
+
+        name = f"stream-{uuid.uuid4()}"
+        self.addCleanup(self.delete, name)
+        received = await deferToThread(asyncio.run, self.aio_pika_session(name))
+        self.assertEqual(received, [(0, b"a0"), (1, b"a1"), (2, b"a2")])
 
 
 class OwnBrokerStreamTests(StreamLiveTests, TestCase):

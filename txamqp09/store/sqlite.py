@@ -421,14 +421,20 @@ class SQLiteStore:
         and a log's offsets run without gaps from its first to its last."""
         reader = self._reading()
         key = (vhost, queue)
-        low, last = reader.execute(
-            "SELECT min(position), max(position) FROM stream_log"
-            " WHERE vhost = ? AND queue = ? AND position >= ?",
+        first = reader.execute(
+            "SELECT position FROM stream_log WHERE vhost = ? AND queue = ? AND position >= ?"
+            " ORDER BY position LIMIT 1",
             (*key, start),
         ).fetchone()
-        if low is None:
+        if first is None:
             return None
-        end = high = last + 1
+        (last,) = reader.execute(
+            "SELECT position FROM stream_log WHERE vhost = ? AND queue = ?"
+            " ORDER BY position DESC LIMIT 1",
+            key,
+        ).fetchone()
+        low, end = first[0], last + 1
+        high = end
         while low < high:
             middle = (low + high) // 2
             (found,) = reader.execute(

@@ -63,6 +63,9 @@ DEFAULT_SEGMENT_SIZE = 500_000_000
 CACHE_BYTES = 16 * 1024 * 1024
 #: Messages read from the store at once by a consumer behind the memory cache.
 READ_PAGE = 256
+#: Distinct (exchange, routing key) encodings a stream remembers for messages
+#: read back from the store.
+_ENVELOPES_KEPT = 1024
 #: Queue arguments RabbitMQ knows that a stream refuses.
 REFUSED_ARGUMENTS = (
     "x-max-length",
@@ -535,7 +538,7 @@ class StreamQueue(Queue):
         key = (record.exchange, record.routing_key)
         envelope = self._envelopes.get(key)
         if envelope is None:
-            if len(self._envelopes) >= 1024:
+            if len(self._envelopes) >= _ENVELOPES_KEPT:
                 self._envelopes.clear()
             envelope = self._envelopes[key] = encode_shortstr(key[0]) + encode_shortstr(key[1])
         return _Entry(record, envelope)
