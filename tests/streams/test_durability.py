@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, cast
 
+from twisted.internet import reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.interfaces import IReactorFromThreads
+from twisted.internet.task import Clock
 from twisted.python.failure import Failure
+from twisted.trial.unittest import TestCase
 
 from tests.durability.test_restart import BrokerProcessTestCase
+from tests.streams.helpers import MessageSink
+from tests.streams.test_model import message as model_message
+from txamqp09.broker.model import Broker, Client, Persistence, Session
+from txamqp09.broker.model import stream as stream_module
 from txamqp09.client import Channel, ChannelClosed, ConnectionClosed, Message
+from txamqp09.store.sqlite import SQLiteStore
 
 STREAM = {"x-queue-type": "stream"}
 #: Publishes in flight at any time in the kill -9 test.
@@ -140,3 +151,52 @@ class StreamRestartTests(BrokerProcessTestCase):
 def _lost(failure: Failure) -> None:
     """A confirm that never came: the broker died first."""
     failure.trap(ConnectionClosed, ChannelClosed)
+
+
+class SQLiteReadingTests(TestCase):
+    """The stream model on the SQLite store, with a small memory cache, so
+    that readers page through the database."""
+
+    @inlineCallbacks
+    def test_ranges_beyond_the_cache_are_read_from_the_database(self) -> Any:
+        self.patch(stream_module, "CACHE_BYTES", 2000)
+        store = SQLiteStore(Path(self.mktemp()) / "store.db", cast(IReactorFromThreads, reactor))
+        store.open()
+        self.addCleanup(store.close)
+        clock = Clock()
+        clock.advance(1_700_000_000)
+        broker = Broker(persistence=Persistence(store), clock=clock)
+        vhost = broker.vhosts["/"]
+        client = Client("c")
+        stream = vhost.declare_queue("s", client, durable=True, arguments={"x-queue-type": b"stream"})
+        publisher = Session(vhost, client, MessageSink())
+        for n in range(2000):
+            publisher.publish("", model_message(b"%010d" % n, publisher=client), False, False)
+            clock.advance(0.001)
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(stream.message_count, 2000)
+        read_log = store.read_log
+        reads: list[int] = []
+
+        def counted(vhost: str, queue: str, start: int, limit: int) -> Any:
+            reads.append(start)
+            return read_log(vhost, queue, start, limit)
+
+        self.patch(store, "read_log", counted)
+        sink = MessageSink()
+        reader = Session(vhost, client, sink)
+        reader.qos(0, 100, False)
+        reader.consume(stream, "r", arguments={"x-stream-offset": 500}).start()
+        while len(sink.deliveries) < 1500:
+            before = len(sink.deliveries)
+            reader.ack(sink.tags()[-1], multiple=True)
+            self.assertGreater(len(sink.deliveries), before)
+        self.assertEqual(sink.offsets(), list(range(500, 2000)))
+        self.assertEqual(sink.bodies()[:2], [b"0000000500", b"0000000501"])
+        self.assertEqual(reads[0], 500, "the first messages came from the database")
+        moment = datetime.fromtimestamp(1_700_000_000.7005, timezone.utc)
+        at = MessageSink()
+        timed = Session(vhost, client, at)
+        timed.qos(0, 1, False)
+        timed.consume(stream, "t", arguments={"x-stream-offset": moment}).start()
+        self.assertEqual(at.offsets(), [701])

@@ -216,6 +216,40 @@ class Queue:
         message store (durable, not exclusive, on a broker with a store).
     """
 
+    # A fixed layout: these attributes are read on every publish and delivery.
+    __slots__ = (
+        "arguments",
+        "auto_delete",
+        "bindings",
+        "consumers",
+        "deleted",
+        "durable",
+        "exclusive_owner",
+        "max_length",
+        "max_length_bytes",
+        "messages",
+        "name",
+        "overflow",
+        "ready_bytes",
+        "route",
+        "settings",
+        "stored",
+        "vhost",
+        "_expiring",
+        "_expiry_at",
+        "_expiry_call",
+        "_featured",
+        "_idle_call",
+        "_limited",
+        "_next_sequence",
+        "_no_local_consumers",
+        "_persistence",
+        "_ranked_consumers",
+        "_returns",
+        "_single_active",
+        "_ttl",
+    )
+
     def __init__(
         self,
         vhost: VirtualHost,
