@@ -134,7 +134,12 @@ class StreamRange:
         reading._consumer = await channel.basic_consume(
             queue, reading._deliver, arguments={"x-stream-offset": start}
         )
+        reading._consumer.onCancel(reading._cancelled)
         return reading
+
+    def _cancelled(self, consumer: Consumer) -> None:
+        error = RuntimeError(f"the broker cancelled the consumer of {consumer.queue!r} (was it deleted?)")
+        self.batches.finish(Failure(error))
 
     def _deliver(self, message: Message) -> None:
         if self.batches.finished:
