@@ -35,11 +35,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from broker import Connection, running_brokers
-
-from txamqp09.wire import _amqp0_9_1 as spec
-
 ROOT = str(Path(__file__).resolve().parents[1])
+sys.path.insert(0, ROOT)  # this source tree, also in Spark's Python workers
+
+from broker import Connection, running_brokers  # noqa: E402
+
+from txamqp09.wire import _amqp0_9_1 as spec  # noqa: E402
 
 
 def session() -> Any:
