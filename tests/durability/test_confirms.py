@@ -177,3 +177,14 @@ class DurableConfirmTests(SynchronousTestCase):
         self.assertEqual(self.peer.names(), [])
         self.store.make_durable()
         self.assertEqual(self.peer.names(), ["basic.ack", "basic.return", "basic.ack"])
+
+    def test_a_store_that_refuses_writes_closes_the_connection_with_541(self) -> None:
+        def refuse(*_: Any) -> int:
+            raise RuntimeError("store /data/store.db is closed")
+
+        self.store.publish = refuse  # type: ignore[method-assign]
+        self.publish(("q", 2))
+        close: Any = self.peer.expect(0, "connection.close")
+        self.assertEqual(close.reply_code, 541)
+        self.assertIn("store /data/store.db is closed", close.reply_text)
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Factory
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 import twisted
@@ -41,6 +42,7 @@ from txamqp09.wire.errors import (
     CommandInvalid,
     ConnectionLevelError,
     FrameError,
+    InternalError,
     NotAllowed,
     UnexpectedFrame,
 )
@@ -110,6 +112,8 @@ class ServerConnection(AMQPConnection):
     :param negotiation_timeout: seconds a client has to finish opening.
     """
 
+    log = Logger()
+
     def __init__(
         self,
         clock: IReactorTime,
@@ -150,6 +154,16 @@ class ServerConnection(AMQPConnection):
         self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
         self._confirming: list[ServerChannel] = []
+
+    def dataReceived(self, data: bytes) -> None:
+        """Handle the client's *data*. A fault of the broker's own (an
+        exception that is not an AMQP error, such as a failed message store)
+        is logged and closes the connection with 541 internal-error."""
+        try:
+            super().dataReceived(data)
+        except Exception as error:
+            self.log.failure("internal error while handling a client's input")
+            self.connectionError(InternalError(f"internal error: {error}"))
 
     def connectionMade(self) -> None:
         assert self.transport is not None
