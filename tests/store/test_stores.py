@@ -315,14 +315,24 @@ _WRITER = textwrap.dedent(
     store = SQLiteStore(sys.argv[1], reactor)
     store.open()
     store.add_queue(DurableQueue("/", "q"))
-    state = {"next": 1}
+    # At most WINDOW messages wait for the disk, so a slow disk cannot make
+    # the writer's backlog (and this process) grow without bound.
+    WINDOW = 1000
+    state = {"next": 1, "confirmed": 0, "paused": False}
 
     def confirmed(_, first, last):
         sys.stdout.write(f"{first} {last}\\n")
         sys.stdout.flush()
+        state["confirmed"] = last
+        if state["paused"]:
+            state["paused"] = False
+            publish_some()
 
     def publish_some():
         first = state["next"]
+        if first - 1 - state["confirmed"] >= WINDOW:
+            state["paused"] = True
+            return
         for n in range(first, first + 50):
             sequence = store.publish(StoredMessage(n, "", "q", b"", b"%d" % n, len(b"%d" % n)), [("/", "q")])
         store.when_durable(sequence).addCallback(confirmed, first, first + 49)
