@@ -629,23 +629,48 @@ class Channel:
         :param max_backlog: deliveries the application may fall behind by
             before the connection stops reading; see :mod:`~txamqp09.client.consumer`.
         """
+        return self.startConsumer(
+            "basic", queue, callback, consumer_tag=consumer_tag, no_ack=no_ack,
+            max_backlog=max_backlog, no_local=no_local, exclusive=exclusive, nowait=nowait,
+            arguments=arguments or {},
+        )
+
+    def startConsumer(
+        self,
+        amqp_class: str,
+        queue: str,
+        callback: Optional[DeliveryCallback],
+        *,
+        consumer_tag: str,
+        no_ack: bool,
+        max_backlog: int,
+        tag_field: str = "consumer_tag",
+        **fields: Any,
+    ) -> Deferred[Consumer]:
+        """Send ``<amqp_class>.consume`` (basic, or 0-9's file, stream and
+        message) for a new :class:`Consumer` of *queue*; fires with it once
+        the server agreed.
+
+        :param consumer_tag: the tag (named by *tag_field* in the method), or
+            "" for one made up here.
+        :param no_ack: whether deliveries need no ack (sent when the method
+            has that field).
+        :param fields: the method's other fields.
+        """
         tag = consumer_tag or f"txamqp09.{self.number}.{next(self._consumer_tags)}"
         if tag in self.consumers:
             return fail(ValueError(f"consumer tag {tag!r} is in use on channel {self.number}"))
+        name = f"{amqp_class}.consume"
+        if ("no_ack", "bit") in getattr(self.spec.BY_NAME.get(name), "FIELDS", ()):
+            fields["no_ack"] = no_ack
         try:
-            method = self.build(
-                "basic.consume",
-                queue=queue,
-                consumer_tag=tag,
-                no_local=no_local,
-                no_ack=no_ack,
-                exclusive=exclusive,
-                nowait=nowait,
-                arguments=arguments or {},
-            )
+            method = self.build(name, queue=queue, **{tag_field: tag}, **fields)
         except NotInThisVersion as error:
             return fail(error)
-        consumer = Consumer(self, queue, tag, no_ack=no_ack, callback=callback, max_backlog=max_backlog)
+        consumer = Consumer(
+            self, queue, tag, no_ack=no_ack, callback=callback, max_backlog=max_backlog,
+            amqp_class=amqp_class,
+        )
         if self.state is _OPEN:
             self.consumers[tag] = consumer
         registered = self.call(method)

@@ -56,34 +56,6 @@ class MessageRejected(ClientError):
         self.text = text
 
 
-def _consume(
-    channel: Channel,
-    amqp_class: str,
-    queue: str,
-    callback: Optional[DeliveryCallback],
-    *,
-    tag: str,
-    tag_field: str = "consumer_tag",
-    no_ack: bool,
-    max_backlog: int,
-    **fields: Any,
-) -> Deferred[Consumer]:
-    """Send ``<amqp_class>.consume``; fires with the :class:`Consumer` once the server agreed."""
-    tag = tag or f"txamqp09.{amqp_class}.{channel.number}.{len(channel.consumers) + 1}"
-    while tag in channel.consumers:
-        tag += "+"
-    consumer = Consumer(
-        channel, queue, tag, no_ack=no_ack, callback=callback, max_backlog=max_backlog,
-        amqp_class=amqp_class,
-    )
-    channel.consumers[tag] = consumer
-    name = f"{amqp_class}.consume"
-    if ("no_ack", "bit") in channel.spec.BY_NAME[name].FIELDS:
-        fields["no_ack"] = no_ack
-    started = channel.request(name, queue=queue, **{tag_field: tag}, **fields)
-    return started.addCallback(lambda _: consumer)
-
-
 # -- file -------------------------------------------------------------------------
 
 
@@ -179,8 +151,8 @@ class FileClass:
         :param arguments: 0-9's ``filter`` table, which the broker takes as
             basic.consume's arguments (``x-priority``, ``x-stream-offset``).
         """
-        return _consume(
-            self.channel, "file", queue, callback, tag=consumer_tag, no_ack=no_ack,
+        return self.channel.startConsumer(
+            "file", queue, callback, consumer_tag=consumer_tag, no_ack=no_ack,
             max_backlog=max_backlog, exclusive=exclusive, no_local=no_local, filter=arguments or {},
         )
 
@@ -289,8 +261,8 @@ class StreamClass:
 
         :param arguments: 0-9's ``filter`` table (see :meth:`FileClass.consume`).
         """
-        return _consume(
-            self.channel, "stream", queue, callback, tag=consumer_tag, no_ack=True,
+        return self.channel.startConsumer(
+            "stream", queue, callback, consumer_tag=consumer_tag, no_ack=True,
             max_backlog=max_backlog, exclusive=exclusive, no_local=no_local, filter=arguments or {},
         )
 
@@ -568,8 +540,8 @@ class MessageClass:
 
         :param arguments: the ``filter`` table (see :meth:`FileClass.consume`).
         """
-        return _consume(
-            self.channel, "message", queue, callback, tag=destination, tag_field="destination",
+        return self.channel.startConsumer(
+            "message", queue, callback, consumer_tag=destination, tag_field="destination",
             no_ack=no_ack, max_backlog=max_backlog, exclusive=exclusive, no_local=no_local,
             filter=arguments or {},
         )
