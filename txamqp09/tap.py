@@ -122,7 +122,8 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
     )
-    broker: Any = BrokerService(factory, store, options["freeze-backlog"])
+    definitions = options.definitions.source if options["definitions"] else None
+    broker: Any = BrokerService(factory, store, options["freeze-backlog"], definitions)
     for description in options["listen"]:
         strports.service(description, factory).setServiceParent(broker)
     tls = options.tls_endpoint(clock)
