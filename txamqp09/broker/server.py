@@ -33,6 +33,7 @@ from txamqp09.broker.channel import ServerChannel
 from txamqp09.broker.classes import channel as classes
 from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
+from txamqp09.broker.model.stats import ConnectionCounters
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
@@ -147,6 +148,8 @@ class ServerConnection(AMQPConnection):
         self.publishing_blocked = False
         #: The connection's model counterpart (exclusive queues, global qos).
         self.client = Client()
+        #: Bytes and reads/writes (see :mod:`txamqp09.broker.model.stats`).
+        self.stats = ConnectionCounters()
         self.model_vhost: Optional[VirtualHost] = None
         #: Open channels by number (closing ones are not here).
         self.channels: dict[int, ServerChannel] = {}
