@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Optional
 
+from twisted.application.service import Service
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IListeningPort, IStreamServerEndpoint
-from twisted.internet.protocol import Factory
+from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IStreamServerEndpoint
 from zope.interface import implementer
 
 from txamqp09.broker.model import Queue, Session, VirtualHost
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from txamqp09.broker.server import ServerConnection, ServerFactory
     from txamqp09.store.interface import MessageStore
 
-__all__ = ["Listener", "Node", "RecordingEndpoint"]
+__all__ = ["Listener", "Node", "RecordingEndpoint", "StatisticsService"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,21 @@ class Node:
         self.listeners.append(Listener(protocol, getattr(address, "host", str(address)), getattr(address, "port", 0)))
 
 
+class StatisticsService(Service):
+    """Samples a node's statistics while it runs."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def startService(self) -> None:
+        super().startService()
+        self.node.start()
+
+    def stopService(self) -> Deferred[None] | None:
+        self.node.stop()
+        return super().stopService()  # type: ignore[no-any-return]
+
+
 @implementer(IStreamServerEndpoint)
 class RecordingEndpoint:
     """A server endpoint that tells a :class:`Node` where it listens.
@@ -135,7 +150,7 @@ class RecordingEndpoint:
         self.node = node
         self.protocol = protocol
 
-    def listen(self, protocolFactory: Factory) -> Deferred[IListeningPort]:
+    def listen(self, protocolFactory: IProtocolFactory) -> Deferred[IListeningPort]:
         """Listen on the wrapped endpoint and record the port."""
         listening: Deferred[IListeningPort] = self.endpoint.listen(protocolFactory)
 

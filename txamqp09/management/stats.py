@@ -132,7 +132,7 @@ class Statistics:
         sample = self._samples.get(counters)
         if sample is None:
             return {}
-        return dict(zip(counters.__slots__, sample.rates))
+        return dict(zip(counters.FIELDS, sample.rates))
 
     def details(self, counters: Counters) -> dict[str, Any]:
         """*counters* in RabbitMQ's shape, with their rates."""
@@ -153,8 +153,7 @@ class Statistics:
                 for session in connection.client.sessions:
                     if session.vhost is vhost:
                         fresh.add(session.stats)
-        for field in fresh.__slots__:
-            setattr(totals, field, getattr(fresh, field))
+        totals.replace(fresh)
         return totals
 
     def totals(self) -> ChannelCounters:
@@ -162,8 +161,7 @@ class Statistics:
         fresh = ChannelCounters()
         for name in self.node.broker.vhosts:
             fresh.add(self.vhost(name))
-        for field in fresh.__slots__:
-            setattr(self._node_totals, field, getattr(fresh, field))
+        self._node_totals.replace(fresh)
         return self._node_totals
 
     def message_stats(self, totals: Iterable[ChannelCounters]) -> dict[str, Any]:

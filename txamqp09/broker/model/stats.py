@@ -16,83 +16,121 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = ["ChannelCounters", "ChurnCounters", "ConnectionCounters", "Counters", "ExchangeCounters", "QueueCounters"]
+__all__ = [
+    "ChannelCounters",
+    "ChurnCounters",
+    "ConnectionCounters",
+    "Counters",
+    "DeliveryCounters",
+    "ExchangeCounters",
+    "QueueCounters",
+]
 
 
 class Counters:
-    """A fixed set of integer counters, all starting at 0."""
+    """A fixed set of integer counters, all starting at 0.
 
-    __slots__: ClassVar[tuple[str, ...]] = ()
+    Subclasses declare their counters as ``int`` annotations; :attr:`FIELDS`
+    lists them in declaration order.
+    """
+
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        fields: list[str] = []
+        for klass in reversed(cls.__mro__):
+            fields += [name for name in vars(klass).get("__annotations__", {}) if name != "FIELDS"]
+        cls.FIELDS = tuple(fields)
 
     def __init__(self) -> None:
-        for name in self.__slots__:
+        for name in self.FIELDS:
             setattr(self, name, 0)
 
     def values(self) -> tuple[int, ...]:
-        """The counters, in :attr:`__slots__` order."""
-        return tuple(getattr(self, name) for name in self.__slots__)
+        """The counters, in :attr:`FIELDS` order."""
+        return tuple(getattr(self, name) for name in self.FIELDS)
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name."""
-        return dict(zip(self.__slots__, self.values()))
+        return dict(zip(self.FIELDS, self.values()))
 
     def add(self, other: Counters) -> None:
         """Add *other*'s counters (of the same kind) to these."""
-        for name in self.__slots__:
+        for name in self.FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
+    def replace(self, other: Counters) -> None:
+        """Take *other*'s counters (of the same kind) as these."""
+        for name in self.FIELDS:
+            setattr(self, name, getattr(other, name))
 
-class ChannelCounters(Counters):
-    """What one channel did (also the per-vhost and broker totals).
 
-    ``publish``: messages published; ``confirm``: publisher acks sent;
-    ``return_unroutable`` / ``drop_unroutable``: unroutable messages
-    returned (mandatory) or dropped; ``deliver`` / ``deliver_no_ack``:
-    deliveries to consumers needing an ack or not; ``get`` / ``get_no_ack``
-    / ``get_empty``: basic.get answers; ``redeliver``: deliveries flagged
+class DeliveryCounters(Counters):
+    """How messages left: ``deliver`` / ``deliver_no_ack``: deliveries to
+    consumers needing an ack or not; ``get`` / ``get_no_ack`` /
+    ``get_empty``: basic.get answers; ``redeliver``: deliveries flagged
     redelivered; ``ack``: messages acknowledged; ``reject``: messages
-    rejected or nacked.
-    """
+    rejected or nacked."""
 
-    __slots__ = (
-        "publish", "confirm", "return_unroutable", "drop_unroutable", "deliver", "deliver_no_ack",
-        "get", "get_no_ack", "get_empty", "redeliver", "ack", "reject",
-    )
+    deliver: int
+    deliver_no_ack: int
+    get: int
+    get_no_ack: int
+    get_empty: int
+    redeliver: int
+    ack: int
+    reject: int
 
 
-class QueueCounters(Counters):
-    """What happened to one queue's messages.
+class ChannelCounters(DeliveryCounters):
+    """What one channel did (also the per-vhost and broker totals):
+    :class:`DeliveryCounters` and ``publish``: messages published;
+    ``confirm``: publisher acks sent; ``return_unroutable`` /
+    ``drop_unroutable``: unroutable messages returned (mandatory) or
+    dropped."""
 
-    As :class:`ChannelCounters` for the fields of the same name (``publish``
-    counts messages routed to the queue), and ``dead_lettered`` /
-    ``expired``: messages dead-lettered from it / that expired in it.
-    """
+    publish: int
+    confirm: int
+    return_unroutable: int
+    drop_unroutable: int
 
-    __slots__ = (
-        "publish", "deliver", "deliver_no_ack", "get", "get_no_ack", "get_empty", "redeliver",
-        "ack", "reject", "dead_lettered", "expired",
-    )
+
+class QueueCounters(DeliveryCounters):
+    """What happened to one queue's messages: :class:`DeliveryCounters` and
+    ``publish``: messages routed to the queue; ``dead_lettered`` /
+    ``expired``: messages dead-lettered from it / that expired in it."""
+
+    publish: int
+    dead_lettered: int
+    expired: int
 
 
 class ExchangeCounters(Counters):
     """``publish_in``: messages published to the exchange; ``publish_out``:
     messages it routed to at least one queue."""
 
-    __slots__ = ("publish_in", "publish_out")
+    publish_in: int
+    publish_out: int
 
 
 class ConnectionCounters(Counters):
-    """Bytes and reads/writes of one connection (``recv_oct``, ``recv_cnt``,
-    ``send_oct``, ``send_cnt``)."""
+    """Bytes and reads/writes of one connection."""
 
-    __slots__ = ("recv_oct", "recv_cnt", "send_oct", "send_cnt")
+    recv_oct: int
+    recv_cnt: int
+    send_oct: int
+    send_cnt: int
 
 
 class ChurnCounters(Counters):
     """How many connections, channels and queues came and went (RabbitMQ's
     ``churn_rates``)."""
 
-    __slots__ = (
-        "connection_created", "connection_closed", "channel_created", "channel_closed",
-        "queue_declared", "queue_created", "queue_deleted",
-    )
+    connection_created: int
+    connection_closed: int
+    channel_created: int
+    channel_closed: int
+    queue_declared: int
+    queue_created: int
+    queue_deleted: int
