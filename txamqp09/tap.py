@@ -32,6 +32,7 @@ from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
 from txamqp09.broker.service import BrokerService
 from txamqp09.store.sqlite import SQLiteStore
+from txamqp09.units import parse_size
 
 __all__ = ["Options", "makeService"]
 
@@ -48,17 +49,19 @@ class Options(SecurityOptions):
     )
     optParameters: ClassVar[list[list[Any]]] = [
         ["port", "p", None, "TCP port to listen on, on every interface (e.g. 5672)."],
-        ["frame-max", None, 131072, "Largest frame the broker accepts, in bytes.", int],
+        ["frame-max", None, 131072, "Largest frame the broker accepts (a size: 131072, 128KiB).", parse_size],
         ["channel-max", None, 2047, "Highest channel number a connection may use.", int],
         ["heartbeat", None, 60, "Heartbeat interval the broker proposes, in seconds (0: off).", int],
         ["high-watermark", None, DEFAULT_HIGH_WATERMARK,
-         "Bytes of ready messages above which publishers are blocked.", int],
+         "Bytes of ready messages above which publishers are blocked (a size: 512MiB, 1GB).",
+         parse_size],
         ["data-dir", None, None,
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
         ["memory-budget", None, DEFAULT_MEMORY_BUDGET,
-         "Bytes of message bodies held in memory; beyond it they are paged out "
-         "to the store and read back when their queue reaches them.", int],
+         "Bytes of message bodies held in memory (a size: 256MiB, 1GiB); beyond it "
+         "they are paged out to the store and read back when their queue reaches them.",
+         parse_size],
         ["freeze-backlog", None, DEFAULT_FREEZE_THRESHOLD,
          "Queued messages from which the garbage collector's full passes skip the "
          "objects that survived the last one (0: never).", int],
