@@ -46,6 +46,7 @@ from txamqp09.broker.model.deadletter import DELIVERY_LIMIT, EXPIRED, MAXLEN, de
 from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
 from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.priority import PriorityMessages, merge_entries
+from txamqp09.broker.model.stats import QueueCounters
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.clock import Call, Clock
@@ -242,6 +243,7 @@ class Queue:
         "ready_bytes",
         "route",
         "settings",
+        "stats",
         "stored",
         "vhost",
         "_expiring",
@@ -309,6 +311,8 @@ class Queue:
         self._returns: WeakKeyDictionary[Message, int] = WeakKeyDictionary()
         #: Itself as a one-element route (the default exchange's result).
         self.route: tuple[Queue] = (self,)
+        #: What happened to its messages (see :mod:`.stats`).
+        self.stats = QueueCounters()
         self.used()
 
     def _configure(self, settings: QueueArguments) -> None:

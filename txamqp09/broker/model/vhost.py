@@ -26,6 +26,7 @@ from txamqp09.broker.model.policy import PolicySet
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
+from txamqp09.broker.model.stats import ChannelCounters, ChurnCounters
 from txamqp09.broker.model.store import Persistence
 from txamqp09.broker.model.stream import (
     EQUIVALENT_ARGUMENTS as _EQUIVALENT_STREAM_ARGUMENTS,
@@ -122,14 +123,23 @@ class VirtualHost:
     :param persistence: keeps durable definitions and persistent messages
         (None: nothing is kept).
     :param clock: the time source of message TTLs and queue expiry.
+    :param churn: counts queues declared, created and deleted (the
+        broker's, shared by its virtual hosts; a new one if omitted).
     """
 
     def __init__(
-        self, name: str, persistence: Optional[Persistence] = None, clock: Optional[Clock] = None
+        self,
+        name: str,
+        persistence: Optional[Persistence] = None,
+        clock: Optional[Clock] = None,
+        churn: Optional[ChurnCounters] = None,
     ) -> None:
         self.name = name
         self.persistence = persistence
         self.clock = clock
+        self.churn = churn if churn is not None else ChurnCounters()
+        #: What the closed channels of this vhost counted.
+        self.retired = ChannelCounters()
         self.queues: dict[str, Queue] = {}
         #: Its policies and operator policies (see :meth:`apply_policies`).
         self.policies = PolicySet()
@@ -377,6 +387,7 @@ class VirtualHost:
             for argument in compared:
                 self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
             existing.used()
+            self.churn.queue_declared += 1
             return existing
         if self.max_queues is not None and len(self.queues) >= self.max_queues:
             raise PreconditionFailed(
@@ -409,6 +420,8 @@ class VirtualHost:
         self.queues[name] = queue
         if self.policies:
             self.policies.apply_to_queue(queue, queue.settings.queue_type)
+        self.churn.queue_declared += 1
+        self.churn.queue_created += 1
         if exclusive:
             client.exclusive_queues[queue] = None
         if queue.stored:
@@ -460,6 +473,7 @@ class VirtualHost:
             return 0
         queue.deleted = True
         queue.stop()
+        self.churn.queue_deleted += 1
         del self.queues[queue.name]
         for binding in list(queue.bindings):
             self._unbind(binding)
@@ -578,6 +592,8 @@ class Broker:
     ) -> None:
         self.persistence = persistence
         self.clock = clock
+        #: Connections, channels and queues that came and went.
+        self.churn = ChurnCounters()
         self.vhosts: dict[str, VirtualHost] = {}
         for name in vhosts:
             self.add_vhost(name)
@@ -586,7 +602,7 @@ class Broker:
         """Create the virtual host *name* (or return the existing one)."""
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock)
+            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock, self.churn)
         return vhost
 
     def remove_vhost(self, name: str) -> None:
