@@ -7,7 +7,7 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.model.test_store import message
+from tests.broker.model.support import message_for_store as message
 from tests.broker.support import session
 from txamqp09.broker.collector import CollectorPolicy, queued_messages
 from txamqp09.broker.model import Broker, Client

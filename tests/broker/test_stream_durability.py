@@ -15,8 +15,8 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 
-from tests.broker.model.stream_support import MessageSink
-from tests.broker.model.test_stream import message as model_message
+from tests.broker.model.support import MessageSink
+from tests.broker.model.support import stream_message as model_message
 from tests.broker.test_restart import BrokerProcessTestCase
 from txamqp09.broker.model import Broker, Client, Persistence, Session
 from txamqp09.broker.model import stream as stream_module

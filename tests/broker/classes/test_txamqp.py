@@ -8,7 +8,7 @@ from twisted.internet import defer
 from txamqp.client import TwistedDelegate
 from txamqp.content import Content
 
-from tests.broker.loopback import LoopbackTestCase
+from tests.broker.support import LoopbackTestCase
 from tests.broker.test_txamqp import TxAMQPConnecting
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.model.test_store import message
+from tests.broker.model.support import message_for_store as message
 from tests.broker.support import session
 from txamqp09.broker.flow import ready_bytes
 from txamqp09.broker.model import Broker, Client, Persistence, VirtualHost

@@ -7,7 +7,8 @@ from typing import Any
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.model.support import World, message
+from tests.broker.model.support import World
+from tests.broker.support import message
 from txamqp09.wire.errors import PreconditionFailed
 
 

@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, cast
+from typing import Optional, cast
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from tests.broker.model.support import message_for_store as message
 from tests.broker.support import RecordingSink, session
-from txamqp09.broker.model import Broker, Client, Message, Persistence, Session
+from txamqp09.broker.model import Broker, Client, Persistence, Session
 from txamqp09.broker.model.message import delivery_mode
 from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue
 from txamqp09.store.memory import MemoryStore
 from txamqp09.wire import _amqp0_9_1 as spec
 from txamqp09.wire.errors import AMQPSyntaxError
 from txamqp09.wire.fields import encode_shortstr
-
-
-def message(body: bytes, routing_key: str = "q", exchange: str = "", mode: int = 2, **properties: Any) -> Message:
-    """A message as the server builds it from a publish, persistent by default."""
-    raw = spec.BasicProperties(delivery_mode=mode or None, **properties).encode()
-    return Message(
-        exchange, routing_key, encode_shortstr(exchange) + encode_shortstr(routing_key), raw,
-        body, spec.BasicProperties,
-    )
 
 
 def stored_bodies(store: MemoryStore, queue: str = "q") -> list[Optional[bytes]]:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import Any, Optional
-from unittest import mock
 
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.model.stream_support import LaggingStore, MessageSink, headers_of
-from txamqp09.broker.model import Broker, Client, Message, Persistence, Session
+from tests.broker.model.support import LaggingStore, MessageSink, headers_of
+from tests.broker.model.support import stream_message as message
+from txamqp09.broker.model import Broker, Client, Persistence, Session
 from txamqp09.broker.model import stream as stream_module
 from txamqp09.broker.model.stream import (
     StreamQueue,
@@ -24,13 +24,6 @@ from txamqp09.wire.errors import AMQPNotImplemented, PreconditionFailed
 from txamqp09.wire.fields import encode_shortstr
 
 STREAM = {"x-queue-type": b"stream"}
-
-
-def message(body: bytes, mode: int = 1, publisher: Any = None) -> Message:
-    """A message published to the default exchange with routing key ``s``."""
-    raw = spec.BasicProperties(delivery_mode=mode).encode()
-    envelope = encode_shortstr("") + encode_shortstr("s")
-    return Message("", "s", envelope, raw, body, spec.BasicProperties, publisher)
 
 
 class StampTests(SynchronousTestCase):
