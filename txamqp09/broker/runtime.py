@@ -404,10 +404,6 @@ class RuntimeConfig:
 
     def _check_sections(self, data: Mapping[str, Any], database: UserDatabase) -> _Checked:
         checked = _Checked()
-        for where, entry in _entries(data, "vhosts"):
-            limits = entry.get("limits")
-            if isinstance(limits, Mapping) and limits:
-                checked.vhost_limits.append((entry["name"], self._limits("vhost", limits, where)))
         for where, entry in _entries(data, "policies"):
             name = _field(entry, "vhost", where)
             self._require(database, name, where)

@@ -9,10 +9,17 @@ from __future__ import annotations
 from types import ModuleType
 
 from txamqp09.management.endpoints import (
+    definitions,
     extensions,
     health,
+    limits,
     nodes,
     overview,
+    parameters,
+    permissions,
+    policies,
+    users,
+    vhosts,
     whoami,
 )
 
@@ -25,4 +32,11 @@ MODULES: list[ModuleType] = [
     whoami,
     health,
     extensions,
+    users,
+    vhosts,
+    permissions,
+    policies,
+    parameters,
+    limits,
+    definitions,
 ]
