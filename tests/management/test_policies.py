@@ -6,7 +6,7 @@ from typing import Any
 
 from twisted.trial.unittest import TestCase
 
-from tests.features.support import World
+from tests.broker.model.support import World
 from txamqp09.broker.model.policy import Policy, PolicyError, check_definition, merge_operator
 from txamqp09.broker.runtime import queue_policy_fields
 
