@@ -141,7 +141,8 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
     )
-    broker: Any = BrokerService(factory, store, options["freeze-backlog"])
+    definitions = options.definitions.source if options["definitions"] else None
+    broker: Any = BrokerService(factory, store, options["freeze-backlog"], definitions)
     listeners: list[tuple[IStreamServerEndpoint, IProtocolFactory, str]] = [
         (serverFromString(reactor, description), factory, "amqp") for description in options["listen"]
     ]
