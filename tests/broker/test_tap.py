@@ -10,6 +10,7 @@ from twisted.internet.endpoints import SSL4ServerEndpoint
 from twisted.internet.task import Clock
 from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.server import Site
 
 from tests.auth.certs import TestPKI
 from txamqp09.tap import Options, makeService
@@ -34,6 +35,17 @@ class OptionsTests(SynchronousTestCase):
         factory = service.factory
         self.assertEqual((factory.options["frame_max"], factory.options["heartbeat"]), (8192, 0))
         self.assertEqual(factory.throttle.high_watermark, 1000)
+
+    def test_management_listener_is_off_unless_asked(self) -> None:
+        self.assertEqual(len(build("--port", "5999")), 1)
+        services = build("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
+        listeners = [service for service in services if hasattr(service, "endpoint")]
+        self.assertEqual(
+            [(listener.endpoint.protocol, listener.endpoint.endpoint._port) for listener in listeners],
+            [("amqp", 5999), ("http", 15999)],
+        )
+        self.assertIsInstance(listeners[1].factory, Site)
+        self.assertIs(listeners[1].factory.resource.node.factory, listeners[0].factory)
 
     def test_bad_options(self) -> None:
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--port", "x"])
