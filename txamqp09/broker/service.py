@@ -10,7 +10,8 @@ whose Deferred fires once everything written so far is on disk.
 
 While it runs, a :class:`~txamqp09.broker.collector.CollectorPolicy` keeps
 the garbage collector's full passes off large backlogs (the restored one
-first).
+first), and a :class:`~txamqp09.broker.disk.DiskMonitor` raises the disk
+alarm when the store's file system runs low.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD, CollectorPolicy
+from txamqp09.broker.disk import DiskMonitor
 from txamqp09.broker.server import ServerFactory
 from txamqp09.store.interface import MessageStore
 from txamqp09.wire.errors import ConnectionForced
@@ -55,6 +57,8 @@ class BrokerService(MultiService):
         nothing (memory only).
     :param freeze_threshold: queued messages from which the collector's
         survivors are frozen (see :mod:`txamqp09.broker.collector`).
+    :param disk_monitor: watches the store's free space (started once the
+        store is open, before the listeners).
     """
 
     log = Logger()
@@ -64,10 +68,12 @@ class BrokerService(MultiService):
         factory: ServerFactory,
         store: Optional[MessageStore],
         freeze_threshold: int = DEFAULT_FREEZE_THRESHOLD,
+        disk_monitor: Optional[DiskMonitor] = None,
     ) -> None:
         super().__init__()
         self.factory = factory
         self.store = store
+        self.disk_monitor = disk_monitor
         self.collector = CollectorPolicy(factory.broker, factory.clock, freeze_threshold)
 
     def startService(self) -> None:
@@ -78,6 +84,8 @@ class BrokerService(MultiService):
             # collector's full passes, which would walk every message each time.
             self.collector.freeze()
         self.collector.start()
+        if self.disk_monitor is not None:
+            self.disk_monitor.startService()
         super().startService()
 
     def _restore(self) -> None:
@@ -105,6 +113,8 @@ class BrokerService(MultiService):
         for connection in list(self.factory.connections):
             connection.close(ConnectionForced("broker shutdown"))
         self.collector.stop()
+        if self.disk_monitor is not None:
+            self.disk_monitor.stopService()
         store = self.store
         if store is not None:
             stopped.addCallback(lambda _: store.close())
