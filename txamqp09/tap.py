@@ -149,7 +149,8 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     if store is not None:
         monitor = DiskMonitor(Path(options["data-dir"]), options["disk-free-limit"], factory.alarms, clock)
         monitor.watch(store)
-    broker: Any = BrokerService(factory, store, options["freeze-backlog"], monitor)
+    definitions = options.definitions.source if options["definitions"] else None
+    broker: Any = BrokerService(factory, store, options["freeze-backlog"], definitions, monitor)
     listeners: list[tuple[IStreamServerEndpoint, IProtocolFactory, str]] = [
         (serverFromString(reactor, description), factory, "amqp") for description in options["listen"]
     ]

@@ -247,8 +247,9 @@ class ServerChannel:
             self._envelopes_stamp = stamp
         key_at = 4 + fields[2]
         exchange = _decode_name(fields[3 : key_at - 1])
-        self.guard.check_publish(self.number, (fields[0] << 8) | fields[1], exchange)
-        content = (exchange, _decode_name(fields[key_at:]), fields[2:])
+        routing_key = _decode_name(fields[key_at:])
+        self.guard.check_publish(self.number, (fields[0] << 8) | fields[1], exchange, routing_key)
+        content = (exchange, routing_key, fields[2:])
         self._envelopes[fields] = content
         return content
 

@@ -35,6 +35,7 @@ from txamqp09.broker.classes import channel as classes
 from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
+from txamqp09.broker.runtime import RuntimeConfig
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
@@ -297,6 +298,7 @@ class ServerConnection(AMQPConnection):
         # The security database says which vhosts exist; it may have gained
         # this one after the broker started.
         self.model_vhost = self.broker.add_vhost(method.virtual_host)
+        self.guard.exchanges = self.model_vhost.exchanges
         self.state = ConnectionState.OPEN
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
@@ -401,6 +403,8 @@ class ServerConnection(AMQPConnection):
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
             raise ChannelError(f"channel {number} is already open", 20, 10)
+        assert self.user is not None
+        self.security.check_channel_limit(self.user.name)
         channel = self.channels[number] = ServerChannel(self, number, self.model_vhost, self.client)
         self.sendMethod(number, classes.open_ok(channel))
 
@@ -625,6 +629,10 @@ class ServerFactory(Factory):
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
         for vhost in self.security.database.vhosts:
             self.broker.add_vhost(vhost)
+        self.security.census = self
+        #: The runtime configuration (users, vhosts, policies, limits ...);
+        #: the broker service gives it the store and starts it.
+        self.config = RuntimeConfig(self.security.database, self.broker)
         self.options = options
         self.batch = OutputBatch()
         #: The connections that are currently up.
@@ -633,6 +641,16 @@ class ServerFactory(Factory):
         #: Memory and disk alarms; publishers are blocked while any is active.
         self.alarms = alarms if alarms is not None else ResourceAlarms()
         block_publishers(self.alarms, lambda: [connection.gate for connection in self.connections])
+
+    def vhost_connections(self, vhost: str) -> int:
+        """Open connections on *vhost* (for its ``max-connections`` limit)."""
+        return sum(1 for c in self.connections if c.vhost == vhost and c.state is ConnectionState.OPEN)
+
+    def user_channels(self, user: str) -> int:
+        """Open channels of *user* (for their ``max-channels`` limit)."""
+        return sum(
+            len(c.channels) for c in self.connections if c.user is not None and c.user.name == user
+        )
 
     def startFactory(self) -> None:
         self.throttle.start()

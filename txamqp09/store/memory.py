@@ -4,8 +4,9 @@ simulates a restart with nothing lost."""
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_left
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from twisted.internet.defer import Deferred, succeed
 
@@ -16,6 +17,7 @@ from txamqp09.store.interface import (
     LogRecord,
     LogSegment,
     Recovered,
+    Settings,
     StoredMessage,
 )
 
@@ -34,6 +36,8 @@ class MemoryStore:
         self.spilled: dict[int, bytes] = {}
         #: Each stream's log records, in offset order.
         self.logs: dict[tuple[str, str], list[LogRecord]] = {}
+        #: The settings, each kept as JSON text (as the SQLite store does).
+        self.settings: dict[str, dict[str, str]] = {}
         self._sequence = 0
         self._next_id = 1
 
@@ -49,6 +53,7 @@ class MemoryStore:
             queues=list(self.queues.values()),
             bindings=list(self.bindings),
             next_message_id=self._next_id,
+            settings=self._settings(),
         )
         for key, messages in sorted(self.messages.items()):
             kept = recovered.messages[key] = []
@@ -159,6 +164,20 @@ class MemoryStore:
     def truncate_log(self, vhost: str, queue: str, first: int) -> int:
         records, index = self._log_from(vhost, queue, first)
         del records[:index]
+        return self._done()
+
+    def _settings(self) -> Settings:
+        return {
+            kind: {key: json.loads(text) for key, text in entries.items()}
+            for kind, entries in self.settings.items()
+        }
+
+    def put_setting(self, kind: str, key: str, value: Any) -> int:
+        self.settings.setdefault(kind, {})[key] = json.dumps(value)
+        return self._done()
+
+    def remove_setting(self, kind: str, key: str) -> int:
+        self.settings.get(kind, {}).pop(key, None)
         return self._done()
 
     def add_durable_listener(self, listener: Callable[[int], None]) -> None:

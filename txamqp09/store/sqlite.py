@@ -62,6 +62,7 @@ thread, which sees every committed batch. An exclusive ``flock`` on
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sqlite3
 import threading
@@ -140,6 +141,8 @@ CREATE TABLE IF NOT EXISTS stream_log (
     segment INTEGER NOT NULL, timestamp INTEGER NOT NULL, exchange TEXT NOT NULL,
     routing_key TEXT NOT NULL, properties BLOB NOT NULL, body BLOB NOT NULL,
     PRIMARY KEY (vhost, queue, position));
+CREATE TABLE IF NOT EXISTS settings (
+    kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key));
 CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, written REAL NOT NULL);
 """
 
@@ -385,6 +388,8 @@ class SQLiteStore:
             recovered.logs.setdefault((vhost, queue), []).append(
                 LogSegment(first, last, first_time, last_time, size)
             )
+        for kind, key, value in db.execute("SELECT kind, key, value FROM settings"):
+            recovered.settings.setdefault(kind, {})[key] = json.loads(value)
         try:
             _forget_leftovers(db)
         except sqlite3.Error:
@@ -539,6 +544,12 @@ class SQLiteStore:
 
     def truncate_log(self, vhost: str, queue: str, first: int) -> int:
         return self._queue(_truncate_log, vhost, queue, first)
+
+    def put_setting(self, kind: str, key: str, value: Any) -> int:
+        return self._queue(_put_setting, kind, key, json.dumps(value))
+
+    def remove_setting(self, kind: str, key: str) -> int:
+        return self._queue(_remove_setting, kind, key)
 
     def add_durable_listener(self, listener: Callable[[int], None]) -> None:
         self._listeners.append(listener)
@@ -826,6 +837,14 @@ def _remove_binding(db: sqlite3.Connection, b: DurableBinding) -> None:
         " AND destination_kind = ? AND routing_key = ? AND arguments = ?",
         _binding_row(b),
     )
+
+
+def _put_setting(db: sqlite3.Connection, kind: str, key: str, value: str) -> None:
+    db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?, ?)", (kind, key, value))
+
+
+def _remove_setting(db: sqlite3.Connection, kind: str, key: str) -> None:
+    db.execute("DELETE FROM settings WHERE kind = ? AND key = ?", (kind, key))
 
 
 def _spill(db: sqlite3.Connection, message_id: int, body: bytes) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
 from twisted.internet.defer import Deferred, fail
@@ -41,7 +41,7 @@ from txamqp09.broker.auth.sasl import MechanismRegistry, PeerInfo
 from txamqp09.broker.auth.throttle import LoginThrottle
 from txamqp09.broker.auth.tickets import RealmUsage, TicketTable
 from txamqp09.broker.auth.users import GUEST, UserDatabase
-from txamqp09.wire.errors import InvalidPath
+from txamqp09.wire.errors import InvalidPath, NotAllowed
 
 __all__ = ["Login", "Security", "refusal_text"]
 
@@ -66,6 +66,16 @@ class Login:
 
     user: IAMQPUser
     logout: Callable[[], None]
+
+
+class Census(Protocol):
+    """Counts what the broker has open, for the vhost and user limits."""
+
+    def vhost_connections(self, vhost: str) -> int:
+        """Open connections (connection.open done) on *vhost*."""
+
+    def user_channels(self, user: str) -> int:
+        """Open channels of all of *user*'s connections."""
 
 
 class Security:
@@ -98,6 +108,9 @@ class Security:
         self.throttle = throttle if throttle is not None else LoginThrottle(clock)
         self.accept_ticket_zero = accept_ticket_zero
         self.usage = RealmUsage()
+        #: What is open, for the limits; the server factory sets it (None: no
+        #: vhost connection or channel limit is checked).
+        self.census: Census | None = None
 
     def mechanisms_field(self, peer: PeerInfo) -> bytes:
         """connection.start's ``mechanisms`` for this peer."""
@@ -158,6 +171,35 @@ class Security:
                 "they have no permissions on it",
                 *_CONNECTION_OPEN,
             )
+        self._check_connection_limits(user.name, vhost)
         accept_zero = self.accept_ticket_zero or not tickets
         table = TicketTable(self.usage, self.database, user, vhost, accept_zero)
         return AccessGuard(user, vhost, table)
+
+    def _check_connection_limits(self, user: str, vhost: str) -> None:
+        """Refuse a connection beyond the vhost's or the user's ``max-connections``
+        (530, RabbitMQ's texts)."""
+        limit = self.database.limit("vhost", vhost, "max-connections")
+        if limit is not None and self.census is not None and self.census.vhost_connections(vhost) >= limit:
+            raise NotAllowed(
+                f"access to vhost '{vhost}' refused for user '{user}': "
+                f"connection limit ({limit}) is reached",
+                *_CONNECTION_OPEN,
+            )
+        limit = self.database.limit("user", user, "max-connections")
+        # The realm counts this connection already (it is logged in).
+        if limit is not None and self.realm.connections(user) - 1 >= limit:
+            raise NotAllowed(
+                f"connection refused for user '{user}': user connection limit ({limit}) is reached",
+                *_CONNECTION_OPEN,
+            )
+
+    def check_channel_limit(self, user: str) -> None:
+        """Refuse channel.open beyond the user's ``max-channels`` (530, RabbitMQ's text)."""
+        limit = self.database.limit("user", user, "max-channels")
+        if limit is not None and self.census is not None and self.census.user_channels(user) >= limit:
+            raise NotAllowed(
+                f"number of channels opened for user '{user}' has reached the maximum "
+                f"allowed user limit of ({limit})",
+                20, 10,
+            )

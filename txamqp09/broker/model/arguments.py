@@ -29,6 +29,7 @@ __all__ = [
     "MAX_PRIORITY",
     "MAX_EXPIRY",
     "check_quorum_properties",
+    "refused_arguments",
 ]
 
 #: The queue types: classic, quorum (kept as a durable classic queue
@@ -195,13 +196,18 @@ class QueueArguments:
         )
         self.single_active_consumer = flag_argument(arguments, "x-single-active-consumer", subject)
         self.queue_type = choice_argument(arguments, "x-queue-type", QUEUE_TYPES, CLASSIC, subject)
-        for name in _REFUSED.get(self.queue_type, ()):
+        for name in refused_arguments(self.queue_type):
             if name in arguments:
                 raise PreconditionFailed(
                     f"invalid arg {name!r} for {subject} of queue type {self.queue_type}: "
                     f"{self.queue_type} queues do not support it"
                 )
         self.delivery_limit = count_argument(arguments, "x-delivery-limit", subject)
+
+
+def refused_arguments(queue_type: str) -> tuple[str, ...]:
+    """The arguments of other queue types that queues of *queue_type* refuse."""
+    return _REFUSED.get(queue_type, ())
 
 
 def check_quorum_properties(subject: str, durable: bool, exclusive: bool, auto_delete: bool) -> None:

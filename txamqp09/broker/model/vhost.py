@@ -22,6 +22,7 @@ from txamqp09.broker.model.exchange import (
 from txamqp09.broker.model.arguments import CLASSIC, STREAM
 from txamqp09.broker.model.clock import Clock
 from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.policy import PolicySet
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
@@ -140,6 +141,10 @@ class VirtualHost:
         #: What the closed channels of this vhost counted.
         self.retired = ChannelCounters()
         self.queues: dict[str, Queue] = {}
+        #: Its policies and operator policies (see :meth:`apply_policies`).
+        self.policies = PolicySet()
+        #: Its ``max-queues`` limit (None: no limit).
+        self.max_queues: Optional[int] = None
         self.default_exchange = DefaultExchange(self.queues)
         self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
         for exchange_name, kind in STANDARD_EXCHANGES.items():
@@ -234,6 +239,8 @@ class VirtualHost:
         exchange = self.exchanges[name] = cls(
             name, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments
         )
+        if self.policies:
+            self.policies.apply_to_exchange(exchange)
         if durable and self.persistence is not None:
             self.persistence.exchange_added(self, exchange)
         return exchange
@@ -382,6 +389,11 @@ class VirtualHost:
             existing.used()
             self.churn.queue_declared += 1
             return existing
+        if self.max_queues is not None and len(self.queues) >= self.max_queues:
+            raise PreconditionFailed(
+                f"cannot declare queue '{name}': queue limit in vhost '{self.name}' "
+                f"({self.max_queues}) is reached"
+            )
         if not name:
             name = unique_name("amq.gen-")
         elif _reserved(name) and not server_named:
@@ -406,6 +418,8 @@ class VirtualHost:
                 arguments=arguments,
             )
         self.queues[name] = queue
+        if self.policies:
+            self.policies.apply_to_queue(queue, queue.settings.queue_type)
         self.churn.queue_declared += 1
         self.churn.queue_created += 1
         if exclusive:
@@ -472,6 +486,17 @@ class VirtualHost:
             assert self.persistence is not None
             self.persistence.queue_removed(queue)
         return queue.purge()
+
+    # -- policies ------------------------------------------------------------
+
+    def apply_policies(self) -> None:
+        """Apply :attr:`policies` as they are now to every queue and exchange
+        (after they changed; new ones get them when declared)."""
+        for queue in list(self.queues.values()):
+            self.policies.apply_to_queue(queue, queue.settings.queue_type)
+        for exchange in self.exchanges.values():
+            if exchange is not self.default_exchange:
+                self.policies.apply_to_exchange(exchange)
 
     # -- recovery ------------------------------------------------------------
 
@@ -579,6 +604,18 @@ class Broker:
         if vhost is None:
             vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock, self.churn)
         return vhost
+
+    def remove_vhost(self, name: str) -> None:
+        """Delete the virtual host *name* with its queues (and their messages),
+        exchanges and bindings, in the store too; nothing if there is none."""
+        vhost = self.vhosts.pop(name, None)
+        if vhost is None:
+            return
+        for queue in list(vhost.queues.values()):
+            vhost.delete_queue(queue)
+        for exchange in list(vhost.exchanges.values()):
+            if exchange.name and vhost.exchanges.get(exchange.name) is exchange:
+                vhost._remove_exchange(exchange)
 
     def use_clock(self, clock: Clock) -> None:
         """Take *clock* as the time source, unless the broker has one already."""
