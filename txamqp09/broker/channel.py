@@ -44,8 +44,10 @@ from txamqp09.wire.errors import (
     NotAllowed,
     NotFound,
     PreconditionFailed,
+    ResourceError,
     UnexpectedFrame,
 )
+from txamqp09.store.interface import WriteFailed
 from txamqp09.wire.fields import encode_shortstr
 from txamqp09.wire.frames import FRAME_OVERHEAD, Command, method_frame
 from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
@@ -405,17 +407,23 @@ class ServerChannel:
         if self._confirms_pending:
             multiple = self._confirms_pending > 1
             self._confirms_pending = 0
-            self._output.send_after(
+            tag = self._confirmed_up_to
+            self._output.confirm(
                 max(self.session.stored_sequence, self.client.log_sequence),
-                _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, self._confirmed_up_to, multiple, _FRAME_END),
+                _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, tag, multiple, _FRAME_END),
+                _CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, tag, multiple, _FRAME_END),
             )
 
     def _storeFailed(self, failure: Failure) -> None:
-        """The store cannot make anything durable: what waits can never be sent."""
-        if not self.session.closed:
-            self.connection.close(
-                InternalError(f"the message store failed: {failure.getErrorMessage()}")
-            )
+        """The store could not write what a method changed (the disk is full
+        or failing: 506), or cannot make anything durable any more (541):
+        what waits can never be sent."""
+        if self.session.closed:
+            return
+        if failure.check(WriteFailed):
+            self.connection.close(ResourceError(f"{failure.getErrorMessage()}: the disk is full or failing"))
+        else:
+            self.connection.close(InternalError(f"the message store failed: {failure.getErrorMessage()}"))
 
     def cancelled(self, consumer: Consumer) -> None:
         """Tell a client that advertises consumer_cancel_notify that its queue went."""
