@@ -10,6 +10,8 @@
     mechanisms = security.mechanisms_field(peer)
     # connection.start-ok
     login = yield security.login(method.mechanism, method.response, peer)
+    # connection.update-secret (0-9-1)
+    yield security.check_secret(login.user, method.new_secret, peer)
     # connection.open
     guard = security.open_vhost(login.user, method.virtual_host, tickets=version_has_tickets)
     # every channel method; basic.publish on the fast path; channel closed
@@ -36,7 +38,7 @@ from twisted.python.failure import Failure
 from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly, make_portal, username_of
 from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused
 from txamqp09.broker.auth.methods import AccessGuard
-from txamqp09.broker.auth.sasl import MechanismRegistry, PeerInfo
+from txamqp09.broker.auth.sasl import MechanismRegistry, PasswordCredentials, PeerInfo
 from txamqp09.broker.auth.throttle import LoginThrottle
 from txamqp09.broker.auth.tickets import RealmUsage, TicketTable
 from txamqp09.broker.auth.users import GUEST, UserDatabase
@@ -168,6 +170,28 @@ class Security:
         oplog.login_refused(user, peer.host, mechanism, reason)
         answered: Deferred[Any] = self.throttle.failed(user, peer.host)
         return answered.addCallback(lambda _: refusal)
+
+    def check_secret(self, user: IAMQPUser, secret: bytes, peer: PeerInfo) -> Deferred[None]:
+        """connection.update-secret: check *user*'s new *secret* through the
+        same portal and checkers as a login, without keeping the new login.
+
+        Fails with :class:`~txamqp09.wire.errors.NotAllowed` (530, as
+        RabbitMQ) when the checkers refuse it.
+        """
+        credentials = PasswordCredentials(user.name, secret.decode("utf-8", "replace"), "PLAIN", peer)
+        checked = self.portal.login(credentials, None, IAMQPUser)
+
+        def accepted(result: tuple[Any, IAMQPUser, Callable[[], None]]) -> None:
+            result[2]()
+
+        def refused(failure: Failure) -> Failure:
+            failure.trap(UnauthorizedLogin, UnhandledCredentials)
+            self.log.info(
+                "secret update refused for {user}: {reason}", user=user.name, reason=failure.value
+            )
+            return Failure(NotAllowed(f"Secret update was refused for user '{user.name}'", 10, 70))
+
+        return checked.addCallbacks(accepted, refused)
 
     def open_vhost(self, user: IAMQPUser, vhost: str, *, tickets: bool) -> AccessGuard:
         """Check connection.open and make the connection's :class:`AccessGuard`.
