@@ -12,7 +12,8 @@ whose Deferred fires once everything written so far is on disk.
 
 While it runs, a :class:`~txamqp09.broker.collector.CollectorPolicy` keeps
 the garbage collector's full passes off large backlogs (the restored one
-first).
+first), and a :class:`~txamqp09.broker.disk.DiskMonitor` raises the disk
+alarm when the store's file system runs low.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD, CollectorPolicy
+from txamqp09.broker.disk import DiskMonitor
 from txamqp09.broker.server import ServerFactory
 from txamqp09.store.interface import MessageStore, Settings
 from txamqp09.wire.errors import ConnectionForced
@@ -59,6 +61,8 @@ class BrokerService(MultiService):
         survivors are frozen (see :mod:`txamqp09.broker.collector`).
     :param definitions: a definitions file's content, imported over the
         stored runtime configuration at every start (``--definitions``).
+    :param disk_monitor: watches the store's free space (started once the
+        store is open, before the listeners).
     """
 
     log = Logger()
@@ -69,11 +73,13 @@ class BrokerService(MultiService):
         store: Optional[MessageStore],
         freeze_threshold: int = DEFAULT_FREEZE_THRESHOLD,
         definitions: Optional[Mapping[str, Any]] = None,
+        disk_monitor: Optional[DiskMonitor] = None,
     ) -> None:
         super().__init__()
         self.factory = factory
         self.store = store
         self.definitions = definitions
+        self.disk_monitor = disk_monitor
         factory.config.store = store
         self.collector = CollectorPolicy(factory.broker, factory.clock, freeze_threshold)
 
@@ -89,6 +95,8 @@ class BrokerService(MultiService):
         for item in report.unsupported:
             self.log.warn("--definitions: not applied: {item}", item=item)
         self.collector.start()
+        if self.disk_monitor is not None:
+            self.disk_monitor.startService()
         super().startService()
 
     def _restore(self) -> Settings:
@@ -118,6 +126,8 @@ class BrokerService(MultiService):
         for connection in list(self.factory.connections):
             connection.close(ConnectionForced("broker shutdown"))
         self.collector.stop()
+        if self.disk_monitor is not None:
+            self.disk_monitor.stopService()
         store = self.store
         if store is not None:
             stopped.addCallback(lambda _: store.close())

@@ -17,6 +17,13 @@ Stores never block the caller: operations are queued and written in batches
 (one transaction and one fsync for many operations). A message body handed to
 a store is referenced, not copied.
 
+A write can fail (the disk is full, or reports an I/O error) without the
+store failing for good: the publishes of the failed batch are dropped and
+reported by :meth:`MessageStore.failed_between` (their publisher confirms
+become nacks), every other operation is written with a later batch, and the
+store keeps trying until a write succeeds. :meth:`MessageStore.add_failure_listener`
+tells the broker when writing fails and when it works again.
+
 This module imports nothing from Twisted at run time, so that the broker's
 model (which must not) can use its records; only :meth:`MessageStore.when_durable`
 and :meth:`MessageStore.close` deal in Deferreds, and the model calls neither.
@@ -40,6 +47,7 @@ __all__ = [
     "LogSegment",
     "MessageStore",
     "Settings",
+    "WriteFailed",
 ]
 
 #: The runtime configuration as stored: JSON values by kind, then by key.
@@ -147,6 +155,10 @@ class LogSegment:
     first_timestamp: int
     last_timestamp: int
     size: int
+
+
+class WriteFailed(Exception):
+    """Operations a caller waits for were dropped because the store could not write them."""
 
 
 @dataclass
@@ -274,7 +286,16 @@ class MessageStore(Protocol):
         """The sequence number up to which every operation is on disk."""
 
     def when_durable(self, sequence: int) -> Deferred[None]:
-        """Fires once every operation up to *sequence* is on disk."""
+        """Fires once every operation up to *sequence* is settled: on disk, or
+        (a publish whose write failed) dropped, which :meth:`failed_between` tells."""
+
+    def failed_between(self, after: int, upto: int) -> bool:
+        """Whether a publish numbered in (*after*, *upto*] was dropped because
+        its write failed: what waits for it must not be confirmed."""
+
+    def add_failure_listener(self, listener: Callable[[Optional[str]], None]) -> None:
+        """Call *listener* with a description of the error whenever a write
+        fails, and with None once writing succeeds again after a failure."""
 
     def close(self) -> Deferred[None]:
         """Write what is pending, then close."""

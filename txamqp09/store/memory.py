@@ -194,6 +194,13 @@ class MemoryStore:
     def when_durable(self, sequence: int) -> Deferred[None]:
         return succeed(None)
 
+    def failed_between(self, after: int, upto: int) -> bool:
+        """Never: memory takes every write."""
+        return False
+
+    def add_failure_listener(self, listener: Callable[[Optional[str]], None]) -> None:
+        """Never called: memory takes every write."""
+
     def close(self) -> Deferred[None]:
         return succeed(None)
 

@@ -616,8 +616,8 @@ class StreamQueue(Queue):
             )
         if not any(limit.count for limit in limits):
             raise PreconditionFailed(
-                f"consumer prefetch count is not set for stream {what}: send basic.qos "
-                "with a prefetch count before consuming"
+                f"consumer prefetch count is not set for '{what}'",
+                hint="send basic.qos with a prefetch count before consuming from a stream",
             )
         spec = parse_offset(arguments.get("x-stream-offset"), int(self._seconds() * 1000))
         return StreamConsumer(
