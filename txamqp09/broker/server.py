@@ -147,6 +147,9 @@ class ServerConnection(AMQPConnection):
         self.guard: Optional[AccessGuard] = None
         self.vhost: Optional[str] = None
         self.client_properties: dict[str, Any] = {}
+        #: The SASL mechanism the client chose, and when it connected (clock seconds).
+        self.auth_mechanism = ""
+        self.connected_at = 0.0
         #: The client asked for server-sent basic.cancel (consumer_cancel_notify).
         self.cancel_notify = False
         #: The client understands connection.blocked (else it gets channel.flow).
@@ -181,6 +184,7 @@ class ServerConnection(AMQPConnection):
         assert self.transport is not None
         peer = self.transport.getPeer()
         self.client.name = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        self.connected_at = self.clock.seconds()
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         if hasattr(self.transport, "setTcpNoDelay"):
             # Output is already gathered per read: Nagle would only add delay.
@@ -234,6 +238,7 @@ class ServerConnection(AMQPConnection):
         """
         self._expect(method, self._pending_login is not None or self.user is not None)
         self.client_properties = method.client_properties
+        self.auth_mechanism = method.mechanism
         capabilities = self.client_properties.get("capabilities")
         if isinstance(capabilities, dict):
             self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
