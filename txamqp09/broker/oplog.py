@@ -38,6 +38,7 @@ __all__ = [
     "log",
     "login_refused",
     "restored",
+    "secret_update_refused",
     "set_level",
     "vhost_refused",
 ]
@@ -133,6 +134,11 @@ def login_refused(user: Optional[str], host: str, mechanism: str, reason: str) -
         "login refused: user {user} from {host} using {mechanism}: {reason}",
         user=repr(user) if user is not None else "(unnamed)", host=host, mechanism=mechanism, reason=reason,
     )
+
+
+def secret_update_refused(user: str, host: str, reason: str) -> None:
+    """connection.update-secret was refused."""
+    log.warn("secret update refused: user {user!r} from {host}: {reason}", user=user, host=host, reason=reason)
 
 
 def vhost_refused(peer: str, user: str, vhost: str, reason: str) -> None:
