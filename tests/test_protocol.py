@@ -98,9 +98,11 @@ class NegotiationTests(SynchronousTestCase):
             self.assertIs(peer.server.state, ConnectionState.OPEN)
 
     def test_wrong_password_closes_with_403(self) -> None:
+        """After the login throttle's delay (half a second for a first failure)."""
         peer = Peer()
-        methods = peer.open(password="nope")
-        close = methods[-1]
+        self.assertEqual([method.NAME for method in peer.open(password="nope")], ["connection.start"])
+        peer.clock.advance(0.5)
+        (close,) = peer.methods()
         self.assertEqual((close.NAME, close.reply_code), ("connection.close", 403))
         self.assertNotIn("guest", close.reply_text)
 

@@ -240,8 +240,9 @@ class ServerConnection(AMQPConnection):
     def connection_start_ok(self, method: Any) -> None:
         """Start the login; connection.tune follows once it succeeds.
 
-        The login may wait (repeated failures from the client's host are
-        slowed down); methods arriving meanwhile are out of order.
+        A refusal may wait (repeated failures of a user from a host are
+        answered more and more slowly); methods arriving meanwhile are out
+        of order.
         """
         self._expect(method, self._pending_login is not None or self.user is not None)
         self.client_properties = method.client_properties
@@ -249,10 +250,8 @@ class ServerConnection(AMQPConnection):
         if isinstance(capabilities, dict):
             self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
             self.blocked_notify = bool(capabilities.get("connection.blocked"))
-        login = self.security.login(method.mechanism, method.response, self.peer)
-        if not login.called:
-            self._pending_login = login
-        login.addCallbacks(self._loggedIn, self._loginRefused)
+        self._pending_login = self.security.login(method.mechanism, method.response, self.peer)
+        self._pending_login.addCallbacks(self._loggedIn, self._loginRefused)
 
     def _loggedIn(self, login: Login) -> None:
         """The client is authenticated: tune the connection."""
