@@ -27,6 +27,7 @@ from twisted.python import usage
 
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
+from txamqp09.broker.memory import DEFAULT_MEMORY_HIGH_WATERMARK, parse_watermark
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
@@ -55,6 +56,9 @@ class Options(SecurityOptions):
         ["high-watermark", None, DEFAULT_HIGH_WATERMARK,
          "Bytes of ready messages above which publishers are blocked (a size: 512MiB, 1GB).",
          parse_size],
+        ["memory-high-watermark", None, DEFAULT_MEMORY_HIGH_WATERMARK,
+         "Memory the broker may use before publishers are blocked (the memory alarm): "
+         "a fraction of the machine's memory (0.4) or a size (768MiB).", parse_watermark],
         ["data-dir", None, None,
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
@@ -124,6 +128,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         channel_max=options["channel-max"],
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
+        memory_high_watermark=options["memory-high-watermark"],
     )
     broker: Any = BrokerService(factory, store, options["freeze-backlog"])
     for description in options["listen"]:
