@@ -9,11 +9,11 @@ from twisted.internet import defer, reactor
 from twisted.internet.task import Clock, deferLater
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.loopback import LoopbackTestCase
 from tests.broker.peer import Peer, factory
+from tests.broker.support import LoopbackTestCase
 from tests.client.support import inline
-from txamqp09.client import connect
 from txamqp09.broker.alarms import ResourceAlarms, blocked_reason
+from txamqp09.client import connect
 from txamqp09.wire.frames import HEARTBEAT_FRAME
 from txamqp09.wire.versions import AMQP0_9
 
