@@ -7,7 +7,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.broker.peer import Peer, factory
 from tests.broker import test_alarms
-from tests.broker.test_tap import build
+from tests.test_tap import build
 from txamqp09.broker.alarms import ResourceAlarms
 from txamqp09.broker.memory import (
     LOOK_AGAIN_AFTER,
