@@ -39,6 +39,7 @@ from txamqp09.broker import oplog
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
 from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor
+from txamqp09.broker.memory import DEFAULT_MEMORY_HIGH_WATERMARK, parse_watermark
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
 from txamqp09.broker.classes.staging import DEFAULT_STAGING_TTL
@@ -77,6 +78,9 @@ class Options(SecurityOptions):
         ["high-watermark", None, DEFAULT_HIGH_WATERMARK,
          "Bytes of ready messages above which publishers are blocked (a size: 512MiB, 1GB).",
          parse_size],
+        ["memory-high-watermark", None, DEFAULT_MEMORY_HIGH_WATERMARK,
+         "Memory the broker may use before publishers are blocked (the memory alarm): "
+         "a fraction of the machine's memory (0.4) or a size (768MiB).", parse_watermark],
         ["data-dir", None, None,
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
@@ -178,6 +182,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         channel_max=options["channel-max"],
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
+        memory_high_watermark=options["memory-high-watermark"],
         staging_ttl=options["staging-ttl"],
     )
     monitor = None
