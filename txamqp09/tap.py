@@ -18,11 +18,12 @@ explains them.
 from __future__ import annotations
 
 import os
+import platform
+import sys
 from pathlib import Path
 from typing import Any, ClassVar, Optional, cast
 
 from twisted.application import service
-from twisted.application.internet import StreamServerEndpointService
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import (
     IProtocolFactory,
@@ -30,8 +31,11 @@ from twisted.internet.interfaces import (
     IReactorTime,
     IStreamServerEndpoint,
 )
+import twisted
 from twisted.python import usage
 
+from txamqp09 import __version__
+from txamqp09.broker import oplog
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
 from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor
@@ -57,7 +61,12 @@ class Options(SecurityOptions):
         "Run an AMQP broker that speaks AMQP 0-9, 0-8 and 0-9-1 on the same "
         "port, chosen per connection by the protocol header. Without "
         "--definitions it has one virtual host, /, and one user, guest "
-        "(password guest), who may connect only from this machine."
+        "(password guest), who may connect only from this machine. --port "
+        "listens on every interface; --listen tcp:5672:interface=127.0.0.1 "
+        "listens on this machine only. twistd writes its process id to "
+        "twistd.pid in the current directory: give a second broker started "
+        "from the same directory its own --pidfile (a twistd option, before "
+        "amqp09), or --pidfile= for none."
     )
     optParameters: ClassVar[list[list[Any]]] = [
         ["port", "p", None, "TCP port to listen on, on every interface (e.g. 5672)."],
@@ -94,6 +103,10 @@ class Options(SecurityOptions):
         ["staging-ttl", None, DEFAULT_STAGING_TTL,
          "Seconds a file or message staging entry nobody touches is kept before it is "
          "abandoned (0: kept until the staging limit needs its room).", float],
+        ["log-level", None, "info",
+         f"The broker's log lines of this level and above: {', '.join(oplog.LEVELS)} "
+         "(info: connections opened and closed; warn: refused logins and vhosts, "
+         "handshake timeouts).", oplog.check_level],
         ["freeze-backlog", None, DEFAULT_FREEZE_THRESHOLD,
          "Queued messages from which the garbage collector's full passes skip the "
          "objects that survived the last one (0: never).", int],
@@ -107,6 +120,21 @@ class Options(SecurityOptions):
         super().__init__()
         self["listen"] = []
         self["management"] = []
+
+    def opt_version(self) -> None:
+        """Print txamqp09's version (and Twisted's and Python's), then exit."""
+        print(f"txamqp09 {__version__} (Twisted {twisted.__version__}, Python {platform.python_version()})")
+        sys.exit(0)
+
+    def parseOptions(self, options: Optional[list[str]] = None) -> None:
+        """Parse *options*; under twistd (a subcommand), a usage error is one
+        line on stderr and exit status 1 rather than twistd's whole help."""
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as error:
+            if getattr(self, "parent", None) is None:
+                raise
+            raise SystemExit(f"amqp09: {error} (see twistd amqp09 --help)") from None
 
     def opt_listen(self, endpoint: str) -> None:
         """Listen on a Twisted server endpoint description, e.g.
@@ -180,7 +208,13 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         monitor = DiskMonitor(Path(options["data-dir"]), options["disk-free-limit"], factory.alarms, clock)
         monitor.watch(store)
     definitions = options.definitions.source if options["definitions"] else None
-    broker: Any = BrokerService(factory, store, options["freeze-backlog"], definitions, monitor)
+    broker: Any = BrokerService(
+        factory, store, options["freeze-backlog"], definitions, monitor,
+        data_dir=None if options["transient"] else options["data-dir"],
+        definitions_file=options["definitions"],
+    )
+    broker.exit_on_startup_error = True
+    oplog.set_level(options["log-level"])
     listeners: list[tuple[IStreamServerEndpoint, IProtocolFactory, str]] = [
         (serverFromString(reactor, description), factory, "amqp") for description in options["listen"]
     ]
@@ -189,8 +223,8 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         listeners.append((tls, factory, "amqp/ssl"))
     if options["management"]:
         listeners = _with_management(broker, Node(factory, store), listeners, options["management"])
-    for endpoint, served, _ in listeners:
-        StreamServerEndpointService(endpoint, served).setServiceParent(broker)
+    for endpoint, served, protocol in listeners:
+        broker.add_listener(endpoint, served, protocol)
     return broker
 
 

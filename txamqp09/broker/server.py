@@ -177,6 +177,8 @@ class ServerConnection(AMQPConnection):
         self.peer = PeerInfo()
         #: The login under way (start-ok received, not yet decided).
         self._pending_login: Optional[Deferred[Login]] = None
+        #: When the transport connected (the clock's seconds).
+        self.connected_at = clock.seconds()
         self.login: Optional[Login] = None
         self.user: Optional[IAMQPUser] = None
         #: Checks the channels' methods, once the vhost is open.
@@ -239,6 +241,7 @@ class ServerConnection(AMQPConnection):
     def _negotiationTimedOut(self) -> None:
         self._negotiation_call = None
         if self.state in (ConnectionState.AWAITING_HEADER, ConnectionState.NEGOTIATING):
+            oplog.handshake_timeout(self.client.name, self.negotiation_timeout)
             self.close_reason = ConnectionLevelError(
                 f"connection not opened within {self.negotiation_timeout} seconds",
                 reply_code=320,
@@ -342,10 +345,11 @@ class ServerConnection(AMQPConnection):
             self.guard = self.security.open_vhost(
                 self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
             )
-        except InvalidPath:
-            if not self.dialect.unknown_vhost_not_allowed:
-                raise
-            raise NotAllowed(f"vhost {method.virtual_host} not found", 10, 40) from None
+        except AMQPError as refused:
+            oplog.vhost_refused(self.client.name, self.user.name, method.virtual_host, refused.reply_text)
+            if isinstance(refused, InvalidPath) and self.dialect.unknown_vhost_not_allowed:
+                raise NotAllowed(f"vhost {method.virtual_host} not found", 10, 40) from None
+            raise
         self.vhost = method.virtual_host
         # The security database says which vhosts exist; it may have gained
         # this one after the broker started.
@@ -357,6 +361,9 @@ class ServerConnection(AMQPConnection):
             self._negotiation_call.cancel()
         self._negotiation_call = None
         self.sendMethod(0, self.version.spec.ConnectionOpenOk())
+        oplog.connection_opened(
+            self.client.name, self.user.name, self.vhost, self.version.name, self.client_properties
+        )
 
     def connection_update_secret(self, method: Any) -> None:
         """0-9-1: check the client's new secret (a refreshed token, say) through
@@ -717,6 +724,10 @@ class ServerConnection(AMQPConnection):
         if self.login is not None:
             self.login.logout()
         super().connectionLost(reason)
+        oplog.connection_closed(
+            self.client.name, self.user.name if self.user is not None else None,
+            self.close_reason, self.clock.seconds() - self.connected_at,
+        )
         factory = getattr(self, "factory", None)
         if factory is not None:
             factory.connections.discard(self)
