@@ -274,37 +274,6 @@ class _Entry:
         return message
 
 
-class StreamConsumer(Consumer):
-    """A consumer reading a stream from its own position.
-
-    :ivar position: the offset it receives next.
-    :ivar page: messages read from the store ahead of *position*.
-    """
-
-    __slots__ = ("position", "page")
-
-    def __init__(
-        self, tag: str, queue: StreamQueue, session: Session, *, exclusive: bool,
-        limits: tuple[Prefetch, ...], position: int,
-    ) -> None:
-        super().__init__(tag, queue, session, exclusive=exclusive, limits=limits)
-        self.position = position
-        self.page: deque[_Entry] = deque()
-
-    def deliver(
-        self, queue: Queue, sequence: int, message: Message, redelivered: bool,
-        deadline: Optional[float] = None,
-    ) -> None:
-        """Send the message at offset *sequence*; its ack gives credit back."""
-        session = self.session
-        tag = session.last_tag = session.last_tag + 1
-        session.unacked[tag] = StreamDelivery(queue, sequence, message, self)
-        size = message.size
-        for limit in self.limits:
-            limit.take(size)
-        session.sink.deliver(self, tag, False, message)
-
-
 class StreamDelivery(Delivery):
     """A message sent from a stream: settling it only gives credit back."""
 
@@ -320,6 +289,27 @@ class StreamDelivery(Delivery):
         queue = self.queue
         if consumer is not None and isinstance(queue, StreamQueue) and not queue.deleted:
             queue.serve(cast(StreamConsumer, consumer))
+
+
+class StreamConsumer(Consumer):
+    """A consumer reading a stream from its own position.
+
+    :ivar position: the offset it receives next.
+    :ivar page: messages read from the store ahead of *position*.
+    """
+
+    __slots__ = ("position", "page")
+
+    #: Settling a delivery of a stream gives credit back (see :class:`StreamDelivery`).
+    delivery_type = StreamDelivery
+
+    def __init__(
+        self, tag: str, queue: StreamQueue, session: Session, *, exclusive: bool,
+        limits: tuple[Prefetch, ...], position: int,
+    ) -> None:
+        super().__init__(tag, queue, session, exclusive=exclusive, limits=limits)
+        self.position = position
+        self.page: deque[_Entry] = deque()
 
 
 class StreamQueue(Queue):
@@ -508,7 +498,7 @@ class StreamQueue(Queue):
             if not reader.can_take(message):
                 break
             reader.position = entry.offset + 1
-            reader.deliver(self, entry.offset, message, False)
+            reader.session.deliver(reader, self, entry.offset, message, False)
 
     def _entry(self, reader: StreamConsumer) -> _Entry:
         """The message at *reader*'s position (or the first kept after it)."""
