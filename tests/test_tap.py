@@ -36,6 +36,12 @@ class OptionsTests(SynchronousTestCase):
         self.assertEqual((factory.options["frame_max"], factory.options["heartbeat"]), (8192, 0))
         self.assertEqual(factory.throttle.high_watermark, 1000)
 
+    def test_staging_ttl(self) -> None:
+        (service,) = build("--port", "5999", "--staging-ttl", "90")
+        self.assertEqual(service.factory.buildProtocol(None).staging_ttl, 90.0)
+        (service,) = build("--port", "5999")
+        self.assertEqual(service.factory.buildProtocol(None).staging_ttl, 3600.0)
+
     def test_management_listener_is_off_unless_asked(self) -> None:
         self.assertEqual(len(build("--port", "5999")), 1)
         services = build("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
@@ -46,6 +52,19 @@ class OptionsTests(SynchronousTestCase):
         )
         self.assertIsInstance(listeners[1].factory, Site)
         self.assertIs(listeners[1].factory.resource.node.factory, listeners[0].factory)
+
+    def test_disk_free_limit_watches_the_data_directory(self) -> None:
+        options = Options()
+        options.parseOptions(["--data-dir", "/srv/amqp", "--disk-free-limit", "24MiB"])
+        monitor = makeService(options, Clock()).disk_monitor
+        self.assertEqual((monitor.directory, monitor.limit), (Path("/srv/amqp"), 24 * 1024 * 1024))
+        options = Options()
+        options.parseOptions([])
+        self.assertEqual(makeService(options, Clock()).disk_monitor.limit, 50_000_000)
+        options = Options()
+        options.parseOptions(["--transient"])
+        self.assertIsNone(makeService(options, Clock()).disk_monitor)
+        self.assertRaises(usage.UsageError, Options().parseOptions, ["--disk-free-limit", "lots"])
 
     def test_bad_options(self) -> None:
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--port", "x"])

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from twisted.python.failure import Failure
 
 from txamqp09.broker.classes import ChannelClasses, class_handler
+from txamqp09.broker.dialects import Dialect
 from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
 from txamqp09.broker.model.session import unique_name
@@ -40,10 +41,13 @@ from txamqp09.wire.errors import (
     CommandInvalid,
     FrameError,
     InternalError,
+    NotAllowed,
     NotFound,
     PreconditionFailed,
+    ResourceError,
     UnexpectedFrame,
 )
+from txamqp09.store.interface import WriteFailed
 from txamqp09.wire.fields import encode_shortstr
 from txamqp09.wire.frames import FRAME_OVERHEAD, Command, method_frame
 from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
@@ -109,7 +113,8 @@ class ServerChannel:
         self.vhost = vhost
         self.client = client
         self.session = Session(
-            vhost, client, self, per_consumer_qos=self.version is AMQP0_9_1
+            vhost, client, self, per_consumer_qos=self.version is AMQP0_9_1,
+            rollback_redelivers=not connection.dialect.rollback_keeps_acked,
         )
         self.handlers = handlers_for(self.version)
         self._write = connection.write
@@ -168,6 +173,12 @@ class ServerChannel:
             raise
 
     @property
+    def dialect(self) -> Dialect:
+        """The rules of the connection's protocol version (not an attribute:
+        see the class's note)."""
+        return self.connection.dialect
+
+    @property
     def guard(self) -> AccessGuard:
         """The connection's access guard (not an attribute: see the class's note)."""
         guard = self.connection.guard
@@ -185,7 +196,9 @@ class ServerChannel:
         """
         if getattr(method, "queue", None) != "":
             return None
-        if method.NAME == "queue.declare" and not method.passive:
+        if method.NAME == "queue.declare":
+            if method.passive:
+                return self.last_queue or None
             if self._next_queue_name is None:
                 self._next_queue_name = unique_name("amq.gen-")
             return self._next_queue_name
@@ -245,8 +258,9 @@ class ServerChannel:
             self._envelopes_stamp = stamp
         key_at = 4 + fields[2]
         exchange = _decode_name(fields[3 : key_at - 1])
-        self.guard.check_publish(self.number, (fields[0] << 8) | fields[1], exchange)
-        content = (exchange, _decode_name(fields[key_at:]), fields[2:])
+        routing_key = _decode_name(fields[key_at:])
+        self.guard.check_publish(self.number, (fields[0] << 8) | fields[1], exchange, routing_key)
+        content = (exchange, routing_key, fields[2:])
         self._envelopes[fields] = content
         return content
 
@@ -393,17 +407,23 @@ class ServerChannel:
         if self._confirms_pending:
             multiple = self._confirms_pending > 1
             self._confirms_pending = 0
-            self._output.send_after(
+            tag = self._confirmed_up_to
+            self._output.confirm(
                 max(self.session.stored_sequence, self.client.log_sequence),
-                _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, self._confirmed_up_to, multiple, _FRAME_END),
+                _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, tag, multiple, _FRAME_END),
+                _CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, tag, multiple, _FRAME_END),
             )
 
     def _storeFailed(self, failure: Failure) -> None:
-        """The store cannot make anything durable: what waits can never be sent."""
-        if not self.session.closed:
-            self.connection.close(
-                InternalError(f"the message store failed: {failure.getErrorMessage()}")
-            )
+        """The store could not write what a method changed (the disk is full
+        or failing: 506), or cannot make anything durable any more (541):
+        what waits can never be sent."""
+        if self.session.closed:
+            return
+        if failure.check(WriteFailed):
+            self.connection.close(ResourceError(f"{failure.getErrorMessage()}: the disk is full or failing"))
+        else:
+            self.connection.close(InternalError(f"the message store failed: {failure.getErrorMessage()}"))
 
     def cancelled(self, consumer: Consumer) -> None:
         """Tell a client that advertises consumer_cancel_notify that its queue went."""
@@ -438,6 +458,7 @@ class ServerChannel:
             auto_delete=method.auto_delete,
             internal=method.internal,
             arguments=method.arguments,
+            dialect=self.dialect,
         )
         if not method.nowait:
             self._reply(self.spec.ExchangeDeclareOk())
@@ -460,11 +481,16 @@ class ServerChannel:
     # -- queue ---------------------------------------------------------------
 
     def _queue_name(self, name: str) -> str:
-        """*name*, or the queue last declared on this channel when it is empty."""
+        """*name*, or the queue last declared on this channel when it is empty.
+
+        :raises NotFound: none was declared (RabbitMQ's dialect, 404).
+        :raises NotAllowed: none was declared (the specifications' dialect, 530).
+        """
         if name:
             return name
         if not self.last_queue:
-            raise NotFound("no previously declared queue on this channel; name the queue")
+            refusal = NotFound if self.dialect.empty_queue_name_not_found else NotAllowed
+            raise refusal("no previously declared queue", hint="name the queue: none was declared on this channel")
         return self.last_queue
 
     def queue_declare(self, method: Any) -> None:
@@ -475,7 +501,7 @@ class ServerChannel:
             assert self._next_queue_name is not None
             name, self._next_queue_name = self._next_queue_name, None
         elif method.passive:
-            name = self._queue_name(name)
+            name = name or self.last_queue
         queue = self.vhost.declare_queue(
             name,
             self.client,
@@ -485,6 +511,7 @@ class ServerChannel:
             auto_delete=method.auto_delete,
             arguments=method.arguments,
             server_named=server_named,
+            dialect=self.dialect,
         )
         self.last_queue = queue.name
         if not method.nowait:
@@ -504,13 +531,13 @@ class ServerChannel:
 
     def queue_bind(self, method: Any) -> None:
         queue, routing_key = self._binding_names(method)
-        self.vhost.bind_queue(queue, method.exchange, routing_key, method.arguments, self.client)
+        self.vhost.bind_queue(queue, method.exchange, routing_key, method.arguments, self.client, self.dialect)
         if not method.nowait:
             self._reply(self.spec.QueueBindOk())
 
     def queue_unbind(self, method: Any) -> None:
         queue, routing_key = self._binding_names(method)
-        self.vhost.unbind_queue(queue, method.exchange, routing_key, method.arguments, self.client)
+        self.vhost.unbind_queue(queue, method.exchange, routing_key, method.arguments, self.client, self.dialect)
         self._reply(self.spec.QueueUnbindOk())
 
     def queue_purge(self, method: Any) -> None:
@@ -524,6 +551,7 @@ class ServerChannel:
             self.client,
             if_unused=method.if_unused,
             if_empty=method.if_empty,
+            dialect=self.dialect,
         )
         if not method.nowait:
             self._reply(self.spec.QueueDeleteOk(message_count=count))

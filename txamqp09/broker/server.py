@@ -32,9 +32,13 @@ from txamqp09.broker.alarms import PublishGate, ResourceAlarms, block_publishers
 from txamqp09.broker.auth.errors import LoginRefused
 from txamqp09.broker.channel import ServerChannel
 from txamqp09.broker.classes import channel as classes
+from txamqp09.broker.classes.registry import vhost_classes
+from txamqp09.broker.classes.staging import DEFAULT_STAGING_TTL
+from txamqp09.broker.dialects import RABBITMQ, Dialect, dialect_for
 from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
+from txamqp09.broker.runtime import RuntimeConfig
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
@@ -45,6 +49,7 @@ from txamqp09.wire.errors import (
     ConnectionLevelError,
     FrameError,
     InternalError,
+    InvalidPath,
     NotAllowed,
     UnexpectedFrame,
 )
@@ -129,10 +134,13 @@ class ServerConnection(AMQPConnection):
         security: Optional[Security] = None,
         negotiation_timeout: float = 10.0,
         alarms: Optional[ResourceAlarms] = None,
+        staging_ttl: float = DEFAULT_STAGING_TTL,
         **options: Any,
     ) -> None:
         super().__init__(clock, **options)
         self._reader.frame_max = self.frame_max
+        #: Seconds an untouched file or message staging entry is kept (0: always).
+        self.staging_ttl = staging_ttl
         self.broker = broker if broker is not None else Broker()
         self.broker.use_clock(clock)
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
@@ -147,6 +155,9 @@ class ServerConnection(AMQPConnection):
         self.guard: Optional[AccessGuard] = None
         self.vhost: Optional[str] = None
         self.client_properties: dict[str, Any] = {}
+        #: The SASL mechanism the client chose, and when it connected (clock seconds).
+        self.auth_mechanism = ""
+        self.connected_at = 0.0
         #: The client asked for server-sent basic.cancel (consumer_cancel_notify).
         self.cancel_notify = False
         #: The client understands connection.blocked (else it gets channel.flow).
@@ -162,6 +173,8 @@ class ServerConnection(AMQPConnection):
         self.model_vhost: Optional[VirtualHost] = None
         #: Open channels by number (closing ones are not here).
         self.channels: dict[int, ServerChannel] = {}
+        #: The rules the protocol header chose (RabbitMQ's until it arrives).
+        self.dialect: Dialect = RABBITMQ
         self._input = bytearray()
         self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
@@ -181,6 +194,7 @@ class ServerConnection(AMQPConnection):
         assert self.transport is not None
         peer = self.transport.getPeer()
         self.client.name = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        self.connected_at = self.clock.seconds()
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         if hasattr(self.transport, "setTcpNoDelay"):
             # Output is already gathered per read: Nagle would only add delay.
@@ -205,6 +219,7 @@ class ServerConnection(AMQPConnection):
             self.dropConnection(abort=False)
             return
         self.useVersion(version)
+        self.dialect = dialect_for(version)
         assert self.transport is not None
         self.peer = PeerInfo.from_transport(self.transport)
         self.sendMethod(
@@ -229,19 +244,19 @@ class ServerConnection(AMQPConnection):
     def connection_start_ok(self, method: Any) -> None:
         """Start the login; connection.tune follows once it succeeds.
 
-        The login may wait (repeated failures from the client's host are
-        slowed down); methods arriving meanwhile are out of order.
+        A refusal may wait (repeated failures of a user from a host are
+        answered more and more slowly); methods arriving meanwhile are out
+        of order.
         """
         self._expect(method, self._pending_login is not None or self.user is not None)
         self.client_properties = method.client_properties
+        self.auth_mechanism = method.mechanism
         capabilities = self.client_properties.get("capabilities")
         if isinstance(capabilities, dict):
             self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
             self.blocked_notify = bool(capabilities.get("connection.blocked"))
-        login = self.security.login(method.mechanism, method.response, self.peer)
-        if not login.called:
-            self._pending_login = login
-        login.addCallbacks(self._loggedIn, self._loginRefused)
+        self._pending_login = self.security.login(method.mechanism, method.response, self.peer)
+        self._pending_login.addCallbacks(self._loggedIn, self._loginRefused)
 
     def _loggedIn(self, login: Login) -> None:
         """The client is authenticated: tune the connection."""
@@ -290,18 +305,46 @@ class ServerConnection(AMQPConnection):
         """Open the virtual host: 402 if it does not exist, 403 without permissions on it."""
         self._expect(method, self.user is None or self.vhost is not None)
         assert self.version is not None and self.user is not None
-        self.guard = self.security.open_vhost(
-            self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
-        )
+        try:
+            self.guard = self.security.open_vhost(
+                self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
+            )
+        except InvalidPath:
+            if not self.dialect.unknown_vhost_not_allowed:
+                raise
+            raise NotAllowed(f"vhost {method.virtual_host} not found", 10, 40) from None
         self.vhost = method.virtual_host
         # The security database says which vhosts exist; it may have gained
         # this one after the broker started.
         self.model_vhost = self.broker.add_vhost(method.virtual_host)
+        vhost_classes(self.model_vhost).staging.ttl = self.staging_ttl
+        self.guard.exchanges = self.model_vhost.exchanges
         self.state = ConnectionState.OPEN
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
         self._negotiation_call = None
         self.sendMethod(0, self.version.spec.ConnectionOpenOk())
+
+    def connection_update_secret(self, method: Any) -> None:
+        """0-9-1: check the client's new secret (a refreshed token, say) through
+        the same cred checkers as its login; update-secret-ok, or 530."""
+        if self.state is not ConnectionState.OPEN:
+            raise CommandInvalid(
+                "connection.update-secret before the connection was opened",
+                method.CLASS_ID, method.METHOD_ID,
+            )
+        assert self.user is not None
+        checked = self.security.check_secret(self.user, method.new_secret, self.peer)
+        checked.addCallbacks(self._secretAccepted, self._secretRefused)
+
+    def _secretAccepted(self, _: None) -> None:
+        assert self.version is not None
+        if self.state is ConnectionState.OPEN:
+            self.sendMethod(0, self.version.spec.ConnectionUpdateSecretOk())
+
+    def _secretRefused(self, failure: Failure) -> None:
+        failure.trap(NotAllowed)
+        self.close(failure.value)  # type: ignore[arg-type]
 
     # -- frames --------------------------------------------------------------
 
@@ -397,10 +440,26 @@ class ServerConnection(AMQPConnection):
             )
         server_channel.methodReceived(method, command if method.CONTENT else None)
 
+    def _channelLimit(self) -> int:
+        """The highest channel number (RabbitMQ's dialect counts open channels instead)."""
+        return 65535 if self.dialect.channel_max_counts_open else super()._channelLimit()
+
+    def replyText(self, error: AMQPError) -> str:
+        """The reply text as the connection's dialect words it."""
+        return self.dialect.reply_text(error)
+
     def _channelOpen(self, number: int, method: Any) -> None:
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
             raise ChannelError(f"channel {number} is already open", 20, 10)
+        if self.dialect.channel_max_counts_open and 0 < self.channel_max <= len(self.channels):
+            raise NotAllowed(
+                f"number of channels opened ({len(self.channels)}) has reached the "
+                f"negotiated channel_max ({self.channel_max})",
+                20, 10,
+            )
+        assert self.user is not None
+        self.security.check_channel_limit(self.user.name)
         channel = self.channels[number] = ServerChannel(self, number, self.model_vhost, self.client)
         self.sendMethod(number, classes.open_ok(channel))
 
@@ -552,6 +611,15 @@ class ServerConnection(AMQPConnection):
         self._closeChannels()
         super().connection_close(method)
 
+    def _keepCutOffContent(self) -> None:
+        """The transport broke: content cut off mid-way goes to its class, which
+        may keep what arrived (file.stage: resumable staging)."""
+        for number, channel in self.channels.items():
+            assembler = self._assemblers.get(number)
+            command = assembler.partial() if assembler is not None else None
+            if command is not None and channel.classes is not None:
+                channel.classes.cut_off(command)
+
     def _closeChannels(self) -> None:
         channels = list(self.channels.values())
         self.channels.clear()  # in place: a running frame loop holds this dict
@@ -564,6 +632,7 @@ class ServerConnection(AMQPConnection):
         self._negotiation_call = None
         if self._pending_login is not None:
             self._pending_login.cancel()
+        self._keepCutOffContent()
         self._closeChannels()
         self.client.close()
         if self.login is not None:
@@ -625,6 +694,10 @@ class ServerFactory(Factory):
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
         for vhost in self.security.database.vhosts:
             self.broker.add_vhost(vhost)
+        self.security.census = self
+        #: The runtime configuration (users, vhosts, policies, limits ...);
+        #: the broker service gives it the store and starts it.
+        self.config = RuntimeConfig(self.security.database, self.broker)
         self.options = options
         self.batch = OutputBatch()
         #: The connections that are currently up.
@@ -633,6 +706,16 @@ class ServerFactory(Factory):
         #: Memory and disk alarms; publishers are blocked while any is active.
         self.alarms = alarms if alarms is not None else ResourceAlarms()
         block_publishers(self.alarms, lambda: [connection.gate for connection in self.connections])
+
+    def vhost_connections(self, vhost: str) -> int:
+        """Open connections on *vhost* (for its ``max-connections`` limit)."""
+        return sum(1 for c in self.connections if c.vhost == vhost and c.state is ConnectionState.OPEN)
+
+    def user_channels(self, user: str) -> int:
+        """Open channels of *user* (for their ``max-channels`` limit)."""
+        return sum(
+            len(c.channels) for c in self.connections if c.user is not None and c.user.name == user
+        )
 
     def startFactory(self) -> None:
         self.throttle.start()
