@@ -24,7 +24,7 @@ from tests.broker.dialects.probes import PROBES, Outcome, run_probe
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
 
-_DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "broker.rst")
+_DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "broker.rst")
 
 #: Probes where this broker differs from RabbitMQ 3.10 on purpose, and why.
 EXPLAINED: dict[str, str] = {
