@@ -186,9 +186,7 @@ class Security:
 
         def refused(failure: Failure) -> Failure:
             failure.trap(UnauthorizedLogin, UnhandledCredentials)
-            self.log.info(
-                "secret update refused for {user}: {reason}", user=user.name, reason=failure.value
-            )
+            oplog.secret_update_refused(user.name, peer.host, str(failure.value))
             return Failure(NotAllowed(f"Secret update was refused for user '{user.name}'", 10, 70))
 
         return checked.addCallbacks(accepted, refused)

@@ -9,7 +9,12 @@ from __future__ import annotations
 from types import ModuleType
 
 from txamqp09.management.endpoints import (
+    bindings,
+    channels,
+    connections,
+    consumers,
     definitions,
+    exchanges,
     extensions,
     health,
     limits,
@@ -18,6 +23,7 @@ from txamqp09.management.endpoints import (
     parameters,
     permissions,
     policies,
+    queues,
     users,
     vhosts,
     whoami,
@@ -30,6 +36,12 @@ MODULES: list[ModuleType] = [
     overview,
     nodes,
     whoami,
+    connections,
+    channels,
+    consumers,
+    exchanges,
+    queues,
+    bindings,
     health,
     extensions,
     users,
