@@ -34,6 +34,7 @@ from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import CONTENT_HEADER, Method
+from txamqp09.wire.bodies import BodyBuffer
 from txamqp09.wire.errors import (
     AMQPError,
     AMQPNotImplemented,
@@ -128,7 +129,8 @@ class ServerChannel:
         self._max_body_size = connection.max_body_size
         self._raw_properties: Optional[bytes] = None
         self._remaining = 0
-        self._parts: list[bytes] = []
+        #: The body frames so far of a body that spans several.
+        self._body: Optional[BodyBuffer] = None
         #: basic.publish's (ticket, exchange, routing key) bytes -> decoded
         #: and checked content, valid while the stamp below is current.
         self._envelopes: dict[bytes, tuple[str, str, bytes]] = {}
@@ -221,6 +223,11 @@ class ServerChannel:
             (0-9's channel.resume may take it over).
         """
         self.content = None
+        body = self._body
+        if body is not None:
+            self._body = None
+            self.connection.bodyReleased(body.held, dropped=True)
+            body.discard()
         self._confirms_pending = 0
         self._output.clear()
         if self.classes is not None:
@@ -306,15 +313,20 @@ class ServerChannel:
             raise FrameError(
                 f"body frames carry {-remaining} bytes more than the content header announced"
             )
-        if remaining == 0 and not self._parts:
-            self._published(bytes(buf[start:end]))
-            return
-        self._parts.append(bytes(buf[start:end]))
+        body = self._body
+        if body is None:
+            if remaining == 0:
+                self._published(bytes(buf[start:end]))
+                return
+            body = self._body = BodyBuffer(self._remaining)
+        body.add(buf, start, end)
         self._remaining = remaining
-        if remaining == 0:
-            body = b"".join(self._parts)
-            self._parts = []
-            self._published(body)
+        if remaining:
+            self.connection.bodyBuffered(size)
+        else:
+            self._body = None
+            self.connection.bodyReleased(body.held - size, dropped=False)
+            self._published(body.take())
 
     def _published(self, body: bytes) -> None:
         content = self.content
@@ -424,6 +436,15 @@ class ServerChannel:
                 _CONFIRM_FRAME.pack(1, self.number, 13, 60, 80, tag, multiple, _FRAME_END),
                 _CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, tag, multiple, _FRAME_END),
             )
+
+    def oldestUnacked(self) -> Optional[int]:
+        """The delivery tag of the oldest delivery not yet acknowledged, or None."""
+        return next(iter(self.session.unacked), None)
+
+    def ackTimedOut(self, error: PreconditionFailed) -> None:
+        """A delivery stayed unacknowledged too long: close the channel with
+        *error* (what it had unacknowledged is requeued)."""
+        self.connection.channelError(self.number, error)
 
     def _storeFailed(self, failure: Failure) -> None:
         """The store could not write what a method changed (the disk is full
