@@ -435,8 +435,11 @@ class ServerConnection(AMQPConnection):
                                 continue
                             if frame_type == FRAME_METHOD:
                                 raise UnexpectedFrame(
-                                    "a method frame arrived while basic.publish still waited for "
-                                    "its content"
+                                    "expected content header for class 60, got non content "
+                                    "header frame instead" if channel.awaits_header else
+                                    "expected content body, got non content body frame instead",
+                                    hint="a method frame arrived while basic.publish still waited "
+                                    "for its content",
                                 )
                         elif frame_type == FRAME_METHOD and length >= 4:
                             ids = _METHOD_IDS.unpack_from(buf, start)[0]
@@ -479,15 +482,31 @@ class ServerConnection(AMQPConnection):
         server_channel = self.channels.get(channel)
         if server_channel is None:
             raise ChannelError(
-                f"{method.NAME} on channel {channel}, which is not open; send channel.open first",
+                "expected 'channel.open'",
                 method.CLASS_ID,
                 method.METHOD_ID,
+                hint=f"{method.NAME} came on channel {channel}, which is not open",
             )
         server_channel.methodReceived(method, command if method.CONTENT else None)
 
     def _channelLimit(self) -> int:
         """The highest channel number (RabbitMQ's dialect counts open channels instead)."""
         return 65535 if self.dialect.channel_max_counts_open else super()._channelLimit()
+
+    def misplacedMethod(self, channel: int, method: Any) -> AMQPError:
+        """RabbitMQ's dialect: 504 for another class on channel 0, 503 for a
+        connection method elsewhere (the other way round otherwise)."""
+        if not self.dialect.misplaced_methods_as_rabbitmq:
+            return super().misplacedMethod(channel, method)
+        if channel:
+            return CommandInvalid(
+                "unimplemented method", method.CLASS_ID, method.METHOD_ID,
+                hint=f"{method.NAME} must be sent on channel 0, not {channel}",
+            )
+        return ChannelError(
+            "unexpected method in connection state running", method.CLASS_ID, method.METHOD_ID,
+            hint=f"{method.NAME} must be sent on a channel other than 0",
+        )
 
     def replyText(self, error: AMQPError) -> str:
         """The reply text as the connection's dialect words it."""
@@ -496,7 +515,7 @@ class ServerConnection(AMQPConnection):
     def _channelOpen(self, number: int, method: Any) -> None:
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
-            raise ChannelError(f"channel {number} is already open", 20, 10)
+            raise ChannelError("second 'channel.open' seen", 20, 10, hint=f"channel {number} is already open")
         if self.dialect.channel_max_counts_open and 0 < self.channel_max <= len(self.channels):
             raise NotAllowed(
                 f"number of channels opened ({len(self.channels)}) has reached the "
@@ -531,6 +550,13 @@ class ServerConnection(AMQPConnection):
         self.sendMethod(number, self.version.spec.ChannelCloseOk())
 
     def _channelCloseOk(self, number: int, method: Any) -> None:
+        """The client confirms the channel.close the broker sent (503 for a
+        channel the broker did not close)."""
+        if number not in self.closing_channels:
+            raise CommandInvalid(
+                "unimplemented method", 20, 41,
+                hint=f"channel.close-ok came on channel {number}, which the server did not close",
+            )
         self._forgetChannel(number)
         self.channelClosed(number)
 
