@@ -120,6 +120,12 @@ class InstalledPluginTests(SynchronousTestCase):
         self.assertEqual(len(where), 2, where)
         for path in where:
             self.assertTrue(Path(path).resolve().is_relative_to(env_dir.resolve()), path)
+        ctl = subprocess.run(
+            [str(env_dir / "bin" / "amqp09ctl"), "--help"], cwd=self.work, capture_output=True, text=True,
+            env=_without_pythonpath(),
+        )
+        self.assertEqual(ctl.returncode, 0, ctl.stderr)
+        self.assertIn("list_queues", ctl.stdout)
 
 
 _PLUGIN_FILE = """
