@@ -13,8 +13,9 @@ from twisted.trial.unittest import TestCase
 from tests.management.support import ManagementBroker
 
 
-class ConfigApiTests(TestCase):
-    """Changes through the API, as RabbitMQ answers them."""
+class ConfigTestCase(TestCase):
+    """A test with a broker and its management API (``self.broker``) and its
+    runtime configuration (``self.config``)."""
 
     @inlineCallbacks
     def setUp(self) -> Any:
@@ -22,6 +23,10 @@ class ConfigApiTests(TestCase):
         yield self.broker.start()
         self.addCleanup(self.broker.stop)
         self.config = self.broker.factory.config
+
+
+class ConfigApiTests(ConfigTestCase):
+    """Changes through the API, as RabbitMQ answers them."""
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
         return self.broker.request(*args, **kwargs)

@@ -15,22 +15,14 @@ from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.threads import deferToThread
 from twisted.internet.utils import getProcessOutputAndValue
-from twisted.trial.unittest import TestCase
 
-from tests.management.support import ManagementBroker
+from tests.management.test_config_api import ConfigTestCase
 
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
-class CtlTests(TestCase):
+class CtlTests(ConfigTestCase):
     """Each test runs amqp09ctl commands as a user would."""
-
-    @inlineCallbacks
-    def setUp(self) -> Any:
-        self.broker = ManagementBroker()
-        yield self.broker.start()
-        self.addCleanup(self.broker.stop)
-        self.config = self.broker.factory.config
 
     @inlineCallbacks
     def ctl(self, *arguments: str, stdin: bytes = b"", **environment: str) -> Any:
