@@ -496,7 +496,7 @@ class ServerChannel:
             self._reply(self.spec.ExchangeDeclareOk())
 
     def exchange_delete(self, method: Any) -> None:
-        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
+        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused, dialect=self.dialect)
         if not method.nowait:
             self._reply(self.spec.ExchangeDeleteOk())
 
@@ -636,13 +636,19 @@ class ServerChannel:
 
     def basic_recover(self, method: Any) -> None:
         """basic.recover; 0-9-1 answers recover-ok, 0-8 and 0-9 have no answer."""
-        self.session.recover(method.requeue)
+        self._recover(method.requeue)
         recover_ok = getattr(self.spec, "BasicRecoverOk", None)
         if recover_ok is not None:
             self._reply(recover_ok())
 
     def basic_recover_async(self, method: Any) -> None:
-        self.session.recover(method.requeue)
+        self._recover(method.requeue)
+
+    def _recover(self, requeue: bool) -> None:
+        """basic.recover, refused on a transactional channel where the dialect says so."""
+        if self.session.tx is not None and not self.dialect.recover_in_tx:
+            raise PreconditionFailed("basic.recover is not allowed on a transactional channel")
+        self.session.recover(requeue)
 
     # -- tx and confirm ------------------------------------------------------
 
