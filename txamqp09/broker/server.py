@@ -54,6 +54,7 @@ from txamqp09.wire.errors import (
     ChannelError,
     ChannelLevelError,
     CommandInvalid,
+    ConnectionForced,
     ConnectionLevelError,
     FrameError,
     InternalError,
@@ -841,6 +842,8 @@ class ServerFactory(Factory):
         #: The runtime configuration (users, vhosts, policies, limits ...);
         #: the broker service gives it the store and starts it.
         self.config = RuntimeConfig(self.security.database, self.broker)
+        self.config.vhost_deleted.append(self._vhost_deleted)
+        self.config.user_deleted.append(self._user_deleted)
         self.options = options
         self.batch = OutputBatch()
         #: The connections that are currently up.
@@ -863,6 +866,18 @@ class ServerFactory(Factory):
         for connection in list(self.connections):
             for channel in list(connection.channels.values()):
                 yield connection.client.name, channel
+
+    def _vhost_deleted(self, name: str) -> None:
+        """Close the connections to a deleted vhost (320, as RabbitMQ)."""
+        for connection in list(self.connections):
+            if connection.vhost == name:
+                connection.close(ConnectionForced(f"vhost '{name}' is deleted"))
+
+    def _user_deleted(self, name: str) -> None:
+        """Close the connections of a deleted user (320, as RabbitMQ)."""
+        for connection in list(self.connections):
+            if connection.user is not None and connection.user.name == name:
+                connection.close(ConnectionForced(f"user '{name}' is deleted"))
 
     def vhost_connections(self, vhost: str) -> int:
         """Open connections on *vhost* (for its ``max-connections`` limit)."""
