@@ -51,7 +51,7 @@ from txamqp09.wire.errors import (
 from txamqp09.store.interface import WriteFailed
 from txamqp09.wire.fields import encode_shortstr
 from txamqp09.wire.frames import FRAME_OVERHEAD, Command, method_frame
-from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
+from txamqp09.wire.versions import ProtocolVersion
 
 if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
@@ -114,7 +114,7 @@ class ServerChannel:
         self.vhost = vhost
         self.client = client
         self.session = Session(
-            vhost, client, self, per_consumer_qos=self.version is AMQP0_9_1,
+            vhost, client, self, per_consumer_qos=connection.dialect.per_consumer_qos,
             rollback_redelivers=not connection.dialect.rollback_keeps_acked,
         )
         self.handlers = handlers_for(self.version)

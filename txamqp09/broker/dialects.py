@@ -82,6 +82,12 @@ class Dialect:
     bind_any_exchange: bool
     #: basic.recover is allowed on a transactional channel; otherwise 406.
     recover_in_tx: bool
+    #: basic.qos ``global=false`` limits each new consumer and ``global=true``
+    #: the channel; otherwise they limit the channel and the connection.
+    per_consumer_qos: bool
+    #: connection.start's server-properties carry RabbitMQ's
+    #: ``capabilities`` table (publisher confirms, consumer cancel notify ...).
+    announces_capabilities: bool
 
     def reply_text(self, error: AMQPError) -> str:
         """The reply text *error* is sent with (at most 255 characters)."""
@@ -114,6 +120,8 @@ RABBITMQ = Dialect(
     exclusive_elsewhere_locked=True,
     bind_any_exchange=True,
     recover_in_tx=True,
+    per_consumer_qos=True,
+    announces_capabilities=True,
 )
 
 #: The 0-8 and 0-9 specifications' rules.
@@ -135,6 +143,8 @@ SPECIFIED = Dialect(
     exclusive_elsewhere_locked=False,
     bind_any_exchange=False,
     recover_in_tx=False,
+    per_consumer_qos=False,
+    announces_capabilities=False,
 )
 
 
