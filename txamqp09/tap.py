@@ -81,6 +81,15 @@ class Options(SecurityOptions):
         ["memory-high-watermark", None, DEFAULT_MEMORY_HIGH_WATERMARK,
          "Memory the broker may use before publishers are blocked (the memory alarm): "
          "a fraction of the machine's memory (0.4) or a size (768MiB).", parse_watermark],
+        ["consumer-timeout", None, 1800000,
+         "Milliseconds a delivery may stay unacknowledged before its channel is closed "
+         "with 406 and its messages requeued (RabbitMQ's consumer_timeout; 0: never).", int],
+        ["handshake-timeout", None, 10000,
+         "Milliseconds a client has to open its connection (RabbitMQ's handshake_timeout).",
+         int],
+        ["connection-max", None, None,
+         "Connections open at once beyond which new ones are refused (RabbitMQ's "
+         "connection_max; default: no limit).", int],
         ["data-dir", None, None,
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
@@ -149,6 +158,12 @@ class Options(SecurityOptions):
             self["listen"].append("tcp:5672")
         if self["frame-max"] < 4096:
             raise usage.UsageError("--frame-max must be at least 4096")
+        if self["consumer-timeout"] < 0:
+            raise usage.UsageError("--consumer-timeout must be 0 (off) or a number of milliseconds")
+        if self["handshake-timeout"] <= 0:
+            raise usage.UsageError("--handshake-timeout must be a positive number of milliseconds")
+        if self["connection-max"] is not None and self["connection-max"] < 1:
+            raise usage.UsageError("--connection-max must be at least 1")
         if self["transient"] and self["data-dir"] is not None:
             raise usage.UsageError("--transient keeps nothing on disk: it takes no --data-dir")
         if self["data-dir"] is None:
@@ -183,6 +198,9 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
         memory_high_watermark=options["memory-high-watermark"],
+        consumer_timeout=options["consumer-timeout"] / 1000,
+        negotiation_timeout=options["handshake-timeout"] / 1000,
+        connection_max=options["connection-max"],
         staging_ttl=options["staging-ttl"],
     )
     monitor = None

@@ -426,6 +426,15 @@ class ServerChannel:
                 _CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, tag, multiple, _FRAME_END),
             )
 
+    def oldestUnacked(self) -> Optional[int]:
+        """The delivery tag of the oldest delivery not yet acknowledged, or None."""
+        return next(iter(self.session.unacked), None)
+
+    def ackTimedOut(self, error: PreconditionFailed) -> None:
+        """A delivery stayed unacknowledged too long: close the channel with
+        *error* (what it had unacknowledged is requeued)."""
+        self.connection.channelError(self.number, error)
+
     def _storeFailed(self, failure: Failure) -> None:
         """The store could not write what a method changed (the disk is full
         or failing: 506), or cannot make anything durable any more (541):

@@ -28,10 +28,9 @@ from typing import Callable, Optional
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.task import LoopingCall
-from twisted.logger import Logger
-
+from txamqp09.broker import oplog
 from txamqp09.broker.alarms import ResourceAlarms
-from txamqp09.units import format_size, parse_size
+from txamqp09.units import parse_size
 
 __all__ = [
     "DEFAULT_MEMORY_HIGH_WATERMARK",
@@ -125,8 +124,6 @@ class MemoryMonitor:
     :param interval: seconds between two periodic looks.
     """
 
-    log = Logger()
-
     def __init__(
         self,
         alarms: ResourceAlarms,
@@ -168,19 +165,10 @@ class MemoryMonitor:
             return
         active = "memory" in self.alarms.active()
         if used >= self.watermark and not active:
-            self.log.warn(
-                "memory alarm: {used} in use, above the high watermark of {watermark}; "
-                "publishers are blocked",
-                used=format_size(used),
-                watermark=format_size(self.watermark),
-            )
+            oplog.memory_alarm(True, used, self.watermark)
             self.alarms.raise_alarm("memory")
         elif used < self.watermark and active:
-            self.log.info(
-                "memory alarm cleared: {used} in use, below the high watermark of {watermark}",
-                used=format_size(used),
-                watermark=format_size(self.watermark),
-            )
+            oplog.memory_alarm(False, used, self.watermark)
             self.alarms.clear_alarm("memory")
 
     def buffered(self, size: int) -> None:

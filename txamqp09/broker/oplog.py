@@ -28,6 +28,7 @@ from twisted.logger import FilteringLogObserver, LogLevel, LogLevelFilterPredica
 from twisted.python.failure import Failure
 
 from txamqp09.wire.errors import AMQPError
+from txamqp09.wire.fields import field_text
 
 __all__ = [
     "LEVELS",
@@ -35,10 +36,13 @@ __all__ = [
     "check_level",
     "connection_closed",
     "connection_opened",
+    "connection_refused",
+    "consumer_timeout",
     "data_directory",
     "definitions_applied",
     "handshake_timeout",
     "known_names",
+    "memory_alarm",
     "listening",
     "log",
     "login_refused",
@@ -157,9 +161,7 @@ def _product(client_properties: Mapping[str, Any]) -> str:
     """``"pika 1.3.2"`` from a client's properties (``"unnamed"`` without a product)."""
     words = []
     for key in ("product", "version"):
-        value = client_properties.get(key)
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
+        value = field_text(client_properties.get(key))
         if value:
             words.append(str(value))
     return " ".join(words) or "unnamed"
@@ -200,6 +202,40 @@ def vhost_refused(peer: str, user: str, vhost: str, reason: str) -> None:
         "connection from {peer} refused vhost {vhost!r} for user {user!r}: {reason}",
         peer=peer, user=user, vhost=vhost, reason=reason,
     )
+
+
+def connection_refused(peer: str, limit: int) -> None:
+    """A connection was refused: *limit* connections were open (--connection-max)."""
+    log.warn(
+        "connection from {peer} refused: {limit} connections are open, the limit "
+        "(--connection-max)",
+        peer=peer, limit=limit,
+    )
+
+
+def consumer_timeout(peer: str, channel: int, seconds: float) -> None:
+    """A channel was closed: a delivery stayed unacknowledged longer than --consumer-timeout."""
+    log.warn(
+        "channel {channel} of the connection from {peer} closed: a delivery was not "
+        "acknowledged within {seconds:g} s (--consumer-timeout); its messages are requeued",
+        peer=peer, channel=channel, seconds=seconds,
+    )
+
+
+def memory_alarm(raised: bool, used: int, watermark: int) -> None:
+    """The memory alarm went up (publishers blocked) or cleared; sizes in bytes."""
+    if raised:
+        log.warn(
+            "memory alarm: {used:.1f} MiB in use, above the high watermark of "
+            "{watermark:.1f} MiB; publishing connections are blocked",
+            used=used / 2**20, watermark=watermark / 2**20,
+        )
+    else:
+        log.info(
+            "memory alarm cleared: {used:.1f} MiB in use, below the high watermark of "
+            "{watermark:.1f} MiB",
+            used=used / 2**20, watermark=watermark / 2**20,
+        )
 
 
 def handshake_timeout(peer: str, seconds: float) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import platform
 import struct
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -46,6 +46,7 @@ from txamqp09.broker.memory import (
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
 from txamqp09.broker.runtime import RuntimeConfig
+from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT, AckTimeouts
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
@@ -104,6 +105,11 @@ __all__ = [
     "server_properties",
 ]
 
+
+
+def _address(address: Any) -> str:
+    """``host:port`` of a peer's address."""
+    return f"{getattr(address, 'host', address)}:{getattr(address, 'port', '')}"
 
 
 def server_properties(version: ProtocolVersion) -> dict[str, Any]:
@@ -222,7 +228,7 @@ class ServerConnection(AMQPConnection):
     def connectionMade(self) -> None:
         assert self.transport is not None
         peer = self.transport.getPeer()
-        self.client.name = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        self.client.name = _address(peer)
         self.connected_at = self.clock.seconds()
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         if hasattr(self.transport, "setTcpNoDelay"):
@@ -764,6 +770,11 @@ class ServerFactory(Factory):
         of the machine's memory (a float) or bytes (an int).
     :param memory_probe: what the memory monitor measures (the process's
         resident memory if omitted; see :class:`~txamqp09.broker.memory.MemoryMonitor`).
+    :param consumer_timeout: seconds a delivery may stay unacknowledged
+        before its channel is closed (RabbitMQ's ``consumer_timeout``; 0: never;
+        see :mod:`txamqp09.broker.timeouts`).
+    :param connection_max: connections open at once beyond which new ones
+        are refused (RabbitMQ's ``connection_max``; None: no limit).
     """
 
     def __init__(
@@ -776,6 +787,8 @@ class ServerFactory(Factory):
         alarms: Optional[ResourceAlarms] = None,
         memory_high_watermark: float | int = DEFAULT_MEMORY_HIGH_WATERMARK,
         memory_probe: Optional[Callable[[], Optional[int]]] = None,
+        consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT,
+        connection_max: Optional[int] = None,
         **options: Any,
     ) -> None:
         self.clock = clock
@@ -802,6 +815,14 @@ class ServerFactory(Factory):
             watermark_bytes(memory_high_watermark),
             memory_probe if memory_probe is not None else resident_memory,
         )
+        self.ack_timeouts = AckTimeouts(clock, consumer_timeout, self._openChannels)
+        self.connection_max = connection_max
+
+    def _openChannels(self) -> Iterator[tuple[str, ServerChannel]]:
+        """(the client's address, channel) for every open channel."""
+        for connection in list(self.connections):
+            for channel in list(connection.channels.values()):
+                yield connection.client.name, channel
 
     def vhost_connections(self, vhost: str) -> int:
         """Open connections on *vhost* (for its ``max-connections`` limit)."""
@@ -816,12 +837,19 @@ class ServerFactory(Factory):
     def startFactory(self) -> None:
         self.throttle.start()
         self.memory.start()
+        self.ack_timeouts.start()
 
     def stopFactory(self) -> None:
         self.throttle.stop()
         self.memory.stop()
+        self.ack_timeouts.stop()
 
-    def buildProtocol(self, addr: Any) -> ServerConnection:
+    def buildProtocol(self, addr: Any) -> Optional[ServerConnection]:  # type: ignore[override]
+        """A connection for the client at *addr*, or None (the socket is
+        closed at once) when :attr:`connection_max` connections are open."""
+        if self.connection_max is not None and len(self.connections) >= self.connection_max:
+            oplog.connection_refused(_address(addr), self.connection_max)
+            return None
         connection = ServerConnection(
             self.clock,
             broker=self.broker,
