@@ -210,6 +210,19 @@ class HttpTests(TestCase):
         self.assertEqual(answer.body["alarms"], [{"node": self.broker.node.name, "resource": "memory"}])
 
     @inlineCallbacks
+    def test_disk_alarm_fails_the_alarm_checks(self) -> Any:
+        self.broker.factory.alarms.raise_alarm("disk")
+        answer = yield self.broker.request("GET", "/api/health/checks/alarms")
+        self.assertEqual(answer.status, 503)
+        self.assertEqual(answer.body["reason"], "There are alarms in effect in the cluster")
+        self.assertEqual(answer.body["alarms"], [{"node": self.broker.node.name, "resource": "disk"}])
+        answer = yield self.broker.request("GET", "/api/nodes")
+        self.assertEqual((answer.body[0]["disk_free_alarm"], answer.body[0]["mem_alarm"]), (True, False))
+        self.broker.factory.alarms.clear_alarm("disk")
+        answer = yield self.broker.request("GET", "/api/health/checks/alarms")
+        self.assertEqual((answer.status, answer.body), (200, {"status": "ok"}))
+
+    @inlineCallbacks
     def test_aliveness_test_publishes_and_gets(self) -> Any:
         answer = yield self.broker.request("GET", "/api/aliveness-test/%2F")
         self.assertEqual((answer.status, answer.body), (200, {"status": "ok"}))

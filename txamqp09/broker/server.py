@@ -219,6 +219,9 @@ class ServerConnection(AMQPConnection):
         """Handle the client's *data*. A fault of the broker's own (an
         exception that is not an AMQP error, such as a failed message store)
         is logged and closes the connection with 541 internal-error."""
+        stats = self.stats
+        stats.recv_oct += len(data)
+        stats.recv_cnt += 1
         try:
             super().dataReceived(data)
         except Exception as error:
@@ -230,6 +233,7 @@ class ServerConnection(AMQPConnection):
         peer = self.transport.getPeer()
         self.client.name = _address(peer)
         self.connected_at = self.clock.seconds()
+        self.broker.churn.connection_created += 1
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         if hasattr(self.transport, "setTcpNoDelay"):
             # Output is already gathered per read: Nagle would only add delay.
@@ -501,6 +505,7 @@ class ServerConnection(AMQPConnection):
         assert self.user is not None
         self.security.check_channel_limit(self.user.name)
         channel = self.channels[number] = ServerChannel(self, number, self.model_vhost, self.client)
+        self.broker.churn.channel_created += 1
         self.sendMethod(number, classes.open_ok(channel))
 
     def _channelResume(self, number: int, method: Any) -> None:
@@ -515,6 +520,7 @@ class ServerConnection(AMQPConnection):
             channel.close()
             raise
         self.channels[number] = channel
+        self.broker.churn.channel_created += 1
         self.sendMethod(number, ok)
 
     def _channelClose(self, number: int, method: Any) -> None:
@@ -530,6 +536,7 @@ class ServerConnection(AMQPConnection):
     def _forgetChannel(self, number: int) -> None:
         channel = self.channels.pop(number, None)
         if channel is not None:
+            self.broker.churn.channel_closed += 1
             channel.close()
 
     def channelError(self, channel: int, error: ChannelLevelError) -> None:
@@ -553,6 +560,11 @@ class ServerConnection(AMQPConnection):
             channels, self._confirming = self._confirming, []
             for channel in channels:
                 channel.flushConfirms()
+        output = self._output
+        if output and self.transport is not None:
+            stats = self.stats
+            stats.send_oct += sum(map(len, output))
+            stats.send_cnt += 1
         super().flush()
 
     def pauseProducing(self) -> None:
@@ -708,6 +720,7 @@ class ServerConnection(AMQPConnection):
     def _closeChannels(self) -> None:
         channels = list(self.channels.values())
         self.channels.clear()  # in place: a running frame loop holds this dict
+        self.broker.churn.channel_closed += len(channels)
         for channel in channels:
             channel.close(interrupted=True)
 
@@ -721,6 +734,7 @@ class ServerConnection(AMQPConnection):
         self._keepCutOffContent()
         self._closeChannels()
         self.client.close()
+        self.broker.churn.connection_closed += 1
         if self.login is not None:
             self.login.logout()
         super().connectionLost(reason)
