@@ -5,8 +5,9 @@ Every ``.rst`` file in docs/ is a guide; its blocks are read in order:
 - ``.. code-block:: python`` blocks are programs: the tests run each one,
   in a fresh interpreter, against one broker shared by every guide (see
   ``tests/docs/test_guides.py``). A line ``URL = "amqp://..."`` (or
-  ``amqps://``) is replaced by that broker's URL; a block without one runs as
-  it is.
+  ``amqps://``) is replaced by that broker's URL, and a line
+  ``API = "HOST:PORT"`` by the address of its management API; a block
+  without one runs as it is.
 - A Python block that cannot run in the suite opts out with a comment right
   before it (Sphinx and GitHub show nothing of it), giving the reason::
 
@@ -40,6 +41,7 @@ DOCS = ROOT / "docs"
 _DIRECTIVE = re.compile(r"^(\s*)\.\. code-block::\s*(\S*)\s*$")
 _NOT_RUN = re.compile(r"^\s*\.\. not-run:(.*)$")
 _URL_LINE = re.compile(r'^URL = "(amqps?)://[^"]*"$', re.MULTILINE)
+_API_LINE = re.compile(r'^API = "[^"]*"$', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,9 @@ class Block:
 
     def program(self, urls: dict[str, str]) -> str:
         """The code with its ``URL = "amqp(s)://..."`` line pointing at *urls*
-        (by scheme)."""
-        return _URL_LINE.sub(lambda match: f"URL = {urls[match.group(1)]!r}", self.code)
+        (by scheme) and its ``API = "HOST:PORT"`` line at ``urls["api"]``."""
+        code = _URL_LINE.sub(lambda match: f"URL = {urls[match.group(1)]!r}", self.code)
+        return _API_LINE.sub(lambda match: f"API = {urls['api']!r}", code)
 
     def run(self, urls: dict[str, str]) -> Deferred[tuple[bytes, bytes, int]]:
         """Run :meth:`program` in a fresh interpreter that imports this source

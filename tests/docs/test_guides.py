@@ -13,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from tests.client.certs import certificates
 from tests.client.support import inline
 from tests.docs.guides import Block, blocks, guides
+from txamqp09.management import Node, make_site
 from txamqp09.testing.broker import LoopbackBroker
 
 
@@ -26,7 +27,7 @@ class GuideRulesTests(SynchronousTestCase):
 
     def test_every_guide_is_read(self) -> None:
         names = {block.guide for block in every_block() if block.runs}
-        for guide in ("client.rst", "queues.rst", "streams.rst", "amqp09-classes.rst", "security.rst"):
+        for guide in ("client.rst", "queues.rst", "streams.rst", "amqp09-classes.rst", "security.rst", "management.rst"):
             self.assertIn(guide, names)
 
     def test_python_is_in_python_blocks(self) -> None:
@@ -58,10 +59,13 @@ class GuidesRunTests(TestCase):
             options = server.options(Certificate.loadPEM(ca.read()))
         listening = reactor.listenSSL(0, self.broker.factory, options, interface="127.0.0.1")  # type: ignore[attr-defined]
         self.addCleanup(listening.stopListening)
+        api = reactor.listenTCP(0, make_site(Node(self.broker.factory)), interface="127.0.0.1")  # type: ignore[attr-defined]
+        self.addCleanup(api.stopListening)
         query = urlencode({"cacertfile": files.ca, "certfile": files.client_cert, "keyfile": files.client_key})
         self.urls = {
             "amqp": self.broker.url,
             "amqps": f"amqps://guest:guest@127.0.0.1:{listening.getHost().port}/?{query}",
+            "api": f"127.0.0.1:{api.getHost().port}",
         }
 
     @inline

@@ -175,6 +175,11 @@ class ServerChannel:
             raise
 
     @property
+    def awaits_header(self) -> bool:
+        """basic.publish waits for its content header (not for body frames)."""
+        return self._raw_properties is None
+
+    @property
     def dialect(self) -> Dialect:
         """The rules of the connection's protocol version (not an attribute:
         see the class's note)."""
@@ -274,7 +279,10 @@ class ServerChannel:
     def headerFrame(self, buf: bytearray, start: int, end: int) -> None:
         """The content header of the pending basic.publish."""
         if self._raw_properties is not None:
-            raise UnexpectedFrame("a second content header arrived for one basic.publish")
+            raise UnexpectedFrame(
+                "expected content body, got non content body frame instead",
+                hint="a second content header arrived for one basic.publish",
+            )
         if end - start < _CONTENT_HEADER_SIZE + 2:
             raise FrameError(f"content header of {end - start} bytes is too short")
         class_id, _weight, size = CONTENT_HEADER.unpack_from(buf, start)
@@ -295,7 +303,10 @@ class ServerChannel:
     def bodyFrame(self, buf: bytearray, start: int, end: int) -> None:
         """A body frame of the pending basic.publish."""
         if self._raw_properties is None:
-            raise UnexpectedFrame("body frame before the content header of basic.publish")
+            raise UnexpectedFrame(
+                "expected content header for class 60, got non content header frame instead",
+                hint="a body frame came before the content header of basic.publish",
+            )
         size = end - start
         remaining = self._remaining - size
         if remaining < 0:
@@ -670,7 +681,8 @@ def _refusal(method: Method) -> Exception:
     """The error for a method no handler serves."""
     if "server" not in method.CHASSIS:
         return CommandInvalid(
-            f"{method.NAME} is sent by servers, not clients", method.CLASS_ID, method.METHOD_ID
+            "unimplemented method", method.CLASS_ID, method.METHOD_ID,
+            hint=f"{method.NAME} is sent by servers, not clients",
         )
     return AMQPNotImplemented(
         f"{method.NAME} is not implemented by this broker", method.CLASS_ID, method.METHOD_ID

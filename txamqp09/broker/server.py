@@ -54,6 +54,7 @@ from txamqp09.wire.errors import (
     ChannelError,
     ChannelLevelError,
     CommandInvalid,
+    ConnectionForced,
     ConnectionLevelError,
     FrameError,
     InternalError,
@@ -434,8 +435,11 @@ class ServerConnection(AMQPConnection):
                                 continue
                             if frame_type == FRAME_METHOD:
                                 raise UnexpectedFrame(
-                                    "a method frame arrived while basic.publish still waited for "
-                                    "its content"
+                                    "expected content header for class 60, got non content "
+                                    "header frame instead" if channel.awaits_header else
+                                    "expected content body, got non content body frame instead",
+                                    hint="a method frame arrived while basic.publish still waited "
+                                    "for its content",
                                 )
                         elif frame_type == FRAME_METHOD and length >= 4:
                             ids = _METHOD_IDS.unpack_from(buf, start)[0]
@@ -478,15 +482,31 @@ class ServerConnection(AMQPConnection):
         server_channel = self.channels.get(channel)
         if server_channel is None:
             raise ChannelError(
-                f"{method.NAME} on channel {channel}, which is not open; send channel.open first",
+                "expected 'channel.open'",
                 method.CLASS_ID,
                 method.METHOD_ID,
+                hint=f"{method.NAME} came on channel {channel}, which is not open",
             )
         server_channel.methodReceived(method, command if method.CONTENT else None)
 
     def _channelLimit(self) -> int:
         """The highest channel number (RabbitMQ's dialect counts open channels instead)."""
         return 65535 if self.dialect.channel_max_counts_open else super()._channelLimit()
+
+    def misplacedMethod(self, channel: int, method: Any) -> AMQPError:
+        """RabbitMQ's dialect: 504 for another class on channel 0, 503 for a
+        connection method elsewhere (the other way round otherwise)."""
+        if not self.dialect.misplaced_methods_as_rabbitmq:
+            return super().misplacedMethod(channel, method)
+        if channel:
+            return CommandInvalid(
+                "unimplemented method", method.CLASS_ID, method.METHOD_ID,
+                hint=f"{method.NAME} must be sent on channel 0, not {channel}",
+            )
+        return ChannelError(
+            "unexpected method in connection state running", method.CLASS_ID, method.METHOD_ID,
+            hint=f"{method.NAME} must be sent on a channel other than 0",
+        )
 
     def replyText(self, error: AMQPError) -> str:
         """The reply text as the connection's dialect words it."""
@@ -495,7 +515,7 @@ class ServerConnection(AMQPConnection):
     def _channelOpen(self, number: int, method: Any) -> None:
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
-            raise ChannelError(f"channel {number} is already open", 20, 10)
+            raise ChannelError("second 'channel.open' seen", 20, 10, hint=f"channel {number} is already open")
         if self.dialect.channel_max_counts_open and 0 < self.channel_max <= len(self.channels):
             raise NotAllowed(
                 f"number of channels opened ({len(self.channels)}) has reached the "
@@ -530,6 +550,13 @@ class ServerConnection(AMQPConnection):
         self.sendMethod(number, self.version.spec.ChannelCloseOk())
 
     def _channelCloseOk(self, number: int, method: Any) -> None:
+        """The client confirms the channel.close the broker sent (503 for a
+        channel the broker did not close)."""
+        if number not in self.closing_channels:
+            raise CommandInvalid(
+                "unimplemented method", 20, 41,
+                hint=f"channel.close-ok came on channel {number}, which the server did not close",
+            )
         self._forgetChannel(number)
         self.channelClosed(number)
 
@@ -815,6 +842,8 @@ class ServerFactory(Factory):
         #: The runtime configuration (users, vhosts, policies, limits ...);
         #: the broker service gives it the store and starts it.
         self.config = RuntimeConfig(self.security.database, self.broker)
+        self.config.vhost_deleted.append(self._vhost_deleted)
+        self.config.user_deleted.append(self._user_deleted)
         self.options = options
         self.batch = OutputBatch()
         #: The connections that are currently up.
@@ -837,6 +866,18 @@ class ServerFactory(Factory):
         for connection in list(self.connections):
             for channel in list(connection.channels.values()):
                 yield connection.client.name, channel
+
+    def _vhost_deleted(self, name: str) -> None:
+        """Close the connections to a deleted vhost (320, as RabbitMQ)."""
+        for connection in list(self.connections):
+            if connection.vhost == name:
+                connection.close(ConnectionForced(f"vhost '{name}' is deleted"))
+
+    def _user_deleted(self, name: str) -> None:
+        """Close the connections of a deleted user (320, as RabbitMQ)."""
+        for connection in list(self.connections):
+            if connection.user is not None and connection.user.name == name:
+                connection.close(ConnectionForced(f"user '{name}' is deleted"))
 
     def vhost_connections(self, vhost: str) -> int:
         """Open connections on *vhost* (for its ``max-connections`` limit)."""
