@@ -1240,6 +1240,13 @@ def queue_bind_headers_bad_x_match(s: Session) -> None:
 # -- consumers and publishing --------------------------------------------------
 
 
+def _publish_unroutable(s: Session, **properties: Any) -> None:
+    """Publish a message with *properties* to amq.direct, routed nowhere, and sync."""
+    channel = s.channel()
+    channel.basic_publish("amq.direct", "k", b"x", pika.BasicProperties(**properties))
+    sync(channel)
+
+
 @probe
 def basic_consume_priority_not_a_number(s: Session) -> None:
     channel = s.channel()
@@ -1277,37 +1284,27 @@ def basic_nack_multiple_unknown_tag(s: Session) -> None:
 
 @probe
 def basic_publish_invalid_expiration(s: Session) -> None:
-    channel = s.channel()
-    channel.basic_publish("amq.direct", "k", b"x", pika.BasicProperties(expiration="soon"))
-    sync(channel)
+    _publish_unroutable(s, expiration="soon")
 
 
 @probe
 def basic_publish_negative_expiration(s: Session) -> None:
-    channel = s.channel()
-    channel.basic_publish("amq.direct", "k", b"x", pika.BasicProperties(expiration="-1"))
-    sync(channel)
+    _publish_unroutable(s, expiration="-1")
 
 
 @probe
 def basic_publish_other_user_id(s: Session) -> None:
-    channel = s.channel()
-    channel.basic_publish("amq.direct", "k", b"x", pika.BasicProperties(user_id="someone"))
-    sync(channel)
+    _publish_unroutable(s, user_id="someone")
 
 
 @probe
 def basic_publish_expiration_with_trailing_text(s: Session) -> None:
-    channel = s.channel()
-    channel.basic_publish("amq.direct", "k", b"x", pika.BasicProperties(expiration="12abc"))
-    sync(channel)
+    _publish_unroutable(s, expiration="12abc")
 
 
 @probe
 def basic_publish_expiration_beyond_64_bits(s: Session) -> None:
-    channel = s.channel()
-    channel.basic_publish("amq.direct", "k", b"x", pika.BasicProperties(expiration=str(2**70)))
-    sync(channel)
+    _publish_unroutable(s, expiration=str(2**70))
 
 
 @probe
