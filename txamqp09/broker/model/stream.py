@@ -554,7 +554,7 @@ class StreamQueue(Queue):
         what = _describe(self.vhost, self.name)
         if no_ack:
             raise _refusal(
-                "automatic acknowledgement", self, hint="consume with manual acknowledgements"
+                "automatic acknowledgement", self, hint="consume with manual acknowledgements (no-ack off)"
             )
         if not any(limit.count for limit in limits):
             raise PreconditionFailed(
