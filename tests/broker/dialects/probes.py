@@ -220,6 +220,12 @@ def sync(channel: BlockingChannel) -> None:
     channel.basic_qos(prefetch_count=0)
 
 
+def settle(channel: BlockingChannel) -> None:
+    """One round trip on *channel*, then run pika's callbacks for what arrived."""
+    sync(channel)
+    channel.connection.process_data_events(0)
+
+
 def send(channel: BlockingChannel, method: Any, content: Optional[tuple[Any, bytes]] = None) -> None:
     """Send *method* (a ``pika.spec`` method) as it is, without waiting for an answer."""
     channel._impl._send_method(method, content)  # noqa: SLF001 - pika has no public way
@@ -799,8 +805,7 @@ def basic_publish_mandatory_unroutable(s: Session) -> Any:
     returned: list[Any] = []
     channel.add_on_return_callback(lambda _ch, method, _p, body: returned.append((method.reply_code, method.reply_text, body)))
     channel.basic_publish("amq.direct", s.name("key"), b"x", mandatory=True)
-    sync(channel)
-    channel.connection.process_data_events(0)
+    settle(channel)
     return returned
 
 
@@ -815,8 +820,7 @@ def basic_publish_immediate(s: Session) -> Any:
         pika.spec.Basic.Publish(exchange="", routing_key=s.name("q"), immediate=True),
         (pika.spec.BasicProperties(), b"x"),
     )
-    sync(channel)
-    channel.connection.process_data_events(0)
+    settle(channel)
     return returned
 
 
@@ -1394,8 +1398,7 @@ def queue_deleted_cancels_its_consumers(s: Session) -> Any:
     channel.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.NAME))
     channel.basic_consume(s.name("q"), lambda *_: None)
     s.channel().queue_delete(s.name("q"))
-    sync(channel)
-    channel.connection.process_data_events(0)
+    settle(channel)
     return cancelled
 
 
