@@ -9,7 +9,6 @@ channel layer.
 from __future__ import annotations
 
 import platform
-import struct
 from typing import Any, Callable, Optional
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -33,6 +32,7 @@ from txamqp09.broker.channel import ServerChannel
 from txamqp09.broker.classes import channel as classes
 from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
+from txamqp09.broker.publishing import Publisher
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
@@ -46,16 +46,7 @@ from txamqp09.wire.errors import (
     NotAllowed,
     UnexpectedFrame,
 )
-from txamqp09.wire.frames import (
-    FRAME_BODY,
-    FRAME_END,
-    FRAME_HEADER,
-    FRAME_HEARTBEAT,
-    FRAME_METHOD,
-    FRAME_MIN_SIZE,
-    FRAME_OVERHEAD,
-    Command,
-)
+from txamqp09.wire.frames import FRAME_MIN_SIZE, Command
 from txamqp09.wire.versions import (
     CAPABILITIES,
     AMQP0_9_1,
@@ -67,11 +58,6 @@ from txamqp09.wire.versions import (
 #: Ready message bytes above which publishers are held back, by default.
 DEFAULT_HIGH_WATERMARK = 512 * 1024 * 1024
 
-_FRAME_HEADER = struct.Struct(">BHI")
-_METHOD_IDS = struct.Struct(">I")
-_PUBLISH = (60 << 16) | 40
-_ACK = (60 << 16) | 80
-_FRAME_TYPES = frozenset({FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT})
 
 __all__ = [
     "DEFAULT_HIGH_WATERMARK",
@@ -99,10 +85,11 @@ def server_properties(version: ProtocolVersion) -> dict[str, Any]:
 class ServerConnection(AMQPConnection):
     """One client's connection to the broker.
 
-    Once the connection is open, its frame loop (:meth:`framesReceived`)
-    hands basic.publish, its content and basic.ack on open channels straight
-    to the channel's hot-path methods; every other frame takes the general
-    path of :class:`~txamqp09.protocol.AMQPConnection`.
+    Each open channel's :class:`~txamqp09.broker.publishing.Publisher` is
+    the frame scanner's taker for that channel: basic.publish, its content
+    and basic.ack go straight to it; every other frame takes the general
+    path of :class:`~txamqp09.protocol.AMQPConnection`. A channel-level error
+    raised by a frame closes that channel only.
 
     :param broker: the model the connection works on (a new, empty one if
         omitted).
@@ -124,7 +111,7 @@ class ServerConnection(AMQPConnection):
         **options: Any,
     ) -> None:
         super().__init__(clock, **options)
-        self._reader.frame_max = self.frame_max
+        self.scanner.channel_error = self.channelError
         self.broker = broker if broker is not None else Broker()
         self.broker.use_clock(clock)
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
@@ -150,10 +137,9 @@ class ServerConnection(AMQPConnection):
         self.model_vhost: Optional[VirtualHost] = None
         #: Open channels by number (closing ones are not here).
         self.channels: dict[int, ServerChannel] = {}
-        self._input = bytearray()
         self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
-        self._confirming: list[ServerChannel] = []
+        self._confirming: list[Publisher] = []
 
     def dataReceived(self, data: bytes) -> None:
         """Handle the client's *data*. A fault of the broker's own (an
@@ -291,70 +277,6 @@ class ServerConnection(AMQPConnection):
         self._negotiation_call = None
         self.sendMethod(0, self.version.spec.ConnectionOpenOk())
 
-    # -- frames --------------------------------------------------------------
-
-    def framesReceived(self, data: bytes) -> None:
-        """Parse frames from one buffer, taking the hot path where it applies."""
-        buf = self._input
-        buf += data
-        size = len(buf)
-        pos = 0
-        limit = self.frame_max
-        channels = self.channels
-        try:
-            while size - pos >= 7:
-                frame_type, number, length = _FRAME_HEADER.unpack_from(buf, pos)
-                if length + FRAME_OVERHEAD > limit:
-                    raise FrameError(f"frame of {length + FRAME_OVERHEAD} bytes exceeds frame_max {limit}")
-                end = pos + 7 + length
-                if end >= size:
-                    break
-                if buf[end] != FRAME_END:
-                    raise FrameError(
-                        f"frame-end octet is {buf[end]:#04x}, not 0xce: the frame's size "
-                        "field does not match its contents"
-                    )
-                start = pos + 7
-                pos = end + 1
-                channel = channels.get(number)
-                try:
-                    if channel is not None:
-                        if channel.content is not None:
-                            if frame_type == FRAME_BODY:
-                                channel.bodyFrame(buf, start, end)
-                                continue
-                            if frame_type == FRAME_HEADER:
-                                channel.headerFrame(buf, start, end)
-                                continue
-                            if frame_type == FRAME_METHOD:
-                                raise UnexpectedFrame(
-                                    "a method frame arrived while basic.publish still waited for "
-                                    "its content"
-                                )
-                        elif frame_type == FRAME_METHOD and length >= 4:
-                            ids = _METHOD_IDS.unpack_from(buf, start)[0]
-                            if ids == _PUBLISH:
-                                channel.publishFrame(buf, start + 4, end)
-                                continue
-                            if ids == _ACK:
-                                channel.ackFrame(buf, start + 4, end)
-                                continue
-                    if frame_type not in _FRAME_TYPES:
-                        self._unknownFrameType(frame_type)
-                    self.frameReceived(frame_type, number, bytes(buf[start:end]))
-                except ChannelLevelError as error:
-                    self.channelError(number, error)
-                if self.state is ConnectionState.CLOSED:
-                    break
-        finally:
-            del buf[:pos]
-
-    def _unknownFrameType(self, frame_type: int) -> None:
-        assert self.version is not None
-        if frame_type in self.version.reserved_frame_types:
-            raise AMQPNotImplemented(f"frames of type {frame_type} are not supported")
-        raise FrameError(f"unknown frame type {frame_type}")
-
     # -- channels ------------------------------------------------------------
 
     def commandReceived(self, channel: int, command: Command) -> None:
@@ -382,7 +304,8 @@ class ServerConnection(AMQPConnection):
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
             raise ChannelError(f"channel {number} is already open", 20, 10)
-        channel = self.channels[number] = ServerChannel(self, number, self.model_vhost, self.client)
+        channel = ServerChannel(self, number, self.model_vhost, self.client)
+        self._addChannel(channel)
         self.sendMethod(number, classes.open_ok(channel))
 
     def _channelResume(self, number: int, method: Any) -> None:
@@ -396,7 +319,7 @@ class ServerConnection(AMQPConnection):
         except ChannelLevelError:
             channel.close()
             raise
-        self.channels[number] = channel
+        self._addChannel(channel)
         self.sendMethod(number, ok)
 
     def _channelClose(self, number: int, method: Any) -> None:
@@ -409,7 +332,13 @@ class ServerConnection(AMQPConnection):
         self._forgetChannel(number)
         self.channelClosed(number)
 
+    def _addChannel(self, channel: ServerChannel) -> None:
+        """*channel* is open: its frames go to its publisher first."""
+        self.channels[channel.number] = channel
+        self.scanner.takers[channel.number] = channel.publisher.take
+
     def _forgetChannel(self, number: int) -> None:
+        self.scanner.takers.pop(number, None)
         channel = self.channels.pop(number, None)
         if channel is not None:
             channel.close()
@@ -421,9 +350,9 @@ class ServerConnection(AMQPConnection):
 
     # -- flow of output ------------------------------------------------------
 
-    def confirmsPending(self, channel: ServerChannel) -> None:
-        """*channel* gathers publisher acks: have them sent with this batch's output."""
-        self._confirming.append(channel)
+    def confirmsPending(self, publisher: Publisher) -> None:
+        """*publisher* gathers acks: have them sent with this batch's output."""
+        self._confirming.append(publisher)
         if self.batch.active:
             self.batch.mark(self)
         else:
@@ -432,9 +361,9 @@ class ServerConnection(AMQPConnection):
     def flush(self) -> None:
         """Write queued output, gathered publisher acks first."""
         if self._confirming:
-            channels, self._confirming = self._confirming, []
-            for channel in channels:
-                channel.flushConfirms()
+            publishers, self._confirming = self._confirming, []
+            for publisher in publishers:
+                publisher.flushConfirms()
         super().flush()
 
     def pauseProducing(self) -> None:
@@ -457,7 +386,7 @@ class ServerConnection(AMQPConnection):
     @property
     def published(self) -> bool:
         """The client has published on any channel still open."""
-        return any(channel.publishes for channel in self.channels.values())
+        return any(channel.publisher.publishes for channel in self.channels.values())
 
     def blockPublishing(self, reason: str) -> None:
         """Tell the client to stop publishing, and stop reading from it."""
@@ -497,7 +426,8 @@ class ServerConnection(AMQPConnection):
 
     def _closeChannels(self) -> None:
         channels = list(self.channels.values())
-        self.channels.clear()  # in place: a running frame loop holds this dict
+        self.channels.clear()
+        self.scanner.takers.clear()  # in place: a running scan holds this dict
         for channel in channels:
             channel.close(interrupted=True)
 

@@ -41,7 +41,8 @@ def unique_name(prefix: str) -> str:
 
 
 class Sink(Protocol):
-    """How a session reaches its client (implemented by the server channel)."""
+    """How a session reaches its client (implemented by the server's
+    :class:`~txamqp09.broker.publishing.Publisher`)."""
 
     def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
         """Send basic.deliver with *message* to *consumer*."""
