@@ -133,6 +133,69 @@ print(txamqp09.__file__)
 """
 
 
+#: A child Python in which the spark extra's modules do not exist, as on a
+#: machine where only README's test command installed anything; argv[1] is
+#: what it runs then: "load" (import every test module) or "spark" (run the
+#: Spark tests).
+_WITHOUT_SPARK_EXTRA = """
+import sys
+from importlib.abc import MetaPathFinder
+
+class HideSparkExtra(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("pyspark", "pyarrow"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, HideSparkExtra())
+if sys.argv[1] == "load":
+    from twisted.trial.runner import ErrorHolder, TestLoader
+
+    def cases(suite):
+        if isinstance(suite, ErrorHolder) or not hasattr(suite, "__iter__"):
+            yield suite
+            return
+        for test in suite:
+            yield from cases(test)
+
+    found = list(cases(TestLoader().loadByName("tests", recurse=True)))
+    for test in found:
+        if isinstance(test, ErrorHolder):
+            print(test.description, test.error[1])
+    print(len(found), "tests")
+else:
+    from twisted.scripts.trial import run
+    sys.argv = ["trial", "tests.spark"]
+    run()
+"""
+
+
+class WithoutSparkExtraTests(SynchronousTestCase):
+    """README's test command installs the test extra only: no test module may
+    need the spark extra to import, and the Spark tests skip without it."""
+
+    def _child(self, what: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-c", _WITHOUT_SPARK_EXTRA, what],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**_without_pythonpath(), "PYTHONPATH": str(ROOT)},
+        )
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        return result.stdout
+
+    def test_every_test_module_imports(self) -> None:
+        lines = self._child("load").splitlines()
+        self.assertEqual(len(lines), 1, "\n".join(lines))
+        self.assertGreater(int(lines[0].split()[0]), 1000)
+
+    def test_spark_tests_skip(self) -> None:
+        output = self._child("spark")
+        self.assertIn("the spark extra is not installed", output)
+        self.assertRegex(output, r"PASSED \(skips=\d+, successes=\d+\)")
+
+
 class ReadmeCommandTests(SynchronousTestCase):
     """README.rst gives the two commands, and .ci/run runs the test command."""
 

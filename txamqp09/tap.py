@@ -6,6 +6,7 @@ Examples::
     twistd -n amqp09 --port 5672 --data-dir /var/lib/txamqp09
     twistd -n amqp09 --port 5672 --transient
     twistd -n amqp09 --listen tcp:5672:interface=127.0.0.1 --listen tcp:5673
+    twistd -n amqp09 --port 5672 --management tcp:15672:interface=127.0.0.1
     twistd -n amqp09 --definitions definitions.json --ssl-port 5671 \\
         --ssl-key server.key --ssl-cert server.crt --ssl-ca ca.crt --ssl-verify required
 
@@ -20,9 +21,15 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar, Optional, cast
 
-from twisted.application import service, strports
+from twisted.application import service
 from twisted.application.internet import StreamServerEndpointService
-from twisted.internet.interfaces import IReactorFromThreads, IReactorTime
+from twisted.internet.endpoints import serverFromString
+from twisted.internet.interfaces import (
+    IProtocolFactory,
+    IReactorFromThreads,
+    IReactorTime,
+    IStreamServerEndpoint,
+)
 from twisted.python import usage
 
 from txamqp09.broker.auth.options import SecurityOptions
@@ -31,7 +38,10 @@ from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
 from txamqp09.broker.service import BrokerService
+from txamqp09.management import Node, RecordingEndpoint, make_site
+from txamqp09.management.node import StatisticsService
 from txamqp09.store.sqlite import SQLiteStore
+from txamqp09.units import parse_size
 
 __all__ = ["Options", "makeService"]
 
@@ -48,17 +58,19 @@ class Options(SecurityOptions):
     )
     optParameters: ClassVar[list[list[Any]]] = [
         ["port", "p", None, "TCP port to listen on, on every interface (e.g. 5672)."],
-        ["frame-max", None, 131072, "Largest frame the broker accepts, in bytes.", int],
+        ["frame-max", None, 131072, "Largest frame the broker accepts (a size: 131072, 128KiB).", parse_size],
         ["channel-max", None, 2047, "Highest channel number a connection may use.", int],
         ["heartbeat", None, 60, "Heartbeat interval the broker proposes, in seconds (0: off).", int],
         ["high-watermark", None, DEFAULT_HIGH_WATERMARK,
-         "Bytes of ready messages above which publishers are blocked.", int],
+         "Bytes of ready messages above which publishers are blocked (a size: 512MiB, 1GB).",
+         parse_size],
         ["data-dir", None, None,
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
         ["memory-budget", None, DEFAULT_MEMORY_BUDGET,
-         "Bytes of message bodies held in memory; beyond it they are paged out "
-         "to the store and read back when their queue reaches them.", int],
+         "Bytes of message bodies held in memory (a size: 256MiB, 1GiB); beyond it "
+         "they are paged out to the store and read back when their queue reaches them.",
+         parse_size],
         ["freeze-backlog", None, DEFAULT_FREEZE_THRESHOLD,
          "Queued messages from which the garbage collector's full passes skip the "
          "objects that survived the last one (0: never).", int],
@@ -71,11 +83,18 @@ class Options(SecurityOptions):
     def __init__(self) -> None:
         super().__init__()
         self["listen"] = []
+        self["management"] = []
 
     def opt_listen(self, endpoint: str) -> None:
         """Listen on a Twisted server endpoint description, e.g.
         tcp:5672:interface=127.0.0.1 (repeatable)."""
         self["listen"].append(endpoint)
+
+    def opt_management(self, endpoint: str) -> None:
+        """Serve the management HTTP API (RabbitMQ's) on a Twisted server
+        endpoint, e.g. tcp:15672:interface=127.0.0.1 or ssl:15671:... (repeatable;
+        off unless given)."""
+        self["management"].append(endpoint)
 
     def postOptions(self) -> None:
         if self["port"] is not None:
@@ -123,9 +142,33 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         high_watermark=options["high-watermark"],
     )
     broker: Any = BrokerService(factory, store, options["freeze-backlog"])
-    for description in options["listen"]:
-        strports.service(description, factory).setServiceParent(broker)
+    listeners: list[tuple[IStreamServerEndpoint, IProtocolFactory, str]] = [
+        (serverFromString(reactor, description), factory, "amqp") for description in options["listen"]
+    ]
     tls = options.tls_endpoint(clock)
     if tls is not None:
-        StreamServerEndpointService(tls, factory).setServiceParent(broker)
+        listeners.append((tls, factory, "amqp/ssl"))
+    if options["management"]:
+        listeners = _with_management(broker, Node(factory, store), listeners, options["management"])
+    for endpoint, served, _ in listeners:
+        StreamServerEndpointService(endpoint, served).setServiceParent(broker)
     return broker
+
+
+def _with_management(
+    broker: service.MultiService,
+    node: Node,
+    listeners: list[tuple[IStreamServerEndpoint, IProtocolFactory, str]],
+    descriptions: list[str],
+) -> list[tuple[IStreamServerEndpoint, IProtocolFactory, str]]:
+    """*listeners* plus the management API's, each telling *node* where it
+    listens; the node's statistics are sampled while *broker* runs."""
+    from twisted.internet import reactor
+
+    site = make_site(node)
+    listeners = listeners + [
+        (serverFromString(reactor, description), site, "https" if description.startswith("ssl:") else "http")
+        for description in descriptions
+    ]
+    StatisticsService(node).setServiceParent(broker)
+    return [(RecordingEndpoint(endpoint, node, protocol), served, protocol) for endpoint, served, protocol in listeners]

@@ -10,7 +10,7 @@ import amqp
 import kombu
 from twisted.internet import defer
 
-from tests.broker.loopback import LoopbackTestCase
+from tests.broker.support import LoopbackTestCase
 
 
 class PyAmqpTests(LoopbackTestCase):

@@ -16,7 +16,7 @@ from pika.exceptions import (
 from twisted.internet import defer, reactor
 from twisted.internet.protocol import ClientCreator
 
-from tests.broker.loopback import LoopbackTestCase
+from tests.broker.support import LoopbackTestCase
 
 
 class BlockingTests(LoopbackTestCase):

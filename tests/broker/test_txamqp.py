@@ -12,7 +12,7 @@ from txamqp.client import Closed, TwistedDelegate
 from txamqp.content import Content
 from txamqp.protocol import AMQClient
 
-from tests.broker.loopback import LoopbackTestCase
+from tests.broker.support import LoopbackTestCase
 
 _SPEC_DIR = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "spec")
 

@@ -1,0 +1,1 @@
+"""Tests of txamqp09.client: offline against a scripted server, and live against brokers."""

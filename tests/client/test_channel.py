@@ -10,6 +10,7 @@ from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from tests.client.support import ScriptedServer
 from txamqp09.client.api import channel_class, client_sent_methods, python_name
 from txamqp09.client.channel import Channel, ChannelState
 from txamqp09.client.errors import (
@@ -29,8 +30,6 @@ from txamqp09.wire.versions import (
     ProtocolVersion,
 )
 
-from .support import ScriptedServer
-
 
 def opened(version: ProtocolVersion = AMQP0_9_1, **parameters: Any) -> tuple[ScriptedServer, Channel]:
     """A scripted server with an open connection and channel 1."""
@@ -40,7 +39,7 @@ def opened(version: ProtocolVersion = AMQP0_9_1, **parameters: Any) -> tuple[Scr
 
 
 class RequestTests(SynchronousTestCase):
-    def test_responseFiresTheRequest(self) -> None:
+    def test_response_fires_the_request(self) -> None:
         server, channel = opened()
         declared = channel.queue_declare("q", durable=True)
         [(number, declare)] = server.methods()
@@ -48,7 +47,7 @@ class RequestTests(SynchronousTestCase):
         server.send(1, server.spec.QueueDeclareOk(queue="q", message_count=3, consumer_count=0))
         self.assertEqual(self.successResultOf(declared).message_count, 3)
 
-    def test_pipelinedRequestsAreAnsweredInOrder(self) -> None:
+    def test_pipelined_requests_are_answered_in_order(self) -> None:
         server, channel = opened()
         first = channel.exchange_declare("x", "topic")
         second = channel.queue_bind(queue="q", exchange="x", routing_key="#")
@@ -59,19 +58,19 @@ class RequestTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(first).NAME, "exchange.declare-ok")
         self.assertEqual(self.successResultOf(second).NAME, "queue.bind-ok")
 
-    def test_nowaitFiresAtOnce(self) -> None:
+    def test_nowait_fires_at_once(self) -> None:
         server, channel = opened()
         self.assertIsNone(self.successResultOf(channel.queue_delete(queue="q", nowait=True)))
         self.assertEqual(server.names(), ["queue.delete"])
         # A response now would have no request to answer: nothing waits.
         self.assertFalse(channel._requests)
 
-    def test_methodWithoutResponseReturnsNone(self) -> None:
+    def test_method_without_response_returns_none(self) -> None:
         server, channel = opened()
         self.assertIsNone(channel.basic_recover_async(requeue=True))
         self.assertEqual(server.names(), ["basic.recover-async"])
 
-    def test_unexpectedResponseClosesTheConnection(self) -> None:
+    def test_unexpected_response_closes_the_connection(self) -> None:
         server, channel = opened()
         declaring = channel.queue_declare("q")
         server.methods()
@@ -83,7 +82,7 @@ class RequestTests(SynchronousTestCase):
         self.assertEqual(self.failureResultOf(declaring, ConnectionClosed).value.reply_code, 503)
         self.assertRaises(ConnectionClosed, channel.basic_publish, b"x")
 
-    def test_basicGet(self) -> None:
+    def test_basic_get(self) -> None:
         server, channel = opened()
         got = channel.basic_get("q")
         server.sendContent(1, server.spec.BasicGetOk(delivery_tag=7, exchange="", routing_key="q", message_count=2), b"body")
@@ -94,13 +93,13 @@ class RequestTests(SynchronousTestCase):
         server.send(1, server.spec.BasicGetEmpty())
         self.assertIsNone(self.successResultOf(empty))
 
-    def test_missingFieldOfTheVersionRefused(self) -> None:
+    def test_missing_field_of_the_version_refused(self) -> None:
         server, channel = opened(AMQP0_8)
         self.failureResultOf(channel.basic_consume("q", arguments={"x-priority": 1}), NotInThisVersion)
         channel.basic_consume("q")
         self.assertEqual(server.names(), ["basic.consume"])
 
-    def test_methodMissingFromTheVersion(self) -> None:
+    def test_method_missing_from_the_version(self) -> None:
         _, channel = opened(AMQP0_9)
         failure = self.failureResultOf(channel.confirm_select(), NotInThisVersion)
         self.assertIn("confirm.select does not exist in AMQP 0-9", str(failure.value))
@@ -111,7 +110,7 @@ class ClosingTests(SynchronousTestCase):
     def serverCloses(self, server: ScriptedServer) -> None:
         server.send(1, server.spec.ChannelClose(reply_code=404, reply_text="NOT_FOUND - no queue 'q'", class_id=50, method_id=10))
 
-    def test_serverCloseFailsPendingWithItsReply(self) -> None:
+    def test_server_close_fails_pending_with_its_reply(self) -> None:
         server, channel = opened()
         pending = channel.queue_declare("q", passive=True)
         server.methods()
@@ -126,7 +125,7 @@ class ClosingTests(SynchronousTestCase):
         self.assertIs(channel.state, ChannelState.CLOSED)
         self.assertNotIn(1, server.client.channels)
 
-    def test_laterCallsFailWithTheSameReply(self) -> None:
+    def test_later_calls_fail_with_the_same_reply(self) -> None:
         server, channel = opened()
         self.serverCloses(server)
         self.assertEqual(self.failureResultOf(channel.queue_declare("q"), ChannelClosed).value.reply_code, 404)
@@ -134,7 +133,7 @@ class ClosingTests(SynchronousTestCase):
         self.assertRaises(ChannelClosed, channel.ack, 1)
         self.assertEqual(self.successResultOf(channel.whenClosed()).reply_code, 404)
 
-    def test_clientClose(self) -> None:
+    def test_client_close(self) -> None:
         server, channel = opened()
         pending = channel.queue_declare("q")
         closing = channel.close()
@@ -149,7 +148,7 @@ class ClosingTests(SynchronousTestCase):
         self.assertIs(channel.state, ChannelState.CLOSED)
         self.assertRaises(ChannelClosed, channel.basic_publish, b"x")
 
-    def test_crossingClosesEndTheChannel(self) -> None:
+    def test_crossing_closes_end_the_channel(self) -> None:
         server, channel = opened()
         closing = channel.close()
         self.serverCloses(server)
@@ -157,7 +156,7 @@ class ClosingTests(SynchronousTestCase):
         server.send(1, server.spec.ChannelCloseOk())
         self.assertIs(server.client.state.name, "OPEN")
 
-    def test_connectionLossFailsEverything(self) -> None:
+    def test_connection_loss_fails_everything(self) -> None:
         server, channel = opened()
         selecting = channel.confirm_select()
         server.send(1, server.spec.ConfirmSelectOk())
@@ -169,14 +168,14 @@ class ClosingTests(SynchronousTestCase):
         self.failureResultOf(confirm, ConnectionClosed)
         self.assertRaises(ConnectionClosed, channel.basic_publish, b"x")
 
-    def test_disconnectEndsChannelsCleanly(self) -> None:
+    def test_disconnect_ends_channels_cleanly(self) -> None:
         server, channel = opened()
         pending = channel.queue_declare("q")
         server.client.disconnect()
         failure = self.failureResultOf(pending, ConnectionClosed)
         self.assertEqual(failure.value.reply_code, 200)
 
-    def test_protocolErrorOnAChannelClosesIt(self) -> None:
+    def test_protocol_error_on_a_channel_closes_it(self) -> None:
         server, channel = opened()
         server.send(1, server.spec.BasicAck(delivery_tag=1))
         [(_, close)] = server.methods()
@@ -188,7 +187,7 @@ class ClosingTests(SynchronousTestCase):
 
 
 class PublishTests(SynchronousTestCase):
-    def test_publishWithProperties(self) -> None:
+    def test_publish_with_properties(self) -> None:
         server, channel = opened()
         self.assertIsNone(channel.basic_publish(b"hi", "x", "k", {"content_type": "text/plain", "headers": {"a": 1}}, mandatory=True))
         [(number, command)] = server.received()
@@ -196,13 +195,13 @@ class PublishTests(SynchronousTestCase):
         self.assertEqual(command.body, b"hi")
         self.assertEqual((command.properties.content_type, command.properties.headers), ("text/plain", {"a": 1}))
 
-    def test_propertiesObject(self) -> None:
+    def test_properties_object(self) -> None:
         server, channel = opened()
         channel.publish(bytearray(b"hi"), properties=server.spec.BasicProperties(delivery_mode=2))
         [(_, command)] = server.received()
         self.assertEqual((command.body, command.properties.delivery_mode), (b"hi", 2))
 
-    def test_bodySplitToFrameMax(self) -> None:
+    def test_body_split_to_frame_max(self) -> None:
         server = ScriptedServer()
         server.open(frame_max=4096)
         channel = server.openChannel(1)
@@ -213,12 +212,12 @@ class PublishTests(SynchronousTestCase):
         [(_, command)] = server.received()
         self.assertEqual(command.body, body)
 
-    def test_textBodyRefused(self) -> None:
+    def test_text_body_refused(self) -> None:
         _, channel = opened()
         error = self.assertRaises(TypeError, channel.basic_publish, "text")
         self.assertIn("encode text first", str(error))
 
-    def test_emptyBody(self) -> None:
+    def test_empty_body(self) -> None:
         server, channel = opened()
         channel.basic_publish(b"", routing_key="q")
         [(_, command)] = server.received()
@@ -239,7 +238,7 @@ class ConfirmTests(SynchronousTestCase):
         assert confirmation is not None
         return confirmation
 
-    def test_ackFiresWithTheTag(self) -> None:
+    def test_ack_fires_with_the_tag(self) -> None:
         server, channel = self.confirming()
         first, second = self.publish(channel, b"1"), self.publish(channel, b"2")
         server.send(1, server.spec.BasicAck(delivery_tag=2))
@@ -247,7 +246,7 @@ class ConfirmTests(SynchronousTestCase):
         self.assertEqual(self.successResultOf(second), 2)
         self.assertEqual(channel.unconfirmed, 1)
 
-    def test_multipleAck(self) -> None:
+    def test_multiple_ack(self) -> None:
         server, channel = self.confirming()
         published = [self.publish(channel, b"%d" % n) for n in range(4)]
         server.send(1, server.spec.BasicAck(delivery_tag=3, multiple=True))
@@ -256,20 +255,20 @@ class ConfirmTests(SynchronousTestCase):
         server.send(1, server.spec.BasicAck(delivery_tag=0, multiple=True))
         self.assertEqual(self.successResultOf(published[3]), 4)
 
-    def test_nackFails(self) -> None:
+    def test_nack_fails(self) -> None:
         server, channel = self.confirming()
         published = [self.publish(channel, b"%d" % n) for n in range(2)]
         server.send(1, server.spec.BasicNack(delivery_tag=2, multiple=True))
         for number, deferred in enumerate(published, 1):
             self.assertEqual(self.failureResultOf(deferred, MessageNacked).value.delivery_tag, number)
 
-    def test_ackWithoutConfirmModeClosesTheChannel(self) -> None:
+    def test_ack_without_confirm_mode_closes_the_channel(self) -> None:
         server, channel = opened()
         server.send(1, server.spec.BasicAck(delivery_tag=1))
         self.assertEqual(server.names(), ["channel.close"])
         self.assertIn("not in confirm mode", str(channel.closed_by))
 
-    def test_channelCloseFailsUnconfirmed(self) -> None:
+    def test_channel_close_fails_unconfirmed(self) -> None:
         server, channel = self.confirming()
         published = channel.basic_publish(b"x")
         server.send(1, server.spec.ChannelClose(reply_code=406, reply_text="PRECONDITION_FAILED"))
@@ -277,7 +276,7 @@ class ConfirmTests(SynchronousTestCase):
 
 
 class TransactionTests(SynchronousTestCase):
-    def test_txMethods(self) -> None:
+    def test_tx_methods(self) -> None:
         server, channel = opened()
         selected, committed, rolled_back = channel.tx_select(), channel.tx_commit(), channel.tx_rollback()
         self.assertEqual(server.names(), ["tx.select", "tx.commit", "tx.rollback"])
@@ -290,7 +289,7 @@ class TransactionTests(SynchronousTestCase):
 
 
 class FlowTests(SynchronousTestCase):
-    def test_flowPausesPublishing(self) -> None:
+    def test_flow_pauses_publishing(self) -> None:
         server, channel = opened()
         server.send(1, server.spec.ChannelFlow(active=False))
         [(_, flow_ok)] = server.methods()
@@ -306,7 +305,7 @@ class FlowTests(SynchronousTestCase):
 
 
 class ReturnAndCancelTests(SynchronousTestCase):
-    def test_returnReachesTheHandler(self) -> None:
+    def test_return_reaches_the_handler(self) -> None:
         server, channel = opened()
         returned: list[Any] = []
         channel.return_handler = returned.append
@@ -315,11 +314,11 @@ class ReturnAndCancelTests(SynchronousTestCase):
         self.assertEqual((message.body, message.method.reply_code, message.routing_key), (b"lost", 312, "k"))
         self.assertRaises(AlreadySettled, message.ack)
 
-    def test_returnWithoutHandlerIsLogged(self) -> None:
+    def test_return_without_handler_is_logged(self) -> None:
         server, _ = opened()
         server.sendContent(1, server.spec.BasicReturn(reply_code=312, reply_text="NO_ROUTE"), b"lost")
 
-    def test_serverCancelEndsTheConsumer(self) -> None:
+    def test_server_cancel_ends_the_consumer(self) -> None:
         server, channel = opened()
         consumer = self.successResultOf(self.consume(server, channel))
         cancelled: list[Any] = []
@@ -331,7 +330,7 @@ class ReturnAndCancelTests(SynchronousTestCase):
         self.assertFalse(consumer.active)
         self.assertNotIn(consumer.tag, channel.consumers)
 
-    def test_serverCancelNowait(self) -> None:
+    def test_server_cancel_nowait(self) -> None:
         server, channel = opened()
         consumer = self.successResultOf(self.consume(server, channel))
         server.send(1, server.spec.BasicCancel(consumer_tag=consumer.tag, nowait=True))
@@ -343,7 +342,7 @@ class ReturnAndCancelTests(SynchronousTestCase):
         server.send(1, server.spec.BasicConsumeOk(consumer_tag=consume.consumer_tag))
         return consuming
 
-    def test_deliveriesReachTheCallbackAndAckOnce(self) -> None:
+    def test_deliveries_reach_the_callback_and_ack_once(self) -> None:
         server, channel = opened()
         messages: list[Any] = []
         consuming = channel.basic_consume("q", messages.append, consumer_tag="mine")
@@ -364,7 +363,7 @@ class ReturnAndCancelTests(SynchronousTestCase):
         [(_, ack)] = server.methods()
         self.assertEqual((ack.NAME, ack.delivery_tag, ack.multiple), ("basic.ack", 5, False))
 
-    def test_nackAndReject(self) -> None:
+    def test_nack_and_reject(self) -> None:
         server, channel = opened()
         channel.nack(3, multiple=True, requeue=False)
         channel.reject(4, requeue=False)
@@ -372,7 +371,7 @@ class ReturnAndCancelTests(SynchronousTestCase):
         self.assertEqual((nack.delivery_tag, nack.multiple, nack.requeue), (3, True, False))
         self.assertEqual((reject.delivery_tag, reject.requeue), (4, False))
 
-    def test_noAckDeliveriesAreSettled(self) -> None:
+    def test_no_ack_deliveries_are_settled(self) -> None:
         server, channel = opened()
         messages: list[Any] = []
         channel.basic_consume("q", messages.append, consumer_tag="t", no_ack=True)
@@ -380,7 +379,7 @@ class ReturnAndCancelTests(SynchronousTestCase):
         server.sendContent(1, server.spec.BasicDeliver(consumer_tag="t", delivery_tag=1), b"m")
         self.assertRaises(AlreadySettled, messages[0].ack)
 
-    def test_clientCancel(self) -> None:
+    def test_client_cancel(self) -> None:
         server, channel = opened()
         consumer = self.successResultOf(self.consume(server, channel))
         cancelling = consumer.cancel()
@@ -391,7 +390,7 @@ class ReturnAndCancelTests(SynchronousTestCase):
         self.assertFalse(consumer.active)
         self.successResultOf(consumer.cancel())
 
-    def test_unknownRequestsGoToMethodHandlers(self) -> None:
+    def test_unknown_requests_go_to_method_handlers(self) -> None:
         server, channel = opened(AMQP0_8)
         alerts: list[Any] = []
         channel.method_handlers["channel.alert"] = alerts.append
@@ -402,13 +401,13 @@ class ReturnAndCancelTests(SynchronousTestCase):
 class GeneratedAPITests(SynchronousTestCase):
     """Every client-sent method of every version is a channel method."""
 
-    def test_everyMethodIsCallable(self) -> None:
+    def test_every_method_is_callable(self) -> None:
         for version in VERSIONS.values():
             cls = channel_class(version)
             for method_class in client_sent_methods(version):
                 self.assertTrue(callable(getattr(cls, python_name(method_class))), method_class.NAME)
 
-    def test_docstringAndTypedKeywordSignature(self) -> None:
+    def test_docstring_and_typed_keyword_signature(self) -> None:
         cls = channel_class(AMQP0_9_1)
         bind = getattr(cls, "queue_bind")
         self.assertTrue(bind.__doc__.startswith(AMQP0_9_1.spec.QueueBind.__doc__))
@@ -418,14 +417,14 @@ class GeneratedAPITests(SynchronousTestCase):
         self.assertEqual(parameters["routing_key"].annotation, "str")
         self.assertEqual(parameters["nowait"].default, False)
 
-    def test_explicitWrappersWin(self) -> None:
+    def test_explicit_wrappers_win(self) -> None:
         self.assertIs(channel_class(AMQP0_9_1).queue_declare, Channel.queue_declare)
 
-    def test_unknownFieldIsATypeError(self) -> None:
+    def test_unknown_field_is_a_type_error(self) -> None:
         _, channel = opened()
         self.assertRaises(TypeError, channel.queue_bind, queue="q", no_such_field=1)
 
-    def test_classesOfZeroNine(self) -> None:
+    def test_classes_of_zero_nine(self) -> None:
         server, channel = opened(AMQP0_9)
         names = ["file_qos", "stream_consume", "dtx_select", "tunnel_request", "message_transfer", "access_request"]
         for name in names:
@@ -443,7 +442,7 @@ class GeneratedAPITests(SynchronousTestCase):
 
 
 class RequestByNameTests(SynchronousTestCase):
-    def test_requestByName(self) -> None:
+    def test_request_by_name(self) -> None:
         server, channel = opened()
         bound = channel.request("queue.bind", queue="q", exchange="x")
         server.send(1, server.spec.QueueBindOk())

@@ -9,7 +9,7 @@ from txamqp09.client.errors import MessageNacked
 
 
 class ConfirmTrackerTests(SynchronousTestCase):
-    def test_outOfOrderSingleAcks(self) -> None:
+    def test_out_of_order_single_acks(self) -> None:
         tracker = ConfirmTracker()
         first, second, third = (tracker.published() for _ in range(3))
         tracker.acked(2, False)
@@ -19,13 +19,13 @@ class ConfirmTrackerTests(SynchronousTestCase):
         tracker.acked(3, True)
         self.assertEqual((self.successResultOf(third), tracker.unconfirmed), (3, 0))
 
-    def test_unknownTagsAreIgnored(self) -> None:
+    def test_unknown_tags_are_ignored(self) -> None:
         tracker = ConfirmTracker()
         waiting = tracker.published()
         tracker.acked(5, False)
         self.assertNoResult(waiting)
 
-    def test_callbacksPublishingMoreAreNotSettledByTheSameAck(self) -> None:
+    def test_callbacks_publishing_more_are_not_settled_by_the_same_ack(self) -> None:
         tracker = ConfirmTracker()
         later = []
         tracker.published().addCallback(lambda _: later.append(tracker.published()))

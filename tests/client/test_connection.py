@@ -6,23 +6,22 @@ from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
+from tests.client.support import HEARTBEAT, ScriptedServer
 from txamqp09.client.connection import Negotiation, sasl_response
 from txamqp09.client.errors import ConnectionClosed
 from txamqp09.protocol import ConnectionState
 from txamqp09.wire.frames import HEARTBEAT_FRAME
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9, AMQP0_9_1
 
-from .support import HEARTBEAT, ScriptedServer
-
 
 class NegotiationTests(SynchronousTestCase):
     """From the protocol header to connection.open-ok."""
 
-    def test_headerOfTheRequestedVersion(self) -> None:
+    def test_header_of_the_requested_version(self) -> None:
         for version in (AMQP0_8, AMQP0_9, AMQP0_9_1):
             self.assertEqual(ScriptedServer(version).header, version.header)
 
-    def test_startOkCarriesPlainCredentialsAndCapabilities(self) -> None:
+    def test_start_ok_carries_plain_credentials_and_capabilities(self) -> None:
         server = ScriptedServer(username="ann", password="sécret")
         server.send(0, server.spec.ConnectionStart(server_properties={}, mechanisms=b"AMQPLAIN PLAIN", locales=b"en_US"))
         [(channel, start_ok)] = server.methods()
@@ -33,7 +32,7 @@ class NegotiationTests(SynchronousTestCase):
         self.assertTrue(capabilities["connection.blocked"])
         self.assertEqual(start_ok.client_properties["product"], b"txamqp09")
 
-    def test_amqplainResponseIsATableWithoutLength(self) -> None:
+    def test_amqplain_response_is_a_table_without_length(self) -> None:
         server = ScriptedServer(AMQP0_8, mechanism="AMQPLAIN")
         server.send(0, server.spec.ConnectionStart(server_properties={}, mechanisms=b"AMQPLAIN", locales=b"en_US"))
         [(_, start_ok)] = server.methods()
@@ -44,7 +43,7 @@ class NegotiationTests(SynchronousTestCase):
         self.assertEqual(table, {"LOGIN": b"guest", "PASSWORD": b"guest"})
         self.assertNotIn("capabilities", start_ok.client_properties)
 
-    def test_mechanismNotOfferedFailsTheConnection(self) -> None:
+    def test_mechanism_not_offered_fails_the_connection(self) -> None:
         server = ScriptedServer(mechanism="AMQPLAIN")
         opened = server.client.whenOpened()
         server.send(0, server.spec.ConnectionStart(server_properties={}, mechanisms=b"EXTERNAL PLAIN", locales=b"en_US"))
@@ -56,7 +55,7 @@ class NegotiationTests(SynchronousTestCase):
         failure = self.failureResultOf(opened, ConnectionClosed)
         self.assertEqual(failure.value.reply_code, 530)
 
-    def test_tuneTakesTheLowerLimitsAndOpensTheVirtualHost(self) -> None:
+    def test_tune_takes_the_lower_limits_and_opens_the_virtual_host(self) -> None:
         server = ScriptedServer(frame_max=65536, channel_max=100, heartbeat=30, virtual_host="/v")
         server.send(0, server.spec.ConnectionStart(server_properties={}, mechanisms=b"PLAIN", locales=b"en_US"))
         server.methods()
@@ -68,7 +67,7 @@ class NegotiationTests(SynchronousTestCase):
         self.assertEqual((open_.NAME, open_.virtual_host), ("connection.open", "/v"))
         self.assertEqual(server.client.body_frame_limit, 4096)
 
-    def test_tuneZeroMeansNoLimit(self) -> None:
+    def test_tune_zero_means_no_limit(self) -> None:
         server = ScriptedServer(heartbeat=None)
         server.send(0, server.spec.ConnectionStart(server_properties={}, mechanisms=b"PLAIN", locales=b"en_US"))
         server.methods()
@@ -76,17 +75,17 @@ class NegotiationTests(SynchronousTestCase):
         tune_ok = server.methods()[0][1]
         self.assertEqual((tune_ok.channel_max, tune_ok.frame_max, tune_ok.heartbeat), (2047, 131072, 0))
 
-    def test_heartbeatNoneAcceptsTheServers(self) -> None:
+    def test_heartbeat_none_accepts_the_servers(self) -> None:
         server = ScriptedServer(heartbeat=None)
         self.successResultOf(server.open(heartbeat=15))
         self.assertEqual(server.client.negotiated_heartbeat, 15)
 
-    def test_heartbeatZeroTurnsThemOff(self) -> None:
+    def test_heartbeat_zero_turns_them_off(self) -> None:
         server = ScriptedServer(heartbeat=0)
         self.successResultOf(server.open(heartbeat=15))
         self.assertEqual(server.client.negotiated_heartbeat, 0)
 
-    def test_openOkOpens(self) -> None:
+    def test_open_ok_opens(self) -> None:
         server = ScriptedServer()
         connection = self.successResultOf(server.open())
         self.assertIs(connection, server.client)
@@ -94,14 +93,14 @@ class NegotiationTests(SynchronousTestCase):
         self.assertIs(connection.negotiation, Negotiation.DONE)
         self.assertEqual(connection.server_properties, {"product": b"scripted"})
 
-    def test_methodOutOfStepClosesWith503(self) -> None:
+    def test_method_out_of_step_closes_with_503(self) -> None:
         server = ScriptedServer()
         server.send(0, server.spec.ConnectionTune(channel_max=0, frame_max=0, heartbeat=0))
         [(_, close)] = server.methods()
         self.assertEqual(close.reply_code, 503)
         self.assertIn("waited for connection.start", close.reply_text)
 
-    def test_versionRefusedByProtocolHeader(self) -> None:
+    def test_version_refused_by_protocol_header(self) -> None:
         server = ScriptedServer(AMQP0_8)
         opened = server.client.whenOpened()
         server.client.dataReceived(b"AMQP")
@@ -110,7 +109,7 @@ class NegotiationTests(SynchronousTestCase):
         failure = self.failureResultOf(opened, ConnectionClosed)
         self.assertIn("does not speak AMQP 0-8; it offers AMQP 0-9-1", str(failure.value))
 
-    def test_secureChallengeFails(self) -> None:
+    def test_secure_challenge_fails(self) -> None:
         server = ScriptedServer()
         server.send(0, server.spec.ConnectionStart(server_properties={}, mechanisms=b"PLAIN", locales=b"en_US"))
         server.methods()
@@ -118,7 +117,7 @@ class NegotiationTests(SynchronousTestCase):
         [(_, close)] = server.methods()
         self.assertIn("SASL challenge", close.reply_text)
 
-    def test_redirectFails(self) -> None:
+    def test_redirect_fails(self) -> None:
         server = ScriptedServer(AMQP0_9)
         server.send(0, server.spec.ConnectionStart(server_properties={}, mechanisms=b"PLAIN", locales=b"en_US"))
         server.send(0, server.spec.ConnectionTune(channel_max=0, frame_max=0, heartbeat=0))
@@ -127,7 +126,7 @@ class NegotiationTests(SynchronousTestCase):
         [(_, close)] = server.methods()
         self.assertIn("redirects this connection to elsewhere:5672", close.reply_text)
 
-    def test_lossDuringTuneHintsAtRefusedLogin(self) -> None:
+    def test_loss_during_tune_hints_at_refused_login(self) -> None:
         server = ScriptedServer(AMQP0_9)
         opened = server.client.whenOpened()
         server.send(0, server.spec.ConnectionStart(server_properties={}, mechanisms=b"PLAIN", locales=b"en_US"))
@@ -135,7 +134,7 @@ class NegotiationTests(SynchronousTestCase):
         failure = self.failureResultOf(opened, ConnectionClosed)
         self.assertIn("refused the login", str(failure.value))
 
-    def test_serverCloseDuringNegotiation(self) -> None:
+    def test_server_close_during_negotiation(self) -> None:
         server = ScriptedServer()
         opened = server.client.whenOpened()
         server.send(0, server.spec.ConnectionStart(server_properties={}, mechanisms=b"PLAIN", locales=b"en_US"))
@@ -146,7 +145,7 @@ class NegotiationTests(SynchronousTestCase):
         self.assertEqual(failure.value.reply_code, 403)
         self.assertIn("login refused", str(failure.value))
 
-    def test_negotiationTimeout(self) -> None:
+    def test_negotiation_timeout(self) -> None:
         server = ScriptedServer(connection_timeout=5)
         opened = server.client.whenOpened()
         server.clock.advance(5)
@@ -155,7 +154,7 @@ class NegotiationTests(SynchronousTestCase):
         failure = self.failureResultOf(opened, ConnectionClosed)
         self.assertIn("did not open the connection within 5", str(failure.value))
 
-    def test_noTimeoutOnceOpen(self) -> None:
+    def test_no_timeout_once_open(self) -> None:
         server = ScriptedServer(connection_timeout=5)
         self.successResultOf(server.open())
         server.clock.advance(10)
@@ -170,7 +169,7 @@ class SASLTests(SynchronousTestCase):
 class HeartbeatTests(SynchronousTestCase):
     """Heartbeats both ways with the Clock."""
 
-    def test_idleClientSendsHeartbeats(self) -> None:
+    def test_idle_client_sends_heartbeats(self) -> None:
         server = ScriptedServer(heartbeat=10)
         self.successResultOf(server.open(heartbeat=10))
         server.clock.advance(5)
@@ -179,7 +178,7 @@ class HeartbeatTests(SynchronousTestCase):
         server.clock.advance(5)
         self.assertEqual(server.received(), [HEARTBEAT])
 
-    def test_silentServerIsDropped(self) -> None:
+    def test_silent_server_is_dropped(self) -> None:
         server = ScriptedServer(heartbeat=10)
         connection = self.successResultOf(server.open(heartbeat=10))
         closed = connection.whenClosed()
@@ -191,7 +190,7 @@ class HeartbeatTests(SynchronousTestCase):
         server.lose()
         self.assertIn("missed heartbeats", str(self.successResultOf(closed)))
 
-    def test_pausedReadingIsNotDeath(self) -> None:
+    def test_paused_reading_is_not_death(self) -> None:
         server = ScriptedServer(heartbeat=10)
         connection = self.successResultOf(server.open(heartbeat=10))
         connection.pauseReading(self)
@@ -203,7 +202,7 @@ class HeartbeatTests(SynchronousTestCase):
 
 
 class WriteBufferTests(SynchronousTestCase):
-    def test_transportPausesAndResumesTheConnection(self) -> None:
+    def test_transport_pauses_and_resumes_the_connection(self) -> None:
         server = ScriptedServer()
         connection = self.successResultOf(server.open())
         self.assertIs(server.transport.producer, connection)
@@ -216,7 +215,7 @@ class WriteBufferTests(SynchronousTestCase):
         connection.resumeProducing()
         self.successResultOf(room)
 
-    def test_lossFailsTheWait(self) -> None:
+    def test_loss_fails_the_wait(self) -> None:
         server = ScriptedServer()
         connection = self.successResultOf(server.open())
         connection.pauseProducing()
@@ -228,7 +227,7 @@ class WriteBufferTests(SynchronousTestCase):
 
 
 class BlockedTests(SynchronousTestCase):
-    def test_blockedAndUnblockedReachListeners(self) -> None:
+    def test_blocked_and_unblocked_reach_listeners(self) -> None:
         server = ScriptedServer()
         connection = self.successResultOf(server.open())
         seen: list[object] = []
@@ -241,7 +240,7 @@ class BlockedTests(SynchronousTestCase):
 
 
 class ClosingTests(SynchronousTestCase):
-    def test_disconnectRunsTheHandshake(self) -> None:
+    def test_disconnect_runs_the_handshake(self) -> None:
         server = ScriptedServer()
         connection = self.successResultOf(server.open())
         closed = connection.disconnect()
@@ -255,7 +254,7 @@ class ClosingTests(SynchronousTestCase):
         server.lose(Failure(ConnectionDone()))
         self.assertEqual(self.successResultOf(closed).reply_code, 200)
 
-    def test_disconnectTimesOut(self) -> None:
+    def test_disconnect_times_out(self) -> None:
         server = ScriptedServer(close_timeout=3)
         connection = self.successResultOf(server.open())
         connection.disconnect()
@@ -264,7 +263,7 @@ class ClosingTests(SynchronousTestCase):
         server.clock.advance(0.1)
         self.assertTrue(server.transport.disconnecting)
 
-    def test_serverCloseIsAnsweredAndReported(self) -> None:
+    def test_server_close_is_answered_and_reported(self) -> None:
         server = ScriptedServer()
         connection = self.successResultOf(server.open())
         closed = connection.whenClosed()
@@ -274,7 +273,7 @@ class ClosingTests(SynchronousTestCase):
         ended = self.successResultOf(closed)
         self.assertEqual((ended.reply_code, ended.reply_text), (320, "CONNECTION_FORCED - shutdown"))
 
-    def test_closeNamesTheMethod(self) -> None:
+    def test_close_names_the_method(self) -> None:
         server = ScriptedServer()
         connection = self.successResultOf(server.open())
         closed = connection.whenClosed()
@@ -282,13 +281,13 @@ class ClosingTests(SynchronousTestCase):
         server.lose(Failure(ConnectionDone()))
         self.assertEqual(self.successResultOf(closed).method_name, "basic.publish")
 
-    def test_channelAfterCloseFails(self) -> None:
+    def test_channel_after_close_fails(self) -> None:
         server = ScriptedServer()
         connection = self.successResultOf(server.open())
         server.lose()
         self.failureResultOf(connection.channel(), ConnectionClosed)
 
-    def test_freeChannelNumbersAreReused(self) -> None:
+    def test_free_channel_numbers_are_reused(self) -> None:
         server = ScriptedServer()
         self.successResultOf(server.open())
         first = server.openChannel(1)

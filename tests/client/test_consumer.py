@@ -7,12 +7,11 @@ from typing import Any
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import SynchronousTestCase
 
+from tests.client.support import ScriptedServer
 from txamqp09.client.channel import Channel
 from txamqp09.client.consumer import Consumer
 from txamqp09.client.errors import ChannelClosed, ConnectionClosed
 from txamqp09.wire.frames import content_frames, method_frame
-
-from .support import ScriptedServer
 
 
 class ConsumerTestCase(SynchronousTestCase):
@@ -39,7 +38,7 @@ class ConsumerTestCase(SynchronousTestCase):
 
 
 class IterationTests(ConsumerTestCase):
-    def test_bufferedThenAwaited(self) -> None:
+    def test_buffered_then_awaited(self) -> None:
         consumer = self.consume()
         self.deliver(1, b"a")
         self.assertEqual(self.successResultOf(self.next(consumer)).body, b"a")
@@ -48,7 +47,7 @@ class IterationTests(ConsumerTestCase):
         self.deliver(2, b"b")
         self.assertEqual(self.successResultOf(waiting).body, b"b")
 
-    def test_asyncForUntilCancelled(self) -> None:
+    def test_async_for_until_cancelled(self) -> None:
         consumer = self.consume()
 
         async def collect() -> list[bytes]:
@@ -68,44 +67,44 @@ class IterationTests(ConsumerTestCase):
         self.assertEqual(self.successResultOf(collected), [b"a", b"b", b"c"])
         self.assertEqual(self.server.names(), ["basic.ack", "basic.ack", "basic.cancel", "basic.ack"])
 
-    def test_bufferDrainsBeforeTheEnd(self) -> None:
+    def test_buffer_drains_before_the_end(self) -> None:
         consumer = self.consume()
         self.deliver(1)
         self.server.send(1, self.server.spec.BasicCancel(consumer_tag="c", nowait=True))
         self.assertEqual(self.successResultOf(self.next(consumer)).delivery_tag, 1)
         self.failureResultOf(self.next(consumer), StopAsyncIteration)
 
-    def test_channelCloseRaisesInTheLoop(self) -> None:
+    def test_channel_close_raises_in_the_loop(self) -> None:
         consumer = self.consume()
         waiting = self.next(consumer)
         self.server.send(1, self.server.spec.ChannelClose(reply_code=404, reply_text="NOT_FOUND - queue deleted"))
         self.assertEqual(self.failureResultOf(waiting, ChannelClosed).value.reply_code, 404)
         self.failureResultOf(self.next(consumer), ChannelClosed)
 
-    def test_connectionLossRaisesInTheLoop(self) -> None:
+    def test_connection_loss_raises_in_the_loop(self) -> None:
         consumer = self.consume()
         waiting = self.next(consumer)
         self.server.lose()
         self.failureResultOf(waiting, ConnectionClosed)
 
-    def test_clientCloseEndsTheLoop(self) -> None:
+    def test_client_close_ends_the_loop(self) -> None:
         consumer = self.consume()
         waiting = self.next(consumer)
         self.channel.close()
         self.failureResultOf(waiting, StopAsyncIteration)
 
-    def test_oneAwaiterAtATime(self) -> None:
+    def test_one_awaiter_at_a_time(self) -> None:
         consumer = self.consume()
         self.next(consumer)
         self.failureResultOf(self.next(consumer), RuntimeError)
 
-    def test_callbackConsumerIsNotIterable(self) -> None:
+    def test_callback_consumer_is_not_iterable(self) -> None:
         consumer = self.consume(lambda message: None)
         self.assertRaises(TypeError, consumer.__aiter__)
 
 
 class BackpressureTests(ConsumerTestCase):
-    def test_slowIteratorPausesReading(self) -> None:
+    def test_slow_iterator_pauses_reading(self) -> None:
         consumer = self.consume(max_backlog=4)
         for tag in range(1, 4):
             self.deliver(tag)
@@ -118,7 +117,7 @@ class BackpressureTests(ConsumerTestCase):
         self.next(consumer)
         self.assertFalse(self.paused)
 
-    def test_unfinishedCallbacksPauseReading(self) -> None:
+    def test_unfinished_callbacks_pause_reading(self) -> None:
         working: list[Deferred[None]] = []
 
         def handle(message: Any) -> Deferred[None]:
@@ -133,7 +132,7 @@ class BackpressureTests(ConsumerTestCase):
         working[0].callback(None)
         self.assertFalse(self.paused)
 
-    def test_coroutineCallbacksCount(self) -> None:
+    def test_coroutine_callbacks_count(self) -> None:
         gate: Deferred[None] = Deferred()
 
         async def handle(message: Any) -> None:
@@ -148,7 +147,7 @@ class BackpressureTests(ConsumerTestCase):
         self.assertEqual(consumer.backlog, 0)
         self.assertEqual(self.server.names(), ["basic.ack"])
 
-    def test_failingCallbacksAreLoggedAndCounted(self) -> None:
+    def test_failing_callbacks_are_logged_and_counted(self) -> None:
         def handle(message: Any) -> None:
             raise ValueError("boom")
 
@@ -163,7 +162,7 @@ class BackpressureTests(ConsumerTestCase):
         self.assertEqual(len(self.flushLoggedErrors(KeyError)), 1)
         self.assertEqual(self.channel.consumers["d"].backlog, 0)
 
-    def test_twoConsumersHoldReadingTogether(self) -> None:
+    def test_two_consumers_hold_reading_together(self) -> None:
         first = self.consume(max_backlog=1)
         self.channel.basic_consume("q", consumer_tag="d", max_backlog=1)
         self.server.send(1, self.server.spec.BasicConsumeOk(consumer_tag="d"))
@@ -175,7 +174,7 @@ class BackpressureTests(ConsumerTestCase):
         self.next(second)
         self.assertFalse(self.paused)
 
-    def test_endingReleasesReading(self) -> None:
+    def test_ending_releases_reading(self) -> None:
         self.consume(max_backlog=1)
         self.deliver(1)
         self.assertTrue(self.paused)
@@ -190,7 +189,7 @@ class DeliveryPathTests(ConsumerTestCase):
         spec = self.server.spec
         return content_frames(1, spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), spec.BasicProperties(message_id=str(tag)), body, frame_max)
 
-    def test_everyCutOfTheStream(self) -> None:
+    def test_every_cut_of_the_stream(self) -> None:
         consumer = self.consume()
         stream = self.deliveryBytes(1, b"a" * 10) + self.deliveryBytes(2, b"") + self.deliveryBytes(3, b"b" * 9000, 4096)
         # Every cut in the small deliveries and the big one's headers, then some.
@@ -202,7 +201,7 @@ class DeliveryPathTests(ConsumerTestCase):
         self.assertEqual({(message.delivery_tag, message.body, message.properties.message_id) for message in received},
                          {(1, b"a" * 10, "1"), (2, b"", "2"), (3, b"b" * 9000, "3")})
 
-    def test_otherChannelsFrameInBetween(self) -> None:
+    def test_other_channels_frame_in_between(self) -> None:
         consumer = self.consume()
         self.server.openChannel(2)
         delivery = self.deliveryBytes(1, b"x")
@@ -211,7 +210,7 @@ class DeliveryPathTests(ConsumerTestCase):
         self.assertEqual(self.server.names(), ["channel.flow-ok"])
         self.assertEqual(self.successResultOf(self.next(consumer)).body, b"x")
 
-    def test_bodyLongerThanAnnouncedFails(self) -> None:
+    def test_body_longer_than_announced_fails(self) -> None:
         self.consume()
         delivery = self.deliveryBytes(1, b"xy")
         header_start = delivery.index(b"\xce") + 1
@@ -220,7 +219,7 @@ class DeliveryPathTests(ConsumerTestCase):
         [(_, close)] = self.server.methods()
         self.assertEqual((close.NAME, close.reply_code), ("connection.close", 501))
 
-    def test_deliveryToAClosingChannelIsDropped(self) -> None:
+    def test_delivery_to_a_closing_channel_is_dropped(self) -> None:
         consumer = self.consume()
         self.channel.close()
         self.server.client.dataReceived(self.deliveryBytes(1, b"x"))
@@ -245,20 +244,20 @@ class AckCoalescingTests(ConsumerTestCase):
             )
         )
 
-    def test_inOneReadOneAck(self) -> None:
+    def test_in_one_read_one_ack(self) -> None:
         self.consume(lambda message: message.ack())
         self.deliverAll(range(1, 4))
         self.assertEqual(self.acks(), [("basic.ack", 3, True)])
         self.deliverAll(range(4, 6))
         self.assertEqual(self.acks(), [("basic.ack", 5, True)])
 
-    def test_acksAlreadyWrittenStayWritten(self) -> None:
+    def test_acks_already_written_stay_written(self) -> None:
         self.consume(lambda message: message.ack())
         for tag in range(1, 3):
             self.deliver(tag)
         self.assertEqual(self.acks(), [("basic.ack", 1, True), ("basic.ack", 2, True)])
 
-    def test_outOfOrderAcksAreSingle(self) -> None:
+    def test_out_of_order_acks_are_single(self) -> None:
         consumer = self.consume()
         self.deliverAll(range(1, 4))
         first, second, third = (self.successResultOf(self.next(consumer)) for _ in range(3))
@@ -267,7 +266,7 @@ class AckCoalescingTests(ConsumerTestCase):
         third.ack()
         self.assertEqual(self.acks(), [("basic.ack", 2, False), ("basic.ack", 1, True), ("basic.ack", 3, False)])
 
-    def test_refusalsInBetween(self) -> None:
+    def test_refusals_in_between(self) -> None:
         def settle(message: Any) -> None:
             if message.delivery_tag == 2:
                 message.reject(requeue=False)
@@ -280,7 +279,7 @@ class AckCoalescingTests(ConsumerTestCase):
             self.acks(), [("basic.ack", 1, True), ("basic.reject", 2, False), ("basic.ack", 4, True)]
         )
 
-    def test_noAckDeliveriesCountAsSettled(self) -> None:
+    def test_no_ack_deliveries_count_as_settled(self) -> None:
         self.channel.basic_consume("q", lambda message: None, consumer_tag="auto", no_ack=True)
         self.server.send(1, self.server.spec.BasicConsumeOk(consumer_tag="auto"))
         self.consume(lambda message: message.ack())

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 else:
     _TestCaseBase = object
 
+from tests.client.support import fails, inline
 from txamqp09.client import (
     Channel,
     ChannelClosed,
@@ -40,8 +41,6 @@ from txamqp09.client import (
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
 from txamqp09.wire.errors import NotFound
-
-from .support import fails, inline
 
 
 class LiveTests(_TestCaseBase):
@@ -74,7 +73,7 @@ class LiveTests(_TestCaseBase):
     # -- connections -----------------------------------------------------------
 
     @inline
-    async def test_everyVersionPublishesAndGets(self) -> None:
+    async def test_every_version_publishes_and_gets(self) -> None:
         for version in ("0-9-1", "0-9", "0-8"):
             channel = await self.channel(version=version)
             queue = await self.privateQueue(channel)
@@ -84,7 +83,7 @@ class LiveTests(_TestCaseBase):
             message.ack()
 
     @inline
-    async def test_accessRequestOfZeroEightAndZeroNine(self) -> None:
+    async def test_access_request_of_zero_eight_and_zero_nine(self) -> None:
         for version in ("0-9", "0-8"):
             channel = await self.channel(version=version)
             granted = await channel.access_request(realm="/data", active=True, read=True, write=True)
@@ -94,7 +93,7 @@ class LiveTests(_TestCaseBase):
             self.assertEqual((await self.getMessage(channel, declared.queue, no_ack=True)).body, b"with ticket")
 
     @inlineCallbacks
-    def test_inlineCallbacksStyle(self) -> Any:
+    def test_inline_callbacks_style(self) -> Any:
         connection = yield connect(reactor, self.url())
         channel = yield connection.channel()
         declared = yield channel.queue_declare("", exclusive=True)
@@ -104,26 +103,26 @@ class LiveTests(_TestCaseBase):
         yield connection.disconnect()
 
     @inline
-    async def test_negotiatedLimitsAndNoNagle(self) -> None:
+    async def test_negotiated_limits_and_no_nagle(self) -> None:
         connection = await self.connect(heartbeat=7, frame_max=8192)
         self.assertEqual((connection.negotiated_heartbeat, connection.frame_max), (7, 8192))
         self.assertTrue(connection.transport.getTcpNoDelay())  # type: ignore[union-attr]
 
     @inline
-    async def test_wrongPasswordFails(self) -> None:
+    async def test_wrong_password_fails(self) -> None:
         for mechanism in ("PLAIN", "AMQPLAIN"):
             refused = connect(reactor, self.url(), password="wrong", mechanism=mechanism)
             closed = await fails(refused, ConnectionClosed)
             self.assertEqual(closed.reply_code, 403, str(closed))
 
     @inline
-    async def test_unknownVirtualHostFails(self) -> None:
+    async def test_unknown_virtual_host_fails(self) -> None:
         refused = connect(reactor, self.url(), virtual_host="no-such-vhost")
         closed = await fails(refused, ConnectionClosed)
         self.assertIn("no-such-vhost", closed.reply_text)
 
     @inline
-    async def test_disconnectIsClean(self) -> None:
+    async def test_disconnect_is_clean(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
         ended = await connection.disconnect()
@@ -133,7 +132,7 @@ class LiveTests(_TestCaseBase):
     # -- channels ----------------------------------------------------------------
 
     @inline
-    async def test_channelErrorFailsPendingAndLaterCalls(self) -> None:
+    async def test_channel_error_fails_pending_and_later_calls(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
         missing = f"missing-{uuid.uuid4()}"
@@ -147,7 +146,7 @@ class LiveTests(_TestCaseBase):
         await other.queue_declare("", exclusive=True)
 
     @inline
-    async def test_closeChannel(self) -> None:
+    async def test_close_channel(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
         await channel.close()
@@ -157,7 +156,7 @@ class LiveTests(_TestCaseBase):
     # -- content -----------------------------------------------------------------
 
     @inline
-    async def test_propertiesAndBodyRoundTrip(self) -> None:
+    async def test_properties_and_body_round_trip(self) -> None:
         channel = await self.channel()
         queue = await self.privateQueue(channel)
         sent = {
@@ -183,7 +182,7 @@ class LiveTests(_TestCaseBase):
         self.assertEqual({name: received[name] for name in sent}, sent)
 
     @inline
-    async def test_publishingLoopWaitsForTheWriteBuffer(self) -> None:
+    async def test_publishing_loop_waits_for_the_write_buffer(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
         queue = await self.privateQueue(channel)
@@ -198,7 +197,7 @@ class LiveTests(_TestCaseBase):
             pass
 
     @inline
-    async def test_largeBodiesAreSplitToFrameMax(self) -> None:
+    async def test_large_bodies_are_split_to_frame_max(self) -> None:
         channel = await self.channel(frame_max=4096)
         queue = await self.privateQueue(channel)
         body = uuid.uuid4().bytes * 20000
@@ -207,7 +206,7 @@ class LiveTests(_TestCaseBase):
         self.assertEqual(message.body, body)
 
     @inline
-    async def test_topicRouting(self) -> None:
+    async def test_topic_routing(self) -> None:
         channel = await self.channel()
         exchange = f"topic-{uuid.uuid4()}"
         await channel.exchange_declare(exchange, "topic", auto_delete=True)
@@ -221,7 +220,7 @@ class LiveTests(_TestCaseBase):
         await channel.exchange_delete(exchange=exchange)
 
     @inline
-    async def test_rejectAndNack(self) -> None:
+    async def test_reject_and_nack(self) -> None:
         channel = await self.channel()
         queue = await self.privateQueue(channel)
         for body in (b"1", b"2"):
@@ -236,7 +235,7 @@ class LiveTests(_TestCaseBase):
         self.assertIsNone(await channel.basic_get(queue))
 
     @inline
-    async def test_mandatoryUnroutableIsReturned(self) -> None:
+    async def test_mandatory_unroutable_is_returned(self) -> None:
         channel = await self.channel()
         returned: Deferred[Message] = Deferred()
         channel.return_handler = returned.callback
@@ -247,7 +246,7 @@ class LiveTests(_TestCaseBase):
     # -- consumers ---------------------------------------------------------------
 
     @inline
-    async def test_asyncIteratorConsumesAndAcks(self) -> None:
+    async def test_async_iterator_consumes_and_acks(self) -> None:
         channel = await self.channel()
         queue = await self.privateQueue(channel)
         consumer = await channel.basic_consume(queue)
@@ -263,7 +262,7 @@ class LiveTests(_TestCaseBase):
         self.assertEqual((await channel.queue_declare(queue, passive=True)).message_count, 0)
 
     @inline
-    async def test_prefetchLimitsUnacknowledged(self) -> None:
+    async def test_prefetch_limits_unacknowledged(self) -> None:
         channel = await self.channel()
         queue = await self.privateQueue(channel)
         for number in range(6):
@@ -287,7 +286,7 @@ class LiveTests(_TestCaseBase):
         self.assertEqual([message.body for message in held], [b"0", b"1", b"2", b"3"])
 
     @inline
-    async def test_slowConsumerPausesReading(self) -> None:
+    async def test_slow_consumer_pauses_reading(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
         queue = await self.privateQueue(channel)
@@ -301,7 +300,7 @@ class LiveTests(_TestCaseBase):
         self.assertFalse(connection.reading_paused)
 
     @inline
-    async def test_deletedQueueCancelsItsConsumer(self) -> None:
+    async def test_deleted_queue_cancels_its_consumer(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
         queue = await self.privateQueue(channel)
@@ -314,7 +313,7 @@ class LiveTests(_TestCaseBase):
         await fails(Deferred.fromCoroutine(consumer.__anext__()), StopAsyncIteration)
 
     @inline
-    async def test_rpcWithAReplyQueue(self) -> None:
+    async def test_rpc_with_a_reply_queue(self) -> None:
         connection = await self.connect()
         server_channel = await connection.channel()
         requests = await self.privateQueue(server_channel)
@@ -349,7 +348,7 @@ class LiveTests(_TestCaseBase):
     # -- confirms and transactions -----------------------------------------------
 
     @inline
-    async def test_publisherConfirms(self) -> None:
+    async def test_publisher_confirms(self) -> None:
         channel = await self.channel()
         queue = await self.privateQueue(channel)
         await channel.confirm_select()
@@ -381,7 +380,7 @@ class LiveTests(_TestCaseBase):
         raise NotImplementedError
 
     @inline
-    async def test_reconnectionRedeclaresAndResumesConsuming(self) -> None:
+    async def test_reconnection_redeclares_and_resumes_consuming(self) -> None:
         queue = f"reconnect-{uuid.uuid4()}"
         received: list[bytes] = []
         arrived: list[Deferred[None]] = [Deferred(), Deferred()]
@@ -446,7 +445,7 @@ class OwnBrokerTests(LiveTests, TestCase):
         return bodies
 
     @inline
-    async def test_channelFlowHoldsPublishing(self) -> None:
+    async def test_channel_flow_holds_publishing(self) -> None:
         channel, queue, draining = await self.fillBeyondTheWatermark("0-9")
         await until(lambda: not channel.flow_active)
         channel.basic_publish(b"held", routing_key=queue)
@@ -458,7 +457,7 @@ class OwnBrokerTests(LiveTests, TestCase):
         self.assertEqual(len(bodies), 51)
 
     @inline
-    async def test_connectionBlockedIsReported(self) -> None:
+    async def test_connection_blocked_is_reported(self) -> None:
         channel, queue, draining = await self.fillBeyondTheWatermark("0-9-1")
         changes: list[Any] = []
         channel.connection.addBlockedListener(changes.append)
@@ -489,7 +488,7 @@ class RabbitMQTests(LiveTests, TestCase):
         return deferToThread(self.node.ctl, "close_all_connections", "test")
 
     @inline
-    async def test_blockedAndUnblocked(self) -> None:
+    async def test_blocked_and_unblocked(self) -> None:
         connection = await self.connect()
         changes: list[Any] = []
         changed: list[Deferred[None]] = [Deferred(), Deferred()]

@@ -6,14 +6,13 @@ from twisted.internet.endpoints import HostnameEndpoint, _WrapperEndpoint
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase
 
+from tests.client.certs import certificates
 from txamqp09.client.params import (
     ConnectionParameters,
     TLSOptions,
     endpoint_for,
     parse_url,
 )
-
-from .certs import certificates
 
 
 class URLTests(SynchronousTestCase):
@@ -63,7 +62,7 @@ class URLTests(SynchronousTestCase):
 
 
 class TLSURLTests(SynchronousTestCase):
-    def test_tlsOptionsFromTheURL(self) -> None:
+    def test_tls_options_from_the_url(self) -> None:
         parameters = parse_url(
             "amqps://u:p@host/?cacertfile=/ca.pem&certfile=/c.pem&keyfile=/k.pem"
             "&server_name_indication=name&verify=verify_none"
@@ -75,7 +74,7 @@ class TLSURLTests(SynchronousTestCase):
         )
         self.assertEqual((parameters.tls.server_hostname, parameters.tls.verify), ("name", False))
 
-    def test_tlsOptionsNeedAmqps(self) -> None:
+    def test_tls_options_need_amqps(self) -> None:
         self.assertRaises(ValueError, parse_url, "amqp://host/?cacertfile=/ca.pem")
 
 
@@ -85,15 +84,15 @@ class EndpointTests(SynchronousTestCase):
         self.assertIsInstance(endpoint, HostnameEndpoint)
         self.assertEqual(endpoint._timeout, 3.0)  # type: ignore[attr-defined]
 
-    def test_tlsWithClientCertificate(self) -> None:
+    def test_tls_with_client_certificate(self) -> None:
         files = certificates()
         url = f"amqps://h/?cacertfile={files.ca}&certfile={files.client_cert}&keyfile={files.client_key}"
         self.assertIsInstance(endpoint_for(MemoryReactorClock(), parse_url(url)), _WrapperEndpoint)
 
-    def test_tlsUnverified(self) -> None:
+    def test_tls_unverified(self) -> None:
         files = certificates()
         url = f"amqps://h/?verify=verify_none&certfile={files.client_cert}&keyfile={files.client_key}"
         self.assertIsInstance(endpoint_for(MemoryReactorClock(), parse_url(url)), _WrapperEndpoint)
 
-    def test_missingCAFile(self) -> None:
+    def test_missing_ca_file(self) -> None:
         self.assertRaises(OSError, endpoint_for, MemoryReactorClock(), parse_url("amqps://h/?cacertfile=/no/such/file.pem"))

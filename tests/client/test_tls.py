@@ -21,12 +21,11 @@ if TYPE_CHECKING:
 else:
     _TestCaseBase = object
 
+from tests.client.certs import certificates
+from tests.client.support import fails, inline
 from txamqp09.client import ConnectionClosed, TLSFailed, connect
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import RabbitMQ, TLSFiles, rabbitmq_missing
-
-from .certs import certificates
-from .support import fails, inline
 
 
 class TLSTests(_TestCaseBase):
@@ -55,30 +54,30 @@ class TLSTests(_TestCaseBase):
             await connection.disconnect()
 
     @inline
-    async def test_verifiedWithClientCertificate(self) -> None:
+    async def test_verified_with_client_certificate(self) -> None:
         await self.roundTrip(self.url())
 
     @inline
-    async def test_serverNameIndication(self) -> None:
+    async def test_server_name_indication(self) -> None:
         await self.roundTrip(self.url(server_name_indication="localhost"))
 
     @inline
-    async def test_untrustedServerCertificateFails(self) -> None:
+    async def test_untrusted_server_certificate_fails(self) -> None:
         failure = await fails(connect(reactor, self.url(cacertfile=certificates().rogue_ca)), TLSFailed)
         self.assertIn("certificate verify failed", str(failure))
 
     @inline
-    async def test_wrongHostNameFails(self) -> None:
+    async def test_wrong_host_name_fails(self) -> None:
         failure = await fails(connect(reactor, self.url(server_name_indication="elsewhere.example")), TLSFailed)
         self.assertIn("elsewhere.example", str(failure))
 
     @inline
-    async def test_missingClientCertificateFails(self) -> None:
+    async def test_missing_client_certificate_fails(self) -> None:
         refused = connect(reactor, self.url(certfile="", keyfile=""))
         await fails(refused, ConnectionClosed)
 
     @inline
-    async def test_verifyNone(self) -> None:
+    async def test_verify_none(self) -> None:
         await self.roundTrip(self.url(cacertfile="", verify="verify_none"))
 
 

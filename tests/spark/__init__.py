@@ -1,0 +1,1 @@
+"""Tests of txamqp09.spark, the PySpark data source."""

@@ -142,7 +142,7 @@ class PipelineTests(_TestCaseBase):
     # -- batch -------------------------------------------------------------------
 
     @inline
-    async def test_batchWriteThenDrain(self) -> None:
+    async def test_batch_write_then_drain(self) -> None:
         """A DataFrame written to a classic queue and read back: bodies,
         properties, headers, message ids; the read removes the messages."""
         queue = await self.queue("classic")
@@ -175,7 +175,7 @@ class PipelineTests(_TestCaseBase):
         self.assertEqual(await self.counts(queue), (0, 0))
 
     @inline
-    async def test_batchReadStreamBetweenOffsets(self) -> None:
+    async def test_batch_read_stream_between_offsets(self) -> None:
         """A stream read between two offsets, over three partitions, and from
         the first offset to the tail; reading leaves the stream as it was."""
         queue = await self.queue("stream")
@@ -192,7 +192,7 @@ class PipelineTests(_TestCaseBase):
     # -- streaming ---------------------------------------------------------------
 
     @inline
-    async def test_streamingWrite(self) -> None:
+    async def test_streaming_write(self) -> None:
         """A streaming query from a stream queue into a classic queue:
         every message once, with ids from the query, batch and partition."""
         source = await self.queue("stream")
@@ -264,7 +264,7 @@ class PipelineTests(_TestCaseBase):
         self.assertNotIn(batch, os.listdir(Path(checkpoint, "commits")))
 
     @inline
-    async def test_restartAfterKill(self) -> None:
+    async def test_restart_after_kill(self) -> None:
         """Streaming queries from a stream queue and a classic queue into
         parquet, killed between a batch's offsets and its commit, restarted
         after more messages came: every message of the stream exactly once;
@@ -336,7 +336,7 @@ class OwnBrokerPipelineTests(PipelineTests, TestCase):
         return self.broker.url
 
     @inline
-    async def test_guidePipeline(self) -> None:
+    async def test_guide_pipeline(self) -> None:
         """docs/pipeline.rst's producer and pipeline run and give the totals it promises."""
         producer, pipeline = (
             program.replace('"amqp://guest:guest@localhost:5672/"', repr(self.url()))

@@ -10,7 +10,7 @@ from txamqp09.spark.options import OptionError, ReadOptions, WriteOptions
 from txamqp09.spark.rows import header_text, message_row, publication
 from txamqp09.wire import _amqp0_9_1 as spec
 
-from .session import spark_missing
+from tests.spark.session import spark_missing
 
 
 class _Delivery:
@@ -26,7 +26,7 @@ class _Delivery:
 
 
 class MessageRowTests(TestCase):
-    def test_everyColumn(self) -> None:
+    def test_every_column(self) -> None:
         stamp = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
         properties = spec.BasicProperties(
             content_type="application/json", delivery_mode=2, message_id="m-1", timestamp=stamp,
@@ -43,11 +43,11 @@ class MessageRowTests(TestCase):
             ),
         )
 
-    def test_classicQueueHasNoOffset(self) -> None:
+    def test_classic_queue_has_no_offset(self) -> None:
         row = message_row(_Delivery(spec.BasicProperties()))
         self.assertEqual(row[3:], ({}, {}, None, None, False))
 
-    def test_headerText(self) -> None:
+    def test_header_text(self) -> None:
         self.assertEqual(
             [header_text(value) for value in (None, True, 1.5, datetime(2026, 1, 1, tzinfo=timezone.utc))],
             [None, "True", "1.5", "2026-01-01T00:00:00+00:00"],
@@ -55,7 +55,7 @@ class MessageRowTests(TestCase):
 
 
 class PublicationTests(TestCase):
-    def test_rowOverridesDefaults(self) -> None:
+    def test_row_overrides_defaults(self) -> None:
         row = {
             "body": "text", "routing_key": "k", "exchange": None,
             "properties": {"delivery_mode": "1", "priority": "5", "timestamp": "2026-01-01T00:00:00+00:00"},
@@ -69,10 +69,10 @@ class PublicationTests(TestCase):
             }),
         )
 
-    def test_bodyOnly(self) -> None:
+    def test_body_only(self) -> None:
         self.assertEqual(publication({"body": bytearray(b"x")}, "", "q", {}), (b"x", "", "q", {}))
 
-    def test_badRows(self) -> None:
+    def test_bad_rows(self) -> None:
         with self.assertRaisesRegex(ValueError, "body column is null"):
             publication({"body": None}, "", "", {})
         with self.assertRaisesRegex(TypeError, "binary or string, not int"):
@@ -82,7 +82,7 @@ class PublicationTests(TestCase):
 
 
 class OptionTests(TestCase):
-    def test_readDefaults(self) -> None:
+    def test_read_defaults(self) -> None:
         options = ReadOptions.parse({"url": "amqp://h/", "queue": "q"}, streaming=False)
         self.assertEqual(
             (options.stream, options.starting, options.ending, options.partitions, options.prefetch,
@@ -91,7 +91,7 @@ class OptionTests(TestCase):
         )
         self.assertEqual(ReadOptions.parse({"url": "u", "queue": "q"}, streaming=True).starting, "next")
 
-    def test_readOptions(self) -> None:
+    def test_read_options(self) -> None:
         options = ReadOptions.parse(
             {"url": "u", "queue": "q", "queueType": "stream", "startingOffset": "7", "endingOffset": "9",
              "numPartitions": "4", "prefetch": "10", "maxMessagesPerTrigger": "3"},
@@ -103,7 +103,7 @@ class OptionTests(TestCase):
             (True, 7, 9, 4, 10, 3),
         )
 
-    def test_badReadOptions(self) -> None:
+    def test_bad_read_options(self) -> None:
         cases = [
             ({"queue": "q"}, "needs the option 'url'"),
             ({"url": "u"}, "needs the option 'queue'"),
@@ -117,7 +117,7 @@ class OptionTests(TestCase):
             with self.assertRaisesRegex(OptionError, message):
                 ReadOptions.parse(options, streaming=False)
 
-    def test_writeOptions(self) -> None:
+    def test_write_options(self) -> None:
         options = WriteOptions.parse({"url": "u", "exchange": "x", "routingKey": "k", "writeId": "w"})
         self.assertEqual(
             (options.exchange, options.routing_key, options.delivery_mode, options.write_id),
@@ -131,7 +131,7 @@ class OptionTests(TestCase):
 class OffsetRangeTests(TestCase):
     skip = spark_missing()
 
-    def test_contiguousAndBalanced(self) -> None:
+    def test_contiguous_and_balanced(self) -> None:
         from txamqp09.spark.source import OffsetRange, offset_ranges
 
         self.assertEqual(

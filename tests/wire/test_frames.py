@@ -161,3 +161,19 @@ class ScannerTests(SynchronousTestCase):
         data = raw_frame(FRAME_METHOD, 1, b"ok") + raw_frame(FRAME_METHOD, 1, b"broken")[:-1] + b"\x00"
         self.assertRaises(FrameError, self.scanner.scan, data)
         self.assertEqual(self.general, [(FRAME_METHOD, 1, b"ok")])
+
+    def test_pause_and_resume(self) -> None:
+        """Frames after pause() wait, with what arrives meanwhile, for resume() and a scan."""
+        def handler(frame_type: int, channel: int, payload: bytes) -> None:
+            self.general.append((frame_type, channel, payload))
+            if payload == b"pause":
+                scanner.pause()
+
+        scanner = FrameScanner(handler)
+        scanner.scan(raw_frame(FRAME_METHOD, 1, b"pause") + raw_frame(FRAME_METHOD, 1, b"two"))
+        scanner.scan(raw_frame(FRAME_METHOD, 1, b"three"))
+        self.assertEqual([payload for _, _, payload in self.general], [b"pause"])
+        scanner.resume()
+        scanner.scan(b"")
+        self.assertEqual([payload for _, _, payload in self.general], [b"pause", b"two", b"three"])
+        self.assertEqual(scanner.buffered, 0)

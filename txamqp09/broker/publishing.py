@@ -10,6 +10,10 @@ confirms are written with the precompiled builders of
 :mod:`txamqp09.wire.frames`, forwarding the publisher's property bytes
 unchanged. Every other method of the channel takes the general path
 (:class:`~txamqp09.broker.channel.ServerChannel`).
+
+A content frame received while resource alarms are active blocks the
+connection (:meth:`~txamqp09.broker.alarms.PublishGate.contentReceived`),
+which pauses the frame scanner after that frame.
 """
 
 from __future__ import annotations
@@ -90,7 +94,7 @@ class Publisher:
     """
 
     __slots__ = (
-        "session", "client", "number", "publishes", "_guard", "_tickets", "_write", "_output",
+        "session", "client", "number", "publishes", "_guard", "_tickets", "_gate", "_write", "_output",
         "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
         "content", "_flags", "_raw_properties", "_remaining", "_parts",
         "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
@@ -115,6 +119,8 @@ class Publisher:
         self.publishes = 0
         self._guard: AccessGuard = connection.guard
         self._tickets = connection.guard.tickets
+        #: Alarms block the connection at a content frame while it is armed.
+        self._gate = connection.gate
         self._write = connection.write
         self._output = output
         self._connection = connection
@@ -187,6 +193,8 @@ class Publisher:
                 self._published(bytes(buf[start:end]))
             else:
                 self._bodyPart(bytes(buf[start:end]), remaining)
+            if self._gate.armed:
+                self._gate.contentReceived()
             return True
         if frame_type == FRAME_HEADER:
             if self._raw_properties is not None:
@@ -200,6 +208,8 @@ class Publisher:
             self._remaining = size
             if size == 0:
                 self._published(b"")
+            if self._gate.armed:
+                self._gate.contentReceived()
             return True
         if frame_type == FRAME_METHOD:
             raise UnexpectedFrame(

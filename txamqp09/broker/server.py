@@ -27,24 +27,23 @@ from txamqp09.broker.auth import (
     Security,
     UserDatabase,
 )
+from txamqp09.broker.alarms import PublishGate, ResourceAlarms, block_publishers
 from txamqp09.broker.auth.errors import LoginRefused
 from txamqp09.broker.channel import ServerChannel
 from txamqp09.broker.classes import channel as classes
 from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
+from txamqp09.broker.model.stats import ConnectionCounters
 from txamqp09.broker.publishing import Publisher
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
-    AMQPNotImplemented,
     ChannelError,
     ChannelLevelError,
     CommandInvalid,
     ConnectionLevelError,
-    FrameError,
     InternalError,
     NotAllowed,
-    UnexpectedFrame,
 )
 from txamqp09.wire.frames import FRAME_MIN_SIZE, Command
 from txamqp09.wire.versions import (
@@ -58,6 +57,8 @@ from txamqp09.wire.versions import (
 #: Ready message bytes above which publishers are held back, by default.
 DEFAULT_HIGH_WATERMARK = 512 * 1024 * 1024
 
+#: The hold the ready bytes throttle puts on a connection's reading.
+_WATERMARK_HOLD = "high watermark"
 
 __all__ = [
     "DEFAULT_HIGH_WATERMARK",
@@ -97,6 +98,9 @@ class ServerConnection(AMQPConnection):
         (shared by the broker's connections; if omitted, one of its own with
         RabbitMQ's defaults: vhost ``/``, guest/guest from loopback only).
     :param negotiation_timeout: seconds a client has to finish opening.
+    :param alarms: the broker's resource alarms (none ever raised if omitted);
+        while any is active, the connection is blocked when it publishes
+        (see :mod:`txamqp09.broker.alarms`).
     """
 
     log = Logger()
@@ -108,6 +112,7 @@ class ServerConnection(AMQPConnection):
         broker: Optional[Broker] = None,
         security: Optional[Security] = None,
         negotiation_timeout: float = 10.0,
+        alarms: Optional[ResourceAlarms] = None,
         **options: Any,
     ) -> None:
         super().__init__(clock, **options)
@@ -132,8 +137,12 @@ class ServerConnection(AMQPConnection):
         self.blocked_notify = False
         #: Reading stopped because the broker holds too many messages.
         self.publishing_blocked = False
+        #: Whether the client is read: paused by alarms and the throttle.
+        self.gate = PublishGate(self, alarms if alarms is not None else ResourceAlarms())
         #: The connection's model counterpart (exclusive queues, global qos).
         self.client = Client()
+        #: Bytes and reads/writes (see :mod:`txamqp09.broker.model.stats`).
+        self.stats = ConnectionCounters()
         self.model_vhost: Optional[VirtualHost] = None
         #: Open channels by number (closing ones are not here).
         self.channels: dict[int, ServerChannel] = {}
@@ -388,9 +397,51 @@ class ServerConnection(AMQPConnection):
         """The client has published on any channel still open."""
         return any(channel.publisher.publishes for channel in self.channels.values())
 
+    def publishCount(self) -> int:
+        """Messages published on the open channels, and contents under way."""
+        return sum(
+            channel.publisher.publishes + (channel.publisher.content is not None)
+            for channel in self.channels.values()
+        )
+
+    def pauseReading(self) -> None:
+        """Stop reading from the client (TCP pushes back on it), and stop
+        handling what was read, from the frame after the current one."""
+        if self.state is not ConnectionState.CLOSED and self.transport is not None:
+            self.scanner.pause()
+            self.transport.pauseProducing()  # type: ignore[attr-defined]
+
+    def resumeReading(self) -> None:
+        """Read from the client again, starting with what was read but not handled."""
+        if self.state is ConnectionState.CLOSED or self.transport is None:
+            return
+        self._last_received = self.clock.seconds()
+        self.scanner.resume()
+        self.transport.resumeProducing()  # type: ignore[attr-defined]
+        if self.scanner.buffered:
+            self.dataReceived(b"")
+
+    def heartbeatTimedOut(self) -> None:
+        # While reading is paused the client's heartbeats sit in the socket.
+        if self.gate.paused:
+            self.startHeartbeat(self._heartbeat_interval)
+            return
+        super().heartbeatTimedOut()
+
+    def notifyBlocked(self, reason: Optional[str]) -> None:
+        """connection.blocked (or connection.unblocked for None), if the client announced it."""
+        assert self.version is not None
+        spec = self.version.spec
+        if not self.blocked_notify or not hasattr(spec, "ConnectionBlocked"):
+            return
+        if reason is None:
+            self.sendMethod(0, spec.ConnectionUnblocked())
+        else:
+            self.sendMethod(0, spec.ConnectionBlocked(reason=reason[:255]))
+
     def blockPublishing(self, reason: str) -> None:
         """Tell the client to stop publishing, and stop reading from it."""
-        assert self.version is not None and self.transport is not None
+        assert self.version is not None
         spec = self.version.spec
         self.publishing_blocked = True
         if self.blocked_notify:
@@ -398,11 +449,11 @@ class ServerConnection(AMQPConnection):
         else:
             for number in self.channels:
                 self.sendMethod(number, spec.ChannelFlow(active=False))
-        self.transport.pauseProducing()  # type: ignore[attr-defined]
+        self.gate.hold(_WATERMARK_HOLD)
 
     def unblockPublishing(self) -> None:
         """Let the client publish again, and read from it again."""
-        assert self.version is not None and self.transport is not None
+        assert self.version is not None
         spec = self.version.spec
         self.publishing_blocked = False
         if self.blocked_notify:
@@ -410,7 +461,7 @@ class ServerConnection(AMQPConnection):
         else:
             for number in self.channels:
                 self.sendMethod(number, spec.ChannelFlow(active=True))
-        self.transport.resumeProducing()  # type: ignore[attr-defined]
+        self.gate.release(_WATERMARK_HOLD)
 
     # -- closing -------------------------------------------------------------
 
@@ -478,6 +529,8 @@ class ServerFactory(Factory):
         vhosts.
     :param high_watermark: bytes of ready messages above which publishers
         are blocked (see :class:`~txamqp09.broker.flow.PublisherThrottle`).
+    :param alarms: the broker's resource alarms (a new set if omitted): while
+        any is active, publishing connections are blocked.
     """
 
     def __init__(
@@ -487,6 +540,7 @@ class ServerFactory(Factory):
         *,
         security: Optional[Security] = None,
         high_watermark: int = DEFAULT_HIGH_WATERMARK,
+        alarms: Optional[ResourceAlarms] = None,
         **options: Any,
     ) -> None:
         self.clock = clock
@@ -500,6 +554,9 @@ class ServerFactory(Factory):
         #: The connections that are currently up.
         self.connections: set[ServerConnection] = set()
         self.throttle = PublisherThrottle(self.broker, self.connections, clock, high_watermark)
+        #: Memory and disk alarms; publishers are blocked while any is active.
+        self.alarms = alarms if alarms is not None else ResourceAlarms()
+        block_publishers(self.alarms, lambda: [connection.gate for connection in self.connections])
 
     def startFactory(self) -> None:
         self.throttle.start()
@@ -509,7 +566,12 @@ class ServerFactory(Factory):
 
     def buildProtocol(self, addr: Any) -> ServerConnection:
         connection = ServerConnection(
-            self.clock, broker=self.broker, security=self.security, batch=self.batch, **self.options
+            self.clock,
+            broker=self.broker,
+            security=self.security,
+            batch=self.batch,
+            alarms=self.alarms,
+            **self.options,
         )
         connection.factory = self
         self.connections.add(connection)

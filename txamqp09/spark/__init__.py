@@ -1,7 +1,7 @@
 """A PySpark data source (Spark 4) for AMQP brokers, format ``"amqp09"``.
 
-Needs the ``spark`` extra (``pip install 'txamqp09[spark]'``: pyspark and
-pyarrow)::
+Needs the ``spark`` extra (``pip install '.[spark]'`` from a clone:
+pyspark and pyarrow)::
 
     from pyspark.sql import SparkSession
     from txamqp09.spark import register
@@ -18,13 +18,26 @@ See docs/pipeline.rst for the options, the schema and the guarantees.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from txamqp09.spark.source import AMQPDataSource
+if TYPE_CHECKING:
+    from txamqp09.spark.source import AMQPDataSource
 
 __all__ = ["AMQPDataSource", "register"]
 
 
+def __getattr__(name: str) -> Any:
+    """``AMQPDataSource``, imported on first use: the package's modules that
+    do not need pyspark (options, rows) import without the ``spark`` extra."""
+    if name == "AMQPDataSource":
+        from txamqp09.spark.source import AMQPDataSource
+
+        return AMQPDataSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def register(spark: Any) -> None:
     """Make format ``"amqp09"`` available to *spark* (a ``SparkSession``)."""
+    from txamqp09.spark.source import AMQPDataSource
+
     spark.dataSource.register(AMQPDataSource)

@@ -124,7 +124,8 @@ class FrameScanner:
     """
 
     __slots__ = (
-        "_buffer", "frame_max", "reserved_types", "_handler", "takers", "channel_error", "stopped",
+        "_buffer", "frame_max", "reserved_types", "_handler", "takers", "channel_error",
+        "halted", "_stopped",
     )
 
     def __init__(
@@ -142,8 +143,9 @@ class FrameScanner:
         self.takers: dict[int, FrameTaker] = {}
         #: Where channel-level errors go (None: they end the scan).
         self.channel_error = channel_error
-        #: No more frames are handled (the connection is gone).
-        self.stopped = False
+        #: Frames are not handled now (paused or stopped): checked after each frame.
+        self.halted = False
+        self._stopped = False
 
     @property
     def buffered(self) -> int:
@@ -151,9 +153,19 @@ class FrameScanner:
         return len(self._buffer)
 
     def stop(self) -> None:
-        """Handle no more frames, now (even in the middle of a scan) or later."""
-        self.stopped = True
+        """Handle no more frames, from the one after the current one on, ever."""
+        self.halted = self._stopped = True
         self._buffer.clear()
+
+    def pause(self) -> None:
+        """Handle no more frames until :meth:`resume`, from the one after
+        the current one on; what arrives meanwhile is buffered."""
+        self.halted = True
+
+    def resume(self) -> None:
+        """Handle frames again (unless stopped), starting with the next
+        :meth:`scan`: ``scan(b"")`` handles what was buffered."""
+        self.halted = self._stopped
 
     def scan(self, data: BodyLike) -> None:
         """Add *data* and handle every frame it completes, in order.
@@ -161,9 +173,11 @@ class FrameScanner:
         :raises FrameError: (501) at the first malformed frame, after the
             frames before it were handled; the connection is then unusable.
         """
-        if self.stopped:
-            return
         buf = self._buffer
+        if self.halted:
+            if not self._stopped:
+                buf += data
+            return
         buf += data
         size = len(buf)
         pos = 0
@@ -197,7 +211,7 @@ class FrameScanner:
                     if self.channel_error is None:
                         raise
                     self.channel_error(channel, error)
-                if self.stopped:
+                if self.halted:
                     return
         finally:
             del buf[:pos]

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Hashable, Mapping, Optional, Sequence
 
 from txamqp09.broker.model.arguments import string_argument
 from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.stats import ExchangeCounters
 from txamqp09.broker.model.routing import (
     TopicTrie,
     freeze,
@@ -96,6 +97,8 @@ class Exchange:
         self.alternate = string_argument(self.arguments, "alternate-exchange", f"exchange {name!r}")
         #: Bindings whose source this exchange is, by :attr:`Binding.key`.
         self.bindings: dict[Hashable, Binding] = {}
+        #: Messages in and routed out (see :mod:`.stats`).
+        self.stats = ExchangeCounters()
         #: Bindings whose destination this exchange is.
         self.inbound: dict[Binding, None] = {}
         #: How many of :attr:`bindings` lead to exchanges: routing follows

@@ -44,6 +44,7 @@ from txamqp09.broker.model.arguments import (
 from txamqp09.broker.model.deadletter import DELIVERY_LIMIT, EXPIRED, MAXLEN, dead_letter
 from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
 from txamqp09.broker.model.priority import PriorityMessages, merge_entries
+from txamqp09.broker.model.stats import QueueCounters
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.clock import Call, Clock
@@ -233,6 +234,7 @@ class Queue:
         "ready_bytes",
         "route",
         "settings",
+        "stats",
         "stored",
         "vhost",
         "_expiring",
@@ -305,6 +307,8 @@ class Queue:
         self._returns: WeakKeyDictionary[Message, int] = WeakKeyDictionary()
         #: Itself as a one-element route (the default exchange's result).
         self.route: tuple[Queue] = (self,)
+        #: What happened to its messages (see :mod:`.stats`).
+        self.stats = QueueCounters()
         self.used()
 
     @property

@@ -20,6 +20,7 @@ from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
 from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.broker.model.stream import rejection_refused
+from txamqp09.broker.model.stats import ChannelCounters
 from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -135,6 +136,8 @@ class Session:
         #: Delivered, unsettled messages by delivery tag, in tag order.
         self.unacked: dict[int, Delivery] = {}
         self.last_tag = 0
+        #: What this channel did (see :mod:`.stats`).
+        self.stats = ChannelCounters()
         self.prefetch = Prefetch()
         self._consumer_window = (0, 0)
         self.flow_active = True
@@ -491,6 +494,7 @@ class Session:
         self.closed = True
         self.sending = False
         self.tx = None
+        self.vhost.retired.add(self.stats)
         deliveries = list(self.unacked.values())
         self.unacked.clear()
         for delivery in deliveries:

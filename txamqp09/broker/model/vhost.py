@@ -25,6 +25,7 @@ from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
+from txamqp09.broker.model.stats import ChannelCounters, ChurnCounters
 from txamqp09.broker.model.store import Persistence
 from txamqp09.broker.model.stream import (
     EQUIVALENT_ARGUMENTS as _EQUIVALENT_STREAM_ARGUMENTS,
@@ -121,14 +122,23 @@ class VirtualHost:
     :param persistence: keeps durable definitions and persistent messages
         (None: nothing is kept).
     :param clock: the time source of message TTLs and queue expiry.
+    :param churn: counts queues declared, created and deleted (the
+        broker's, shared by its virtual hosts; a new one if omitted).
     """
 
     def __init__(
-        self, name: str, persistence: Optional[Persistence] = None, clock: Optional[Clock] = None
+        self,
+        name: str,
+        persistence: Optional[Persistence] = None,
+        clock: Optional[Clock] = None,
+        churn: Optional[ChurnCounters] = None,
     ) -> None:
         self.name = name
         self.persistence = persistence
         self.clock = clock
+        self.churn = churn if churn is not None else ChurnCounters()
+        #: What the closed channels of this vhost counted.
+        self.retired = ChannelCounters()
         self.queues: dict[str, Queue] = {}
         self.default_exchange = DefaultExchange(self.queues)
         self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
@@ -370,6 +380,7 @@ class VirtualHost:
             for argument in compared:
                 self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
             existing.used()
+            self.churn.queue_declared += 1
             return existing
         if not name:
             name = unique_name("amq.gen-")
@@ -395,6 +406,8 @@ class VirtualHost:
                 arguments=arguments,
             )
         self.queues[name] = queue
+        self.churn.queue_declared += 1
+        self.churn.queue_created += 1
         if exclusive:
             client.exclusive_queues[queue] = None
         if queue.stored:
@@ -446,6 +459,7 @@ class VirtualHost:
             return 0
         queue.deleted = True
         queue.stop()
+        self.churn.queue_deleted += 1
         del self.queues[queue.name]
         for binding in list(queue.bindings):
             self._unbind(binding)
@@ -553,6 +567,8 @@ class Broker:
     ) -> None:
         self.persistence = persistence
         self.clock = clock
+        #: Connections, channels and queues that came and went.
+        self.churn = ChurnCounters()
         self.vhosts: dict[str, VirtualHost] = {}
         for name in vhosts:
             self.add_vhost(name)
@@ -561,7 +577,7 @@ class Broker:
         """Create the virtual host *name* (or return the existing one)."""
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock)
+            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock, self.churn)
         return vhost
 
     def use_clock(self, clock: Clock) -> None:

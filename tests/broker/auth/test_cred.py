@@ -1,0 +1,250 @@
+"""twisted.cred: checkers, the realm, the avatar, the throttle and Security.login."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.cred.error import UnauthorizedLogin
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.broker.auth.certs import TestPKI
+from tests.broker.auth.test_sasl import amqplain
+from txamqp09.broker.auth.cred import AMQPUser, IAMQPUser, LoopbackOnly, make_portal
+from txamqp09.broker.auth.errors import LoginRefused
+from txamqp09.broker.auth.permissions import Permissions
+from txamqp09.broker.auth.realms import Right
+from txamqp09.broker.auth.sasl import ExternalCredentials, PasswordCredentials, PeerInfo
+from txamqp09.broker.auth.security import Login, Security, refusal_text
+from txamqp09.broker.auth.throttle import LoginThrottle
+from txamqp09.broker.auth.users import UserDatabase, VirtualHost
+
+LOCAL = PeerInfo(IPv4Address("TCP", "127.0.0.1", 50000))
+REMOTE = PeerInfo(IPv4Address("TCP", "192.0.2.7", 50000))
+
+
+def database() -> UserDatabase:
+    """guest, plus alice (read-only on /) and certuser (no password)."""
+    db = UserDatabase.default()
+    db.add_user("alice", "wonderland", tags=("monitoring",))
+    db.set_permissions("alice", "/", Permissions("", "", "^alice\\."))
+    db.add_user("certuser")
+    db.set_permissions("certuser", "/", Permissions(".*", ".*", ".*"))
+    return db
+
+
+def result(deferred: Deferred[Any]) -> Any:
+    """The value a Deferred has already fired with (or raise its failure)."""
+    outcome: list[Any] = []
+    deferred.addBoth(outcome.append)
+    assert outcome, "the Deferred has not fired"
+    if isinstance(outcome[0], Failure):
+        outcome[0].raiseException()
+    return outcome[0]
+
+
+class PortalTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.portal, self.realm = make_portal(database())
+
+    def login(self, credentials: Any) -> Any:
+        return result(self.portal.login(credentials, None, IAMQPUser))
+
+    def test_password_login_gives_the_avatar(self) -> None:
+        interface, avatar, _ = self.login(PasswordCredentials("alice", "wonderland", "PLAIN", REMOTE))
+        self.assertIs(interface, IAMQPUser)
+        self.assertTrue(IAMQPUser.providedBy(avatar))
+        self.assertEqual((avatar.name, avatar.tags), ("alice", ("monitoring",)))
+
+    def test_wrong_password_and_unknown_user_fail_alike(self) -> None:
+        failures = []
+        for credentials in [
+            PasswordCredentials("alice", "looking-glass", "PLAIN", LOCAL),
+            PasswordCredentials("nobody", "wonderland", "PLAIN", LOCAL),
+            PasswordCredentials("certuser", "", "PLAIN", LOCAL),
+        ]:
+            with self.assertRaises(UnauthorizedLogin) as caught:
+                self.login(credentials)
+            failures.append((type(caught.exception), str(caught.exception)))
+        self.assertEqual(len(set(failures)), 1)
+
+    def test_guest_only_from_loopback(self) -> None:
+        for peer in [LOCAL, PeerInfo(IPv6Address("TCP", "::1", 1))]:
+            self.assertEqual(self.login(PasswordCredentials("guest", "guest", "PLAIN", peer))[1].name, "guest")
+        with self.assertRaises(LoopbackOnly) as caught:
+            self.login(PasswordCredentials("guest", "guest", "PLAIN", REMOTE))
+        self.assertIn("can only connect via localhost", str(caught.exception))
+
+    def test_wrong_guest_password_from_afar_does_not_mention_loopback(self) -> None:
+        with self.assertRaises(UnauthorizedLogin) as caught:
+            self.login(PasswordCredentials("guest", "nope", "PLAIN", REMOTE))
+        self.assertNotIsInstance(caught.exception, LoopbackOnly)
+
+    def test_external_login_needs_an_existing_user(self) -> None:
+        pki = TestPKI()
+        peer = PeerInfo(REMOTE.address, pki.client_certificate("certuser"))
+        avatar = self.login(ExternalCredentials("certuser", peer.certificate, peer))[1]  # type: ignore[arg-type]
+        self.assertEqual(avatar.name, "certuser")
+        with self.assertRaises(UnauthorizedLogin):
+            self.login(ExternalCredentials("stranger", peer.certificate, peer))  # type: ignore[arg-type]
+
+    def test_logout_counts_connections_down_once(self) -> None:
+        credentials = PasswordCredentials("alice", "wonderland", "PLAIN", REMOTE)
+        first, second = self.login(credentials)[2], self.login(credentials)[2]
+        self.assertEqual(self.realm.connections("alice"), 2)
+        first()
+        first()
+        self.assertEqual(self.realm.connections("alice"), 1)
+        second()
+        self.assertEqual(self.realm.connections("alice"), 0)
+
+
+class AvatarTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.database = database()
+        self.database.add_vhost(VirtualHost("other"))
+        self.alice = AMQPUser(self.database, "alice")
+
+    def test_permissions_are_regex_searches(self) -> None:
+        self.assertTrue(self.alice.can_read("/", "alice.inbox"))
+        self.assertFalse(self.alice.can_read("/", "bob.inbox"))
+        self.assertFalse(self.alice.can_write("/", "alice.inbox"))
+        self.assertFalse(self.alice.can_configure("/", "alice.inbox"))
+        self.assertFalse(self.alice.can_read("other", "alice.inbox"))
+
+    def test_a_match_anywhere_in_the_name_counts(self) -> None:
+        self.database.set_permissions("alice", "/", Permissions("log", "", "box$"))
+        self.assertTrue(self.alice.can_configure("/", "app.log.errors"))
+        self.assertTrue(self.alice.can_read("/", "inbox"))
+        self.assertFalse(self.alice.can_read("/", "boxes"))
+
+    def test_default_exchange_is_checked_as_amq_default(self) -> None:
+        self.database.set_permissions("alice", "/", Permissions("", "^amq\\.default$", ""))
+        self.assertTrue(self.alice.can_write("/", ""))
+        self.assertFalse(self.alice.can_write("/", "amq.direct"))
+
+    def test_vhost_access(self) -> None:
+        self.assertTrue(self.alice.may_open_vhost("/"))
+        self.assertFalse(self.alice.may_open_vhost("other"))
+        self.assertFalse(self.alice.may_open_vhost("missing"))
+        self.database.set_permissions("alice", "other", Permissions("", "", ""))
+        self.assertTrue(self.alice.may_open_vhost("other"))
+
+    def test_changes_apply_to_existing_avatars(self) -> None:
+        self.database.set_permissions("alice", "/", Permissions(".*", ".*", ".*"))
+        self.assertTrue(self.alice.can_configure("/", "anything"))
+        self.database.delete_user("alice")
+        self.assertFalse(self.alice.can_read("/", "alice.inbox"))
+        self.assertEqual(self.alice.tags, ())
+
+    def test_realm_rights_derived_then_granted(self) -> None:
+        self.assertEqual(self.alice.realm_rights("/", "/data"), {Right.PASSIVE, Right.READ})
+        self.database.grant("alice", "/", "/data", [Right.READ, Right.EXCLUSIVE])
+        self.assertEqual(self.alice.realm_rights("/", "/data"), {Right.READ, Right.EXCLUSIVE})
+        self.assertEqual(self.alice.realm_rights("other", "/data"), frozenset())
+
+
+class ThrottleTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.throttle = LoginThrottle(self.clock, base=1.0, cap=8.0, window=60.0, max_hosts=3)
+
+    def test_delay_doubles_per_failure_up_to_the_cap(self) -> None:
+        delays = []
+        for _ in range(6):
+            delays.append(self.throttle.delay("h"))
+            self.throttle.failed("h")
+        self.assertEqual(delays, [0.0, 1.0, 2.0, 4.0, 8.0, 8.0])
+
+    def test_hosts_are_counted_separately(self) -> None:
+        self.throttle.failed("a")
+        self.assertEqual((self.throttle.delay("a"), self.throttle.delay("b")), (1.0, 0.0))
+
+    def test_wait_fires_after_the_delay(self) -> None:
+        self.throttle.failed("h")
+        self.throttle.failed("h")
+        fired: list[None] = []
+        self.throttle.wait("h").addCallback(fired.append)
+        self.clock.advance(1.9)
+        self.assertEqual(fired, [])
+        self.clock.advance(0.1)
+        self.assertEqual(fired, [None])
+
+    def test_quiet_window_forgives(self) -> None:
+        self.throttle.failed("h")
+        self.clock.advance(60.0)
+        self.assertEqual(self.throttle.delay("h"), 1.0)
+        self.clock.advance(0.1)
+        self.assertEqual(self.throttle.delay("h"), 0.0)
+        self.throttle.failed("h")
+        self.assertEqual(self.throttle.delay("h"), 1.0)
+
+    def test_memory_is_bounded(self) -> None:
+        for host in ["a", "b", "c", "d"]:
+            self.throttle.failed(host)
+        self.assertEqual(self.throttle.delay("a"), 0.0)
+        self.assertEqual(self.throttle.delay("d"), 1.0)
+
+
+class SecurityLoginTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.security = Security(database(), self.clock)
+
+    def login(self, mechanism: str, response: bytes, peer: PeerInfo = REMOTE) -> Deferred[Login]:
+        return self.security.login(mechanism, response, peer)
+
+    def refused(self, deferred: Deferred[Any]) -> LoginRefused:
+        self.clock.advance(60)
+        return self.failureResultOf(deferred, LoginRefused).value  # type: ignore[return-value]
+
+    def test_plain_and_amqplain_logins(self) -> None:
+        login = self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland"))
+        self.assertEqual(login.user.name, "alice")
+        login = self.successResultOf(self.login("AMQPLAIN", amqplain({"LOGIN": b"alice", "PASSWORD": b"wonderland"})))
+        self.assertEqual(login.user.name, "alice")
+        login.logout()
+        self.assertEqual(self.security.realm.connections("alice"), 1)
+
+    def test_one_generic_text_for_wrong_password_and_unknown_user(self) -> None:
+        texts = {
+            self.refused(self.login("PLAIN", b"\x00alice\x00wrong")).reply_text,
+            self.refused(self.login("PLAIN", b"\x00nobody\x00wonderland")).reply_text,
+        }
+        self.assertEqual(texts, {refusal_text("PLAIN")})
+        self.assertIn("Login was refused using authentication mechanism PLAIN", refusal_text("PLAIN"))
+
+    def test_refusal_is_a_connection_close_403_on_start_ok(self) -> None:
+        error = self.refused(self.login("AMQPLAIN", amqplain({"LOGIN": b"x", "PASSWORD": b"y"})))
+        self.assertEqual((error.reply_code, error.hard, error.class_id, error.method_id), (403, True, 10, 11))
+        self.assertEqual(error.reply_text, refusal_text("AMQPLAIN"))
+
+    def test_malformed_response_says_what_is_wrong(self) -> None:
+        error = self.refused(self.login("PLAIN", b"alice:wonderland"))
+        self.assertIn("authzid NUL user NUL password", error.reply_text)
+
+    def test_guest_from_afar_is_told_why(self) -> None:
+        error = self.refused(self.login("PLAIN", b"\x00guest\x00guest"))
+        self.assertEqual(error.reply_text, "ACCESS_REFUSED - user 'guest' can only connect via localhost")
+        self.successResultOf(self.login("PLAIN", b"\x00guest\x00guest", LOCAL))
+
+    def test_failures_slow_down_later_attempts_from_that_host(self) -> None:
+        self.refused(self.login("PLAIN", b"\x00alice\x00wrong"))
+        self.refused(self.login("PLAIN", b"garbage"))
+        pending = self.login("PLAIN", b"\x00alice\x00wonderland")
+        self.assertNoResult(pending)
+        self.assertEqual(self.security.throttle.delay(REMOTE.host), 1.0)
+        self.clock.advance(1.0)
+        self.assertEqual(self.successResultOf(pending).user.name, "alice")
+        self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland", LOCAL))
+
+    def test_unexpected_errors_are_not_disguised_as_refusals(self) -> None:
+        def broken(*args: Any) -> Any:
+            raise RuntimeError("bug")
+
+        self.security.realm.requestAvatar = broken  # type: ignore[method-assign]
+        failure = self.failureResultOf(self.login("PLAIN", b"\x00alice\x00wonderland"))
+        self.assertTrue(failure.check(RuntimeError))

@@ -1,0 +1,52 @@
+"""The staging area: limits, eviction, no copies."""
+
+from __future__ import annotations
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from txamqp09.broker.classes.staging import Staged, StagingArea
+from txamqp09.wire.errors import PreconditionFailed
+
+
+class StagingAreaTests(SynchronousTestCase):
+    def test_open_keeps_content_of_the_same_size(self) -> None:
+        area = StagingArea(100)
+        staged = area.open("a", 10)
+        area.append("a", staged, b"12345")
+        self.assertIs(area.open("a", 10), staged)
+        self.assertEqual(area.open("a", 11).size, 0)
+        self.assertEqual(area.size, 0)
+
+    def test_oldest_entries_make_room(self) -> None:
+        area = StagingArea(10)
+        for key in ("old", "new"):
+            area.append(key, area.open(key, 5), b"x" * 5)
+        area.append("third", area.open("third", 5), b"y" * 5)
+        self.assertIsNone(area.get("old"))
+        self.assertIsNotNone(area.get("new"))
+        self.assertEqual(area.size, 10)
+
+    def test_content_larger_than_the_limit_is_refused(self) -> None:
+        area = StagingArea(10)
+        staged = area.open("big", 20)
+        area.append("big", staged, b"x" * 8)
+        with self.assertRaises(PreconditionFailed) as raised:
+            area.append("big", staged, b"x" * 8)
+        self.assertIn("staging limit of 10 bytes", str(raised.exception))
+        self.assertEqual(staged.size, 8)
+
+    def test_content_in_one_piece_is_not_copied(self) -> None:
+        chunk = b"z" * 1000
+        staged = Staged(1000, [chunk])
+        self.assertIs(staged.content(), chunk)
+        self.assertTrue(staged.complete)
+
+    def test_checkpoint_shares_chunks(self) -> None:
+        area = StagingArea(100)
+        original = Staged(chunks=[b"ab", b"cd"])
+        area.put("cp", Staged(chunks=original.chunks))
+        copy = area.get("cp")
+        assert copy is not None
+        self.assertIsNot(copy.chunks, original.chunks)
+        self.assertTrue(all(a is b for a, b in zip(copy.chunks, original.chunks)))
+        self.assertEqual(area.size, 4)

@@ -1,1 +1,0 @@
-"""Durability: the broker model joined to a message store, restarts and crashes."""

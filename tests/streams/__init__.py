@@ -1,1 +1,0 @@
-"""Stream queues: the model, the store, real clients, RabbitMQ, restarts."""

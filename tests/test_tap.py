@@ -1,0 +1,89 @@
+"""``twistd amqp09`` options and the service they build."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.endpoints import SSL4ServerEndpoint
+from twisted.internet.task import Clock
+from twisted.python import usage
+from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.server import Site
+
+from tests.broker.auth.certs import TestPKI
+from txamqp09.tap import Options, makeService
+
+
+def build(*argv: str) -> list[Any]:
+    """The listening services ``twistd amqp09 ARGV`` would start."""
+    options = Options()
+    options.parseOptions(list(argv))
+    return list(makeService(options, Clock()))
+
+
+class OptionsTests(SynchronousTestCase):
+    def test_listeners_share_one_broker(self) -> None:
+        services = build("--port", "5999", "--listen", "tcp:6000:interface=127.0.0.1")
+        self.assertEqual([service.endpoint._port for service in services], [6000, 5999])
+        self.assertIs(services[0].factory.broker, services[1].factory.broker)
+
+    def test_connection_options_and_watermark(self) -> None:
+        (service,) = build("--port", "5999", "--frame-max", "8192", "--heartbeat", "0",
+                                "--high-watermark", "1000")
+        factory = service.factory
+        self.assertEqual((factory.options["frame_max"], factory.options["heartbeat"]), (8192, 0))
+        self.assertEqual(factory.throttle.high_watermark, 1000)
+
+    def test_management_listener_is_off_unless_asked(self) -> None:
+        self.assertEqual(len(build("--port", "5999")), 1)
+        services = build("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
+        listeners = [service for service in services if hasattr(service, "endpoint")]
+        self.assertEqual(
+            [(listener.endpoint.protocol, listener.endpoint.endpoint._port) for listener in listeners],
+            [("amqp", 5999), ("http", 15999)],
+        )
+        self.assertIsInstance(listeners[1].factory, Site)
+        self.assertIs(listeners[1].factory.resource.node.factory, listeners[0].factory)
+
+    def test_bad_options(self) -> None:
+        self.assertRaises(usage.UsageError, Options().parseOptions, ["--port", "x"])
+        self.assertRaises(usage.UsageError, Options().parseOptions, ["--frame-max", "100"])
+
+
+class SecurityOptionsTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.directory = Path(self.mktemp())
+        self.directory.mkdir()
+
+    def test_default_security_is_rabbitmqs(self) -> None:
+        (service,) = build("--port", "5999")
+        security = service.factory.security
+        self.assertEqual(list(security.database.users), ["guest"])
+        self.assertEqual(list(service.factory.broker.vhosts), ["/"])
+        self.assertTrue(security.accept_ticket_zero)
+
+    def test_definitions_tickets_and_tls_listener(self) -> None:
+        """The definitions' vhosts exist in the model; the TLS port shares the factory."""
+        definitions = self.directory / "definitions.json"
+        definitions.write_text(json.dumps({"vhosts": [{"name": "/"}, {"name": "billing"}]}), encoding="utf-8")
+        key, certificate, ca = TestPKI().write_server_files(self.directory)
+        tcp, tls = build(
+            "--port", "5999", "--definitions", str(definitions), "--require-tickets",
+            "--ssl-port", "5998", "--ssl-interface", "127.0.0.1", "--ssl-key", str(key),
+            "--ssl-cert", str(certificate), "--ssl-ca", str(ca), "--ssl-verify", "required",
+        )
+        self.assertIs(tls.factory, tcp.factory)
+        self.assertIsInstance(tls.endpoint, SSL4ServerEndpoint)
+        self.assertEqual((tls.endpoint._port, tls.endpoint._interface), (5998, "127.0.0.1"))
+        self.assertEqual(sorted(tcp.factory.broker.vhosts), ["/", "billing"])
+        self.assertEqual(list(tcp.factory.security.database.users), [])
+        self.assertFalse(tcp.factory.security.accept_ticket_zero)
+
+    def test_security_usage_errors(self) -> None:
+        error = self.assertRaises(usage.UsageError, Options().parseOptions, ["--ssl-port", "5671"])
+        self.assertIn("--ssl-port needs --ssl-key and --ssl-cert", str(error))
+        missing = str(self.directory / "missing.json")
+        error = self.assertRaises(usage.UsageError, Options().parseOptions, ["--definitions", missing])
+        self.assertIn("missing.json", str(error))

@@ -1,0 +1,45 @@
+"""The private RabbitMQ helper, offline: what it would start, and with what."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from txamqp09.testing import rabbitmq
+from txamqp09.testing.rabbitmq import RabbitMQ, TLSFiles, free_port, rabbitmq_missing
+
+
+class HelperTests(SynchronousTestCase):
+    def test_missing_installation_is_a_reason(self) -> None:
+        self.patch(rabbitmq, "RABBITMQ_BIN", "/no/such/dir")
+        reason = rabbitmq_missing()
+        assert reason is not None
+        self.assertIn("install the Debian package rabbitmq-server", reason)
+
+    def test_free_port_is_on_loopback_and_free(self) -> None:
+        port = free_port()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", port))
+
+    def test_everything_stays_on_loopback_and_in_its_directory(self) -> None:
+        base = self.mktemp()
+        node = RabbitMQ(base, tls=TLSFiles("ca.pem", "cert.pem", "key.pem", require_peer_cert=True))
+        env = node.environment()
+        self.assertEqual((env["RABBITMQ_NODE_IP_ADDRESS"], env["ERL_EPMD_ADDRESS"]), ("127.0.0.1", "127.0.0.1"))
+        self.assertIn("{127,0,0,1}", env["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"])
+        self.assertIn("{127,0,0,1}", env["RABBITMQ_CTL_ERL_ARGS"])
+        self.assertEqual(env["RUNNING_UNDER_SYSTEMD"], "true")
+        self.assertEqual(len({node.port, node.tls_port, node.dist_port, node.epmd_port}), 4)
+        for name in ("HOME", "RABBITMQ_MNESIA_BASE", "RABBITMQ_LOG_BASE", "RABBITMQ_CONFIG_FILE"):
+            self.assertTrue(env[name].startswith(os.path.abspath(base)), name)
+        node._write_files()
+        with open(os.path.join(base, "rabbitmq.conf")) as config:
+            lines = config.read().splitlines()
+        self.assertIn(f"listeners.tcp.default = 127.0.0.1:{node.port}", lines)
+        self.assertIn(f"listeners.ssl.default = 127.0.0.1:{node.tls_port}", lines)
+        self.assertIn("ssl_options.fail_if_no_peer_cert = true", lines)
+
+    def test_stop_without_start_is_harmless(self) -> None:
+        RabbitMQ(self.mktemp()).stop()

@@ -1,0 +1,161 @@
+"""The broker as the management API sees it: one facade over its parts.
+
+A :class:`Node` gathers what the endpoints read and change: the model's
+virtual hosts, the open connections, the security database, the message
+store, the listeners and the statistics. The API is built on a node::
+
+    node = Node(factory, store)
+    site = make_site(node)
+
+Listeners that should appear in ``/api/overview`` and answer
+``/api/health/checks/port-listener/{port}`` are wrapped in
+:class:`RecordingEndpoint`, which notes each port once it listens.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Optional
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IStreamServerEndpoint
+from zope.interface import implementer
+
+from txamqp09.broker.model import Queue, Session, VirtualHost
+from txamqp09.management.stats import Statistics
+
+if TYPE_CHECKING:
+    from txamqp09.broker.server import ServerConnection, ServerFactory
+    from txamqp09.store.interface import MessageStore
+
+__all__ = ["Listener", "Node", "RecordingEndpoint", "StatisticsService"]
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A port the broker listens on.
+
+    :ivar protocol: ``amqp``, ``amqp/ssl``, ``http`` or ``https``, as RabbitMQ names them.
+    :ivar ip_address: the address it is bound to.
+    :ivar port: the port number.
+    """
+
+    protocol: str
+    ip_address: str
+    port: int
+
+
+class Node:
+    """One broker, for the management API.
+
+    :param factory: the AMQP listeners' factory (its broker model, security
+        and open connections).
+    :param store: the message store, or None for a broker that keeps nothing.
+    :param name: the node name RabbitMQ's JSON shows (``txamqp09@host`` by default).
+    """
+
+    def __init__(
+        self, factory: ServerFactory, store: Optional[MessageStore] = None, name: Optional[str] = None
+    ) -> None:
+        self.factory = factory
+        self.broker = factory.broker
+        self.security = factory.security
+        self.database = factory.security.database
+        self.store = store
+        self.clock = factory.clock
+        self.name = name if name is not None else f"txamqp09@{socket.gethostname()}"
+        #: Wall-clock time the node was made, for ``uptime``.
+        self.started = time.time()
+        self.listeners: list[Listener] = []
+        #: Counters sampled into rates (started by :meth:`start`).
+        self.stats = Statistics(self, self.clock)
+
+    def start(self) -> None:
+        """Start sampling statistics."""
+        self.stats.start()
+
+    def stop(self) -> None:
+        """Stop sampling statistics."""
+        self.stats.stop()
+
+    def vhost(self, name: str) -> Optional[VirtualHost]:
+        """The model's virtual host *name*, or None if the security database has none."""
+        if name not in self.database.vhosts:
+            return None
+        return self.broker.add_vhost(name)
+
+    def vhosts(self) -> list[VirtualHost]:
+        """Every virtual host, in name order."""
+        return [self.broker.add_vhost(name) for name in sorted(self.database.vhosts)]
+
+    @property
+    def connections(self) -> list[ServerConnection]:
+        """The AMQP connections that are open (negotiation finished)."""
+        return [connection for connection in self.factory.connections if connection.vhost is not None]
+
+    def sessions(self) -> Iterator[Session]:
+        """The model sessions of every open connection's channels."""
+        for connection in self.connections:
+            yield from connection.client.sessions
+
+    def unacked(self) -> dict[Queue, tuple[int, int]]:
+        """Delivered, unacknowledged messages and their body bytes, by queue."""
+        held: dict[Queue, tuple[int, int]] = {}
+        for session in self.sessions():
+            for delivery in session.unacked.values():
+                count, size = held.get(delivery.queue, (0, 0))
+                held[delivery.queue] = (count + 1, size + delivery.message.size)
+        return held
+
+    def alarms(self) -> list[str]:
+        """The resources in alarm (``memory`` while publishers are held back)."""
+        return ["memory"] if self.factory.throttle.blocked else []
+
+    def listening(self, protocol: str, port: IListeningPort) -> None:
+        """Note that *port* listens for *protocol*."""
+        address: Any = port.getHost()
+        self.listeners.append(Listener(protocol, getattr(address, "host", str(address)), getattr(address, "port", 0)))
+
+
+class StatisticsService(Service):
+    """Samples a node's statistics while it runs."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def startService(self) -> None:
+        super().startService()
+        self.node.start()
+
+    def stopService(self) -> Deferred[None] | None:
+        self.node.stop()
+        return super().stopService()  # type: ignore[no-any-return]
+
+
+@implementer(IStreamServerEndpoint)
+class RecordingEndpoint:
+    """A server endpoint that tells a :class:`Node` where it listens.
+
+    :param endpoint: the endpoint to listen on.
+    :param node: told about the port once it listens.
+    :param protocol: the protocol's name for the node's listener list.
+    """
+
+    def __init__(self, endpoint: IStreamServerEndpoint, node: Node, protocol: str) -> None:
+        self.endpoint = endpoint
+        self.node = node
+        self.protocol = protocol
+
+    def listen(self, protocolFactory: IProtocolFactory) -> Deferred[IListeningPort]:
+        """Listen on the wrapped endpoint and record the port."""
+        listening: Deferred[IListeningPort] = self.endpoint.listen(protocolFactory)
+
+        def record(port: IListeningPort) -> IListeningPort:
+            self.node.listening(self.protocol, port)
+            return port
+
+        return listening.addCallback(record)

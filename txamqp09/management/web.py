@@ -1,0 +1,156 @@
+"""The management API over HTTP: authentication, dispatch and JSON answers.
+
+:func:`make_site` builds the ``twisted.web`` site that ``twistd amqp09
+--management ENDPOINT`` serves. Every request under ``/api/`` is routed
+(404/405 when nothing fits), authenticated with HTTP basic auth through the
+broker's own cred portal (the users AMQP clients log in as), checked
+against the route's tag, and handed to the handler; what the handler
+returns or raises becomes a JSON answer. Errors the model raises (AMQP
+reply codes) become RabbitMQ's HTTP errors; anything else is logged and
+answered with a 500 body naming the error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET, Request, Site
+
+from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly
+from txamqp09.broker.auth.sasl import PasswordCredentials, PeerInfo
+from txamqp09.management.api import (
+    ApiError,
+    ApiRequest,
+    Reply,
+    Router,
+    not_authorised,
+    split_path,
+)
+from txamqp09.management.node import Node
+from txamqp09.wire.errors import AMQPError
+
+__all__ = ["ManagementResource", "make_router", "make_site"]
+
+#: The challenge RabbitMQ sends with a 401 for missing or wrong credentials.
+_CHALLENGE = {"WWW-Authenticate": 'Basic realm="RabbitMQ Management"'}
+
+
+def make_router() -> Router:
+    """A router with every endpoint module's routes."""
+    from txamqp09.management.endpoints import MODULES
+
+    router = Router()
+    for module in MODULES:
+        module.register(router)
+    return router
+
+
+def _from_amqp(error: AMQPError) -> ApiError:
+    """The HTTP answer for an AMQP error the model raised."""
+    code = getattr(error, "reply_code", 0)
+    text = getattr(error, "reply_text", str(error))
+    if code == 404:
+        return ApiError(404, "not_found", text)
+    if code in (403, 530):
+        return not_authorised(text)
+    return ApiError(400, "bad_request", text)
+
+
+class ManagementResource(Resource):
+    """Serves the API of one :class:`Node`.
+
+    :param router: the routes (all endpoint modules' by default).
+    """
+
+    isLeaf = True
+    log = Logger()
+
+    def __init__(self, node: Node, router: Router | None = None) -> None:
+        super().__init__()
+        self.node = node
+        self.router = router if router is not None else make_router()
+
+    def render(self, request: Request) -> Any:
+        """Answer *request* once its handler is done."""
+        finished: list[bool] = []
+        request.notifyFinish().addBoth(lambda _: finished.append(True))
+        answer = maybeDeferred(self._handle, request)
+        answer.addErrback(self._failed)
+        answer.addCallback(self._write, request, finished)
+        return NOT_DONE_YET
+
+    def _handle(self, request: Request) -> Deferred[Any]:
+        method = request.method.decode("ascii", "replace")
+        path = request.path.decode("utf-8", "replace")
+        handler, tag, args = self.router.resolve(method, split_path(path))
+        if not request.requestHeaders.hasHeader(b"authorization"):
+            raise ApiError(401, "not_authorized", "Login failed", _CHALLENGE)
+        name = request.getUser().decode("utf-8", "replace")
+        password = request.getPassword().decode("utf-8", "replace")
+        peer = PeerInfo(request.getClientAddress())
+        credentials = PasswordCredentials(name, password, "PLAIN", peer)
+        login = self.node.security.portal.login(credentials, None, IAMQPUser)
+
+        def refused(failure: Failure) -> None:
+            if failure.check(LoopbackOnly):
+                raise not_authorised("User can only log in via localhost")
+            failure.trap(UnauthorizedLogin, UnhandledCredentials)
+            raise ApiError(401, "not_authorized", "Login failed", _CHALLENGE)
+
+        def logged_in(result: tuple[Any, IAMQPUser, Any]) -> Deferred[Any]:
+            _, user, logout = result
+            try:
+                self.router.authorise(user.tags, tag)
+                api_request = ApiRequest(
+                    user,
+                    method,
+                    args,
+                    {key.decode("utf-8", "replace"): values[-1].decode("utf-8", "replace")
+                     for key, values in (request.args or {}).items() if values},
+                    {key.decode("latin-1").lower(): values[-1].decode("latin-1")
+                     for key, values in request.requestHeaders.getAllRawHeaders()},
+                    request.content.read() if request.content is not None else b"",
+                    self.node,
+                )
+                return maybeDeferred(handler, api_request)
+            finally:
+                logout()
+
+        return login.addCallbacks(logged_in, refused)
+
+    def _failed(self, failure: Failure) -> Reply:
+        """The answer for a refusal or a fault."""
+        error = failure.value
+        if isinstance(error, ApiError):
+            return Reply(error.status, error.body(), error.headers)
+        if isinstance(error, AMQPError):
+            api_error = _from_amqp(error)
+            return Reply(api_error.status, api_error.body())
+        self.log.failure("management API request failed", failure)
+        return Reply(500, {"error": "internal_error", "reason": f"{type(error).__name__}: {error}"})
+
+    def _write(self, result: Any, request: Request, finished: list[bool]) -> None:
+        if finished:
+            return
+        reply = result if isinstance(result, Reply) else Reply(200 if result is not None else 204, result)
+        request.setResponseCode(reply.status)
+        for name, value in reply.headers.items():
+            request.setHeader(name, value)
+        request.setHeader("Cache-Control", "no-cache")
+        if reply.body is not None:
+            request.setHeader("Content-Type", "application/json")
+            request.write(json.dumps(reply.body, separators=(",", ":")).encode("utf-8"))
+        request.finish()
+
+
+def make_site(node: Node, router: Router | None = None) -> Site:
+    """The HTTP site serving *node*'s management API."""
+    site = Site(ManagementResource(node, router))
+    site.noisy = False
+    return site
