@@ -98,14 +98,17 @@ class NegotiationTests(SynchronousTestCase):
             self.assertIs(peer.server.state, ConnectionState.OPEN)
 
     def test_wrong_password_closes_with_403(self) -> None:
+        """After the login throttle's delay (half a second for a first failure)."""
         peer = Peer()
-        methods = peer.open(password="nope")
-        close = methods[-1]
+        self.assertEqual([method.NAME for method in peer.open(password="nope")], ["connection.start"])
+        peer.clock.advance(0.5)
+        (close,) = peer.methods()
         self.assertEqual((close.NAME, close.reply_code), ("connection.close", 403))
         self.assertNotIn("guest", close.reply_text)
 
     def test_unknown_vhost_closes_with_402(self) -> None:
-        close = Peer().open(vhost="/elsewhere")[-1]
+        """0-9's invalid-path; 0-9-1 answers 530 as RabbitMQ (tests.dialect)."""
+        close = Peer(AMQP0_9).open(vhost="/elsewhere")[-1]
         self.assertEqual((close.NAME, close.reply_code), ("connection.close", 402))
         self.assertIn("/elsewhere", close.reply_text)
 
@@ -179,7 +182,8 @@ class CloseTests(SynchronousTestCase):
         self.assertEqual(close.reply_code, 501)
 
     def test_channel_above_channel_max_is_504(self) -> None:
-        peer = Peer()
+        """0-9 limits channel numbers; 0-9-1 counts open channels (tests.dialect)."""
+        peer = Peer(AMQP0_9)
         peer.open()
         peer.send(peer.server.channel_max + 1, peer.spec.ChannelOpen())
         (close,) = peer.methods()

@@ -47,6 +47,19 @@ class OptionsTests(SynchronousTestCase):
         self.assertIsInstance(listeners[1].factory, Site)
         self.assertIs(listeners[1].factory.resource.node.factory, listeners[0].factory)
 
+    def test_disk_free_limit_watches_the_data_directory(self) -> None:
+        options = Options()
+        options.parseOptions(["--data-dir", "/srv/amqp", "--disk-free-limit", "24MiB"])
+        monitor = makeService(options, Clock()).disk_monitor
+        self.assertEqual((monitor.directory, monitor.limit), (Path("/srv/amqp"), 24 * 1024 * 1024))
+        options = Options()
+        options.parseOptions([])
+        self.assertEqual(makeService(options, Clock()).disk_monitor.limit, 50_000_000)
+        options = Options()
+        options.parseOptions(["--transient"])
+        self.assertIsNone(makeService(options, Clock()).disk_monitor)
+        self.assertRaises(usage.UsageError, Options().parseOptions, ["--disk-free-limit", "lots"])
+
     def test_bad_options(self) -> None:
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--port", "x"])
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--frame-max", "100"])

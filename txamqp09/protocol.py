@@ -340,11 +340,15 @@ class AMQPConnection(Protocol):
             channel,
             self.version.spec.ChannelClose(
                 reply_code=error.reply_code,
-                reply_text=error.reply_text[:255],
+                reply_text=self.replyText(error),
                 class_id=error.class_id,
                 method_id=error.method_id,
             ),
         )
+
+    def replyText(self, error: AMQPError) -> str:
+        """The reply text (at most 255 characters) *error* is sent with."""
+        return error.full_text[:255]
 
     def channelClosed(self, channel: int) -> None:
         """Forget *channel*'s framing state; it may be opened again."""
@@ -357,7 +361,8 @@ class AMQPConnection(Protocol):
         """Close the whole connection because of *error*."""
         if not error.hard:
             error = ConnectionLevelError(
-                error.reply_text, error.class_id, error.method_id, reply_code=error.reply_code
+                error.reply_text, error.class_id, error.method_id, reply_code=error.reply_code,
+                hint=error.hint,
             )
         self.close(error)
 
@@ -383,7 +388,7 @@ class AMQPConnection(Protocol):
             0,
             self.version.spec.ConnectionClose(
                 reply_code=error.reply_code,
-                reply_text=error.reply_text[:255],
+                reply_text=self.replyText(error),
                 class_id=error.class_id,
                 method_id=error.method_id,
             ),

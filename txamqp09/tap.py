@@ -34,6 +34,7 @@ from twisted.python import usage
 
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
+from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
@@ -71,6 +72,9 @@ class Options(SecurityOptions):
          "Bytes of message bodies held in memory (a size: 256MiB, 1GiB); beyond it "
          "they are paged out to the store and read back when their queue reaches them.",
          parse_size],
+        ["disk-free-limit", None, DEFAULT_DISK_FREE_LIMIT,
+         "Free space on the data directory's file system below which publishers are "
+         "blocked (a size: 50MB, 1GiB; RabbitMQ's disk_free_limit.absolute).", parse_size],
         ["freeze-backlog", None, DEFAULT_FREEZE_THRESHOLD,
          "Queued messages from which the garbage collector's full passes skip the "
          "objects that survived the last one (0: never).", int],
@@ -141,7 +145,12 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
     )
-    broker: Any = BrokerService(factory, store, options["freeze-backlog"])
+    monitor = None
+    if store is not None:
+        monitor = DiskMonitor(Path(options["data-dir"]), options["disk-free-limit"], factory.alarms, clock)
+        monitor.watch(store)
+    definitions = options.definitions.source if options["definitions"] else None
+    broker: Any = BrokerService(factory, store, options["freeze-backlog"], definitions, monitor)
     listeners: list[tuple[IStreamServerEndpoint, IProtocolFactory, str]] = [
         (serverFromString(reactor, description), factory, "amqp") for description in options["listen"]
     ]

@@ -22,6 +22,8 @@ class HeldStore(MemoryStore):
         self.durable = 0
         self.waiting: list[tuple[int, Deferred[None]]] = []
         self.failure: Exception | None = None
+        #: Ranges (after, upto] of operations that failed to be written.
+        self.failed: list[tuple[int, int]] = []
 
     def when_durable(self, sequence: int) -> Deferred[None]:
         if self.failure is not None:
@@ -35,7 +37,20 @@ class HeldStore(MemoryStore):
 
     def make_durable(self) -> None:
         """Everything written so far is on disk now."""
-        self.durable = self.last_sequence
+        self.settle(self.last_sequence)
+
+    def fail_writes(self, after: int, upto: int) -> None:
+        """The operations numbered in (*after*, *upto*] were dropped: a full
+        disk; everything up to *upto* is settled."""
+        self.failed.append((after, upto))
+        self.settle(upto)
+
+    def failed_between(self, after: int, upto: int) -> bool:
+        return any(first < upto and after < last for first, last in self.failed)
+
+    def settle(self, upto: int) -> None:
+        """The operations up to *upto* are settled."""
+        self.durable = upto
         ready = [waiter for sequence, waiter in self.waiting if sequence <= self.durable]
         self.waiting = [(s, w) for s, w in self.waiting if s > self.durable]
         for waiter in ready:
@@ -150,6 +165,40 @@ class DurableConfirmTests(SynchronousTestCase):
         close: Any = self.peer.expect(0, "connection.close")
         self.assertEqual(close.reply_code, 541)
         self.assertIn("disk full", close.reply_text)
+
+    def test_publishes_the_store_failed_to_write_are_nacked(self) -> None:
+        self.confirm_mode()
+        self.publish(("q", 2), ("q", 2))
+        written = self.store.last_sequence
+        self.publish(("q", 2), ("temp", 1))
+        self.publish(("q", 2))
+        self.store.fail_writes(written, self.store.last_sequence - 1)
+        self.assertEqual(self.confirms(), [("basic.ack", 2, True), ("basic.nack", 4, True)])
+        self.store.make_durable()
+        self.assertEqual(self.confirms(), [("basic.ack", 5, False)])
+        self.store.fail_writes(self.store.last_sequence, self.store.last_sequence + 1)
+        self.publish(("q", 2))
+        self.assertEqual(self.confirms(), [("basic.nack", 6, False)])
+        self.publish(("temp", 2))
+        self.assertEqual(self.confirms(), [("basic.ack", 7, False)])
+
+    def test_a_tx_commit_the_store_failed_to_write_closes_the_connection_with_506(self) -> None:
+        self.peer.send(1, self.spec.TxSelect())
+        self.peer.expect(1, "tx.select-ok")
+        self.publish(("q", 2))
+        before = self.store.last_sequence
+        self.peer.send(1, self.spec.TxCommit())
+        self.store.fail_writes(before, self.store.last_sequence)
+        close: Any = self.peer.expect(0, "connection.close")
+        self.assertEqual(close.reply_code, 506)
+        self.assertIn("could not write", close.reply_text)
+
+    def test_answers_wait_for_operations_written_again_after_a_failure(self) -> None:
+        self.peer.send(1, self.spec.ExchangeDeclare(exchange="x", type="direct", durable=True))
+        self.store.fail_writes(0, 0)
+        self.assertEqual(self.peer.names(), [])
+        self.store.make_durable()
+        self.assertEqual(self.peer.names(), ["exchange.declare-ok"])
 
     def test_deliveries_and_get_answers_keep_their_place_behind_held_answers(self) -> None:
         self.confirm_mode()

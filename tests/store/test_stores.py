@@ -146,6 +146,25 @@ class StoreContract(_TestCase):
         self.assertEqual(recovered.messages[("/", "q")], [])
         self.assertEqual(recovered.bindings, [])
 
+    @inlineCallbacks
+    def test_settings_survive_replaced_and_removed(self) -> Any:
+        store = self.make()
+        store.open()
+        store.put_setting("users", "alice", {"name": "alice", "tags": ["monitoring"]})
+        store.put_setting("users", "bob", {"name": "bob", "tags": []})
+        store.put_setting("users", "alice", {"name": "alice", "tags": ["administrator"]})
+        store.put_setting("policies", '["/", "ttl"]', {"pattern": "^q", "priority": 1})
+        store.remove_setting("users", "bob")
+        store.remove_setting("users", "nobody")
+        _, recovered = yield self.restarted(store)
+        self.assertEqual(
+            recovered.settings,
+            {
+                "users": {"alice": {"name": "alice", "tags": ["administrator"]}},
+                "policies": {'["/", "ttl"]': {"pattern": "^q", "priority": 1}},
+            },
+        )
+
 
 class LogContract(StoreContract):
     """Stream logs: appended, read by offset, truncated, recovered, deleted."""

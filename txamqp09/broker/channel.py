@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from twisted.python.failure import Failure
 
 from txamqp09.broker.classes import ChannelClasses, class_handler
+from txamqp09.broker.dialects import Dialect
 from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, VirtualHost
 from txamqp09.broker.model.session import unique_name
@@ -40,8 +41,11 @@ from txamqp09.wire.errors import (
     AMQPNotImplemented,
     CommandInvalid,
     InternalError,
+    NotAllowed,
     NotFound,
+    ResourceError,
 )
+from txamqp09.store.interface import WriteFailed
 from txamqp09.wire.frames import Command, method_frame
 from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
 
@@ -91,6 +95,7 @@ class ServerChannel:
         self.publisher = Publisher(
             connection, number, vhost, client, self._output, self._consumerCancelled,
             per_consumer_qos=self.version is AMQP0_9_1,
+            rollback_redelivers=not connection.dialect.rollback_keeps_acked,
         )
         self.session = self.publisher.session
         #: The queue most recently declared here (the empty-name shortcut).
@@ -119,8 +124,13 @@ class ServerChannel:
             raise
 
     @property
+    def dialect(self) -> Dialect:
+        """The rules of the connection's protocol version."""
+        return self.connection.dialect
+
+    @property
     def guard(self) -> AccessGuard:
-        """The connection's access guard (not an attribute: see the class's note)."""
+        """The connection's access guard."""
         guard = self.connection.guard
         assert guard is not None
         return guard
@@ -136,7 +146,9 @@ class ServerChannel:
         """
         if getattr(method, "queue", None) != "":
             return None
-        if method.NAME == "queue.declare" and not method.passive:
+        if method.NAME == "queue.declare":
+            if method.passive:
+                return self.last_queue or None
             if self._next_queue_name is None:
                 self._next_queue_name = unique_name("amq.gen-")
             return self._next_queue_name
@@ -159,12 +171,14 @@ class ServerChannel:
     def queue_name(self, name: str) -> str:
         """*name*, or the queue last declared on this channel when it is empty.
 
-        :raises NotFound: *name* is empty and the channel has declared no queue.
+        :raises NotFound: none was declared (RabbitMQ's dialect, 404).
+        :raises NotAllowed: none was declared (the specifications' dialect, 530).
         """
         if name:
             return name
         if not self.last_queue:
-            raise NotFound("no previously declared queue on this channel; name the queue")
+            refusal = NotFound if self.dialect.empty_queue_name_not_found else NotAllowed
+            raise refusal("no previously declared queue", hint="name the queue: none was declared on this channel")
         return self.last_queue
 
     def _sessionClosed(self) -> bool:
@@ -185,11 +199,15 @@ class ServerChannel:
         self.guard.channel_closed(self.number)
 
     def _storeFailed(self, failure: Failure) -> None:
-        """The store cannot make anything durable: what waits can never be sent."""
-        if not self.session.closed:
-            self.connection.close(
-                InternalError(f"the message store failed: {failure.getErrorMessage()}")
-            )
+        """The store could not write what a method changed (the disk is full
+        or failing: 506), or cannot make anything durable any more (541):
+        what waits can never be sent."""
+        if self.session.closed:
+            return
+        if failure.check(WriteFailed):
+            self.connection.close(ResourceError(f"{failure.getErrorMessage()}: the disk is full or failing"))
+        else:
+            self.connection.close(InternalError(f"the message store failed: {failure.getErrorMessage()}"))
 
     def _consumerCancelled(self, consumer: Consumer) -> None:
         """Tell a client that advertises consumer_cancel_notify that its queue went."""
@@ -223,6 +241,7 @@ class ServerChannel:
             auto_delete=method.auto_delete,
             internal=method.internal,
             arguments=method.arguments,
+            dialect=self.dialect,
         )
         if not method.nowait:
             self.reply(self.spec.ExchangeDeclareOk())
@@ -252,7 +271,7 @@ class ServerChannel:
             assert self._next_queue_name is not None
             name, self._next_queue_name = self._next_queue_name, None
         elif method.passive:
-            name = self.queue_name(name)
+            name = name or self.last_queue
         queue = self.vhost.declare_queue(
             name,
             self.client,
@@ -262,6 +281,7 @@ class ServerChannel:
             auto_delete=method.auto_delete,
             arguments=method.arguments,
             server_named=server_named,
+            dialect=self.dialect,
         )
         self.last_queue = queue.name
         if not method.nowait:
@@ -281,13 +301,13 @@ class ServerChannel:
 
     def queue_bind(self, method: Any) -> None:
         queue, routing_key = self._binding_names(method)
-        self.vhost.bind_queue(queue, method.exchange, routing_key, method.arguments, self.client)
+        self.vhost.bind_queue(queue, method.exchange, routing_key, method.arguments, self.client, self.dialect)
         if not method.nowait:
             self.reply(self.spec.QueueBindOk())
 
     def queue_unbind(self, method: Any) -> None:
         queue, routing_key = self._binding_names(method)
-        self.vhost.unbind_queue(queue, method.exchange, routing_key, method.arguments, self.client)
+        self.vhost.unbind_queue(queue, method.exchange, routing_key, method.arguments, self.client, self.dialect)
         self.reply(self.spec.QueueUnbindOk())
 
     def queue_purge(self, method: Any) -> None:
@@ -301,6 +321,7 @@ class ServerChannel:
             self.client,
             if_unused=method.if_unused,
             if_empty=method.if_empty,
+            dialect=self.dialect,
         )
         if not method.nowait:
             self.reply(self.spec.QueueDeleteOk(message_count=count))

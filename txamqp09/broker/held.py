@@ -10,6 +10,14 @@ that waits for nothing goes out at once unless frames before it are held
 they never overtake a held answer). It
 asks the store about one sequence number at a time (the oldest held), so a
 channel costs one Deferred per batch the store writes, not one per message.
+
+When the store could not write a publish (a full disk), a publisher ack
+whose range of store operations holds it is sent as the matching nack
+instead, and an answer whose method wrote it is not sent: the channel is
+told (see :class:`~txamqp09.store.interface.WriteFailed`). The range of a
+publisher ack is every operation since the previous ack of the channel, so
+a failed write can nack messages of the same moment that were written: a
+nack only tells the publisher to publish again.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from typing import Callable, Optional
 
 from twisted.python.failure import Failure
 
-from txamqp09.store.interface import MessageStore
+from txamqp09.store.interface import MessageStore, WriteFailed
 
 __all__ = ["HeldOutput"]
 
@@ -44,22 +52,54 @@ class HeldOutput:
         self._write = write
         self._closed = closed
         self._failed = failed
-        #: (sequence, frame) waiting, in sending order.
-        self.held: deque[tuple[int, bytes]] = deque()
-        #: The highest store sequence number known to be durable.
+        #: (sequence, frame, since, instead) waiting, in sending order: a
+        #: frame waits for the store's operations up to *sequence*; if a
+        #: publish after *since* among them failed, *instead* is sent (None:
+        #: the channel is told instead).
+        self.held: deque[tuple[int, bytes, int, Optional[bytes]]] = deque()
+        #: The highest store sequence number known to be settled.
         self._durable = 0
         #: The store's sequence number when the current method arrived.
         self._method_start = 0
+        #: The store's sequence number when the last publisher ack was made.
+        self._confirmed = store.last_sequence if store is not None else 0
 
     def send_after(self, sequence: int, frame: bytes) -> None:
         """Write *frame* once store operation *sequence* is durable (0: no
         wait), after every frame held before it."""
+        self._hold(sequence, frame, sequence, None)
+
+    def confirm(self, sequence: int, ack: bytes, nack: bytes) -> None:
+        """Write the publisher *ack* once the store operations up to
+        *sequence* are durable, or *nack* if a publish since the previous
+        ack failed to be written."""
+        since = self._confirmed
+        if self._store is not None:
+            self._confirmed = self._store.last_sequence
+        self._hold(sequence, ack, since, nack)
+
+    def _hold(self, sequence: int, frame: bytes, since: int, instead: Optional[bytes]) -> None:
+        """Write *frame* (or what replaces it) now if nothing waits, or hold it."""
         if sequence <= self._durable and not self.held:
-            self._write(frame)
+            settled = self._settled(sequence, frame, since, instead)
+            if settled is not None:
+                self._write(settled)
             return
-        self.held.append((sequence, frame))
+        self.held.append((sequence, frame, since, instead))
         if len(self.held) == 1:
             self._wait(sequence)
+
+    def _settled(self, sequence: int, frame: bytes, since: int, instead: Optional[bytes]) -> Optional[bytes]:
+        """What to send for a frame whose operations are settled: the frame,
+        or *instead* when a publish in (*since*, *sequence*] failed (None:
+        the channel was told)."""
+        if since >= sequence or self._store is None or not self._store.failed_between(since, sequence):
+            return frame
+        if instead is None:
+            self._failed(
+                Failure(WriteFailed("the message store could not write what this method changed"))
+            )
+        return instead
 
     def method_started(self) -> None:
         """A method arrives: what it writes to the store, its answer waits for."""
@@ -71,7 +111,7 @@ class HeldOutput:
         store (if anything) is durable."""
         store = self._store
         if store is not None and store.last_sequence > self._method_start:
-            self.send_after(store.last_sequence, frame)
+            self._hold(store.last_sequence, frame, self._method_start, None)
         else:
             self.send_after(0, frame)
 
@@ -93,7 +133,11 @@ class HeldOutput:
         held = self.held
         frames = []
         while held and held[0][0] <= self._durable:
-            frames.append(held.popleft()[1])
+            settled = self._settled(*held.popleft())
+            if settled is None:
+                held.clear()
+                break
+            frames.append(settled)
         self._write(b"".join(frames))
         if held:
             self._wait(held[0][0])

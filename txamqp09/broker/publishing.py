@@ -111,9 +111,13 @@ class Publisher:
         cancelled: Callable[[Consumer], None],
         *,
         per_consumer_qos: bool,
+        rollback_redelivers: bool,
     ) -> None:
         assert connection.version is not None and connection.guard is not None
-        self.session = Session(vhost, client, self, per_consumer_qos=per_consumer_qos)
+        self.session = Session(
+            vhost, client, self, per_consumer_qos=per_consumer_qos,
+            rollback_redelivers=rollback_redelivers,
+        )
         self.client = client
         self.number = number
         self.publishes = 0
@@ -232,8 +236,9 @@ class Publisher:
             self._envelopes_stamp = stamp
         key_at = 4 + fields[2]
         exchange = _decode_name(fields[3 : key_at - 1])
-        self._guard.check_publish(self.number, (fields[0] << 8) | fields[1], exchange)
-        content = (exchange, _decode_name(fields[key_at:]), fields[2:])
+        routing_key = _decode_name(fields[key_at:])
+        self._guard.check_publish(self.number, (fields[0] << 8) | fields[1], exchange, routing_key)
+        content = (exchange, routing_key, fields[2:])
         self._envelopes[fields] = content
         return content
 
@@ -363,9 +368,11 @@ class Publisher:
         if self._confirms_pending:
             multiple = self._confirms_pending > 1
             self._confirms_pending = 0
-            self._output.send_after(
+            tag = self._confirmed_up_to
+            self._output.confirm(
                 max(self.session.stored_sequence, self.client.log_sequence),
-                tag_frame(self.number, BASIC_ACK, self._confirmed_up_to, multiple),
+                tag_frame(self.number, BASIC_ACK, tag, multiple),
+                tag_frame(self.number, BASIC_NACK, tag, multiple),
             )
 
     def cancelled(self, consumer: Consumer) -> None:

@@ -31,10 +31,12 @@ from txamqp09.broker.alarms import PublishGate, ResourceAlarms, block_publishers
 from txamqp09.broker.auth.errors import LoginRefused
 from txamqp09.broker.channel import ServerChannel
 from txamqp09.broker.classes import channel as classes
+from txamqp09.broker.dialects import RABBITMQ, Dialect, dialect_for
 from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
 from txamqp09.broker.publishing import Publisher
+from txamqp09.broker.runtime import RuntimeConfig
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
@@ -43,6 +45,7 @@ from txamqp09.wire.errors import (
     CommandInvalid,
     ConnectionLevelError,
     InternalError,
+    InvalidPath,
     NotAllowed,
 )
 from txamqp09.wire.frames import FRAME_MIN_SIZE, Command
@@ -146,6 +149,8 @@ class ServerConnection(AMQPConnection):
         self.model_vhost: Optional[VirtualHost] = None
         #: Open channels by number (closing ones are not here).
         self.channels: dict[int, ServerChannel] = {}
+        #: The rules the protocol header chose (RabbitMQ's until it arrives).
+        self.dialect: Dialect = RABBITMQ
         self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
         self._confirming: list[Publisher] = []
@@ -188,6 +193,7 @@ class ServerConnection(AMQPConnection):
             self.dropConnection(abort=False)
             return
         self.useVersion(version)
+        self.dialect = dialect_for(version)
         assert self.transport is not None
         self.peer = PeerInfo.from_transport(self.transport)
         self.sendMethod(
@@ -212,8 +218,9 @@ class ServerConnection(AMQPConnection):
     def connection_start_ok(self, method: Any) -> None:
         """Start the login; connection.tune follows once it succeeds.
 
-        The login may wait (repeated failures from the client's host are
-        slowed down); methods arriving meanwhile are out of order.
+        A refusal may wait (repeated failures of a user from a host are
+        answered more and more slowly); methods arriving meanwhile are out
+        of order.
         """
         self._expect(method, self._pending_login is not None or self.user is not None)
         self.client_properties = method.client_properties
@@ -221,10 +228,8 @@ class ServerConnection(AMQPConnection):
         if isinstance(capabilities, dict):
             self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
             self.blocked_notify = bool(capabilities.get("connection.blocked"))
-        login = self.security.login(method.mechanism, method.response, self.peer)
-        if not login.called:
-            self._pending_login = login
-        login.addCallbacks(self._loggedIn, self._loginRefused)
+        self._pending_login = self.security.login(method.mechanism, method.response, self.peer)
+        self._pending_login.addCallbacks(self._loggedIn, self._loginRefused)
 
     def _loggedIn(self, login: Login) -> None:
         """The client is authenticated: tune the connection."""
@@ -273,13 +278,19 @@ class ServerConnection(AMQPConnection):
         """Open the virtual host: 402 if it does not exist, 403 without permissions on it."""
         self._expect(method, self.user is None or self.vhost is not None)
         assert self.version is not None and self.user is not None
-        self.guard = self.security.open_vhost(
-            self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
-        )
+        try:
+            self.guard = self.security.open_vhost(
+                self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
+            )
+        except InvalidPath:
+            if not self.dialect.unknown_vhost_not_allowed:
+                raise
+            raise NotAllowed(f"vhost {method.virtual_host} not found", 10, 40) from None
         self.vhost = method.virtual_host
         # The security database says which vhosts exist; it may have gained
         # this one after the broker started.
         self.model_vhost = self.broker.add_vhost(method.virtual_host)
+        self.guard.exchanges = self.model_vhost.exchanges
         self.state = ConnectionState.OPEN
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
@@ -309,10 +320,26 @@ class ServerConnection(AMQPConnection):
             )
         server_channel.methodReceived(method, command if method.CONTENT else None)
 
+    def _channelLimit(self) -> int:
+        """The highest channel number (RabbitMQ's dialect counts open channels instead)."""
+        return 65535 if self.dialect.channel_max_counts_open else super()._channelLimit()
+
+    def replyText(self, error: AMQPError) -> str:
+        """The reply text as the connection's dialect words it."""
+        return self.dialect.reply_text(error)
+
     def _channelOpen(self, number: int, method: Any) -> None:
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
             raise ChannelError(f"channel {number} is already open", 20, 10)
+        if self.dialect.channel_max_counts_open and 0 < self.channel_max <= len(self.channels):
+            raise NotAllowed(
+                f"number of channels opened ({len(self.channels)}) has reached the "
+                f"negotiated channel_max ({self.channel_max})",
+                20, 10,
+            )
+        assert self.user is not None
+        self.security.check_channel_limit(self.user.name)
         channel = ServerChannel(self, number, self.model_vhost, self.client)
         self._addChannel(channel)
         self.sendMethod(number, classes.open_ok(channel))
@@ -549,6 +576,10 @@ class ServerFactory(Factory):
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
         for vhost in self.security.database.vhosts:
             self.broker.add_vhost(vhost)
+        self.security.census = self
+        #: The runtime configuration (users, vhosts, policies, limits ...);
+        #: the broker service gives it the store and starts it.
+        self.config = RuntimeConfig(self.security.database, self.broker)
         self.options = options
         self.batch = OutputBatch()
         #: The connections that are currently up.
@@ -557,6 +588,16 @@ class ServerFactory(Factory):
         #: Memory and disk alarms; publishers are blocked while any is active.
         self.alarms = alarms if alarms is not None else ResourceAlarms()
         block_publishers(self.alarms, lambda: [connection.gate for connection in self.connections])
+
+    def vhost_connections(self, vhost: str) -> int:
+        """Open connections on *vhost* (for its ``max-connections`` limit)."""
+        return sum(1 for c in self.connections if c.vhost == vhost and c.state is ConnectionState.OPEN)
+
+    def user_channels(self, user: str) -> int:
+        """Open channels of *user* (for their ``max-channels`` limit)."""
+        return sum(
+            len(c.channels) for c in self.connections if c.user is not None and c.user.name == user
+        )
 
     def startFactory(self) -> None:
         self.throttle.start()

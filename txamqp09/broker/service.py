@@ -3,29 +3,34 @@
 :class:`BrokerService` is what ``twistd amqp09`` runs. Its children are the
 listening services. Starting, it opens the message store and rebuilds the
 broker from what the store recovered before any listener starts, so no
-client sees a half-restored broker. Stopping, it stops the listeners, closes
+client sees a half-restored broker; then it starts the runtime
+configuration (:mod:`txamqp09.broker.runtime`) from the store's settings
+and the ``--definitions`` file. It closes the connections of a vhost or a
+user deleted at run time. Stopping, it stops the listeners, closes
 every client connection (320 CONNECTION_FORCED, as RabbitMQ does on
 shutdown) so that nothing more reaches the store, and then closes the store,
 whose Deferred fires once everything written so far is on disk.
 
 While it runs, a :class:`~txamqp09.broker.collector.CollectorPolicy` keeps
 the garbage collector's full passes off large backlogs (the restored one
-first).
+first), and a :class:`~txamqp09.broker.disk.DiskMonitor` raises the disk
+alarm when the store's file system runs low.
 """
 
 from __future__ import annotations
 
 import gc
 import time
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD, CollectorPolicy
+from txamqp09.broker.disk import DiskMonitor
 from txamqp09.broker.server import ServerFactory
-from txamqp09.store.interface import MessageStore
+from txamqp09.store.interface import MessageStore, Settings
 from txamqp09.wire.errors import ConnectionForced
 
 __all__ = ["BrokerService"]
@@ -55,6 +60,10 @@ class BrokerService(MultiService):
         nothing (memory only).
     :param freeze_threshold: queued messages from which the collector's
         survivors are frozen (see :mod:`txamqp09.broker.collector`).
+    :param definitions: a definitions file's content, imported over the
+        stored runtime configuration at every start (``--definitions``).
+    :param disk_monitor: watches the store's free space (started once the
+        store is open, before the listeners).
     """
 
     log = Logger()
@@ -64,24 +73,38 @@ class BrokerService(MultiService):
         factory: ServerFactory,
         store: Optional[MessageStore],
         freeze_threshold: int = DEFAULT_FREEZE_THRESHOLD,
+        definitions: Optional[Mapping[str, Any]] = None,
+        disk_monitor: Optional[DiskMonitor] = None,
     ) -> None:
         super().__init__()
         self.factory = factory
         self.store = store
+        self.definitions = definitions
+        self.disk_monitor = disk_monitor
+        factory.config.store = store
+        factory.config.vhost_deleted.append(self._vhost_deleted)
+        factory.config.user_deleted.append(self._user_deleted)
         self.collector = CollectorPolicy(factory.broker, factory.clock, freeze_threshold)
 
     def startService(self) -> None:
         """Open the store and restore the broker, then start the listeners."""
+        settings: Settings = {}
         if self.store is not None:
-            _without_collector(self._restore)
+            settings = _without_collector(self._restore)
             # What was restored lives until it is consumed: keep it out of the
             # collector's full passes, which would walk every message each time.
             self.collector.freeze()
+        report = self.factory.config.start(settings, self.definitions)
+        for item in report.unsupported:
+            self.log.warn("--definitions: not applied: {item}", item=item)
         self.collector.start()
+        if self.disk_monitor is not None:
+            self.disk_monitor.startService()
         super().startService()
 
-    def _restore(self) -> None:
-        """Open the store and rebuild the broker from what it recovered."""
+    def _restore(self) -> Settings:
+        """Open the store and rebuild the broker from what it recovered; the
+        stored runtime configuration."""
         persistence = self.factory.broker.persistence
         assert self.store is not None and persistence is not None and persistence.store is self.store
         started = time.monotonic()
@@ -98,6 +121,19 @@ class BrokerService(MultiService):
             seconds=time.monotonic() - started,
             paged=persistence.paged_bytes,
         )
+        return recovered.settings
+
+    def _vhost_deleted(self, name: str) -> None:
+        """Close the connections to a deleted vhost (320, as RabbitMQ)."""
+        for connection in list(self.factory.connections):
+            if connection.vhost == name:
+                connection.close(ConnectionForced(f"vhost '{name}' is deleted"))
+
+    def _user_deleted(self, name: str) -> None:
+        """Close the connections of a deleted user (320, as RabbitMQ)."""
+        for connection in list(self.factory.connections):
+            if connection.user is not None and connection.user.name == name:
+                connection.close(ConnectionForced(f"user '{name}' is deleted"))
 
     def stopService(self) -> Deferred[Any]:
         """Stop listening, close every connection, then close the store."""
@@ -105,6 +141,8 @@ class BrokerService(MultiService):
         for connection in list(self.factory.connections):
             connection.close(ConnectionForced("broker shutdown"))
         self.collector.stop()
+        if self.disk_monitor is not None:
+            self.disk_monitor.stopService()
         store = self.store
         if store is not None:
             stopped.addCallback(lambda _: store.close())

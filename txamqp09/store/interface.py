@@ -5,8 +5,10 @@ persistent messages routed to durable queues. It also keeps, until it is
 opened again, the bodies the broker spills to disk under memory pressure
 (messages it does not otherwise keep: transient ones, or those on queues that
 are not durable), and the logs of stream queues (records appended by
-offset, read back by offset range, truncated from the head by retention).
-Every change is an operation
+offset, read back by offset range, truncated from the head by retention),
+and the broker's runtime configuration: settings, JSON values filed by kind
+and key (users, vhosts, permissions, policies, limits, parameters; see
+:mod:`txamqp09.broker.runtime`). Every change is an operation
 that returns a sequence number; :meth:`MessageStore.when_durable` fires once
 every operation up to a sequence number is on disk, which is when a publisher
 confirm or tx.commit-ok may be sent.
@@ -14,6 +16,13 @@ confirm or tx.commit-ok may be sent.
 Stores never block the caller: operations are queued and written in batches
 (one transaction and one fsync for many operations). A message body handed to
 a store is referenced, not copied.
+
+A write can fail (the disk is full, or reports an I/O error) without the
+store failing for good: the publishes of the failed batch are dropped and
+reported by :meth:`MessageStore.failed_between` (their publisher confirms
+become nacks), every other operation is written with a later batch, and the
+store keeps trying until a write succeeds. :meth:`MessageStore.add_failure_listener`
+tells the broker when writing fails and when it works again.
 
 This module imports nothing from Twisted at run time, so that the broker's
 model (which must not) can use its records; only :meth:`MessageStore.when_durable`
@@ -37,7 +46,12 @@ __all__ = [
     "LogRecord",
     "LogSegment",
     "MessageStore",
+    "Settings",
+    "WriteFailed",
 ]
+
+#: The runtime configuration as stored: JSON values by kind, then by key.
+Settings = dict[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -143,6 +157,10 @@ class LogSegment:
     size: int
 
 
+class WriteFailed(Exception):
+    """Operations a caller waits for were dropped because the store could not write them."""
+
+
 @dataclass
 class Recovered:
     """Everything a store held at start-up.
@@ -151,6 +169,8 @@ class Recovered:
     :ivar next_message_id: the first id not used by any stored message.
     :ivar logs: each stream's log, by (vhost, queue): its segments in order
         (an empty list for a stream that has never held a message).
+    :ivar settings: the runtime configuration, by kind and key (see
+        :meth:`MessageStore.put_setting`).
     """
 
     exchanges: list[DurableExchange] = field(default_factory=list)
@@ -159,6 +179,7 @@ class Recovered:
     messages: dict[tuple[str, str], list[StoredMessage]] = field(default_factory=dict)
     next_message_id: int = 1
     logs: dict[tuple[str, str], list[LogSegment]] = field(default_factory=dict)
+    settings: Settings = field(default_factory=dict)
 
 
 class MessageStore(Protocol):
@@ -240,6 +261,13 @@ class MessageStore(Protocol):
     def truncate_log(self, vhost: str, queue: str, first: int) -> int:
         """Remove the records of a log before offset *first* (retention)."""
 
+    def put_setting(self, kind: str, key: str, value: Any) -> int:
+        """Record a setting: *value* (anything :func:`json.dumps` takes) under
+        *key* among the settings of *kind*, replacing what was there."""
+
+    def remove_setting(self, kind: str, key: str) -> int:
+        """Forget a setting (one that is not there counts as forgotten)."""
+
     def add_durable_listener(self, listener: Callable[[int], None]) -> None:
         """Call *listener* with a sequence number whenever the operations up
         to it become durable.
@@ -258,7 +286,16 @@ class MessageStore(Protocol):
         """The sequence number up to which every operation is on disk."""
 
     def when_durable(self, sequence: int) -> Deferred[None]:
-        """Fires once every operation up to *sequence* is on disk."""
+        """Fires once every operation up to *sequence* is settled: on disk, or
+        (a publish whose write failed) dropped, which :meth:`failed_between` tells."""
+
+    def failed_between(self, after: int, upto: int) -> bool:
+        """Whether a publish numbered in (*after*, *upto*] was dropped because
+        its write failed: what waits for it must not be confirmed."""
+
+    def add_failure_listener(self, listener: Callable[[Optional[str]], None]) -> None:
+        """Call *listener* with a description of the error whenever a write
+        fails, and with None once writing succeeds again after a failure."""
 
     def close(self) -> Deferred[None]:
         """Write what is pending, then close."""

@@ -4,8 +4,9 @@ simulates a restart with nothing lost."""
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_left
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from twisted.internet.defer import Deferred, succeed
 
@@ -16,6 +17,7 @@ from txamqp09.store.interface import (
     LogRecord,
     LogSegment,
     Recovered,
+    Settings,
     StoredMessage,
 )
 
@@ -34,6 +36,8 @@ class MemoryStore:
         self.spilled: dict[int, bytes] = {}
         #: Each stream's log records, in offset order.
         self.logs: dict[tuple[str, str], list[LogRecord]] = {}
+        #: The settings, each kept as JSON text (as the SQLite store does).
+        self.settings: dict[str, dict[str, str]] = {}
         self._sequence = 0
         self._next_id = 1
 
@@ -49,6 +53,7 @@ class MemoryStore:
             queues=list(self.queues.values()),
             bindings=list(self.bindings),
             next_message_id=self._next_id,
+            settings=self._settings(),
         )
         for key, messages in sorted(self.messages.items()):
             kept = recovered.messages[key] = []
@@ -161,6 +166,20 @@ class MemoryStore:
         del records[:index]
         return self._done()
 
+    def _settings(self) -> Settings:
+        return {
+            kind: {key: json.loads(text) for key, text in entries.items()}
+            for kind, entries in self.settings.items()
+        }
+
+    def put_setting(self, kind: str, key: str, value: Any) -> int:
+        self.settings.setdefault(kind, {})[key] = json.dumps(value)
+        return self._done()
+
+    def remove_setting(self, kind: str, key: str) -> int:
+        self.settings.get(kind, {}).pop(key, None)
+        return self._done()
+
     def add_durable_listener(self, listener: Callable[[int], None]) -> None:
         """Never called: every operation is durable when it returns."""
 
@@ -174,6 +193,13 @@ class MemoryStore:
 
     def when_durable(self, sequence: int) -> Deferred[None]:
         return succeed(None)
+
+    def failed_between(self, after: int, upto: int) -> bool:
+        """Never: memory takes every write."""
+        return False
+
+    def add_failure_listener(self, listener: Callable[[Optional[str]], None]) -> None:
+        """Never called: memory takes every write."""
 
     def close(self) -> Deferred[None]:
         return succeed(None)

@@ -19,10 +19,23 @@ Disk space: acknowledged and purged messages are deleted in the batch that
 removes their last queue reference. The database uses incremental
 auto-vacuum; after a batch, when free pages exceed a quarter of the file (and
 at least :data:`VACUUM_MIN_FREE_PAGES`), they are returned to the file system.
-The write-ahead log is checkpointed by the writer thread, after it has
-reported a batch durable (so that confirms never wait for a checkpoint), once
-about :data:`CHECKPOINT_BYTES` have been written since the last one, and is
-truncated to :data:`WAL_SIZE_LIMIT` bytes afterwards.
+The write-ahead log is bounded whatever the batch sizes: the writer takes at
+most about :data:`BATCH_BYTES` of bodies in one transaction (a larger backlog
+becomes several), and once the log file has grown to
+:data:`CHECKPOINT_BYTES` it checkpoints the log into the database and
+truncates it (after reporting the batch durable, so that confirms never wait
+for a checkpoint). When the writer has had nothing to do for
+:data:`IDLE_SECONDS` it returns every free page and empties the log, so that
+the store's size follows its data; opening the store does the same.
+
+Full disks and I/O errors: a batch whose write fails is rolled back. Its
+publishes are dropped (:meth:`SQLiteStore.failed_between` names them, and
+confirms become nacks); its other operations (topology, removals, stream
+appends, spills) are written with the next batch. The writer tries again
+every :data:`RETRY_SECONDS` (with a small probe write when nothing is
+queued) and tells :meth:`SQLiteStore.add_failure_listener`'s listeners when
+writes fail and when they succeed again. The store closes for good only on
+an error that is not the database's.
 
 Bodies the broker spills under memory pressure (messages the store does not
 keep otherwise) go to a table of their own, emptied when the store opens.
@@ -49,11 +62,15 @@ thread, which sees every committed batch. An exclusive ``flock`` on
 from __future__ import annotations
 
 import fcntl
+import json
+import os
 import sqlite3
 import threading
+from bisect import bisect_right
 from dataclasses import dataclass
 from heapq import heappop, heappush
 from pathlib import Path
+from time import monotonic, time
 from typing import IO, Any, Callable, Optional, Sequence, Union
 
 from twisted.internet.defer import Deferred, succeed
@@ -71,21 +88,33 @@ from txamqp09.store.interface import (
 )
 from txamqp09.wire.fields import RABBITMQ
 
-__all__ = ["CHECKPOINT_BYTES", "SQLiteStore", "StoreInUse", "VACUUM_MIN_FREE_PAGES", "WAL_SIZE_LIMIT"]
+__all__ = [
+    "BATCH_BYTES",
+    "CHECKPOINT_BYTES",
+    "IDLE_SECONDS",
+    "RETRY_SECONDS",
+    "SQLiteStore",
+    "StoreInUse",
+    "VACUUM_MIN_FREE_PAGES",
+]
 
 #: Free pages worth returning to the file system after a batch.
 VACUUM_MIN_FREE_PAGES = 1024
-#: Bytes written (roughly) between two checkpoints of the write-ahead log.
+#: Size of the write-ahead log file at which the writer checkpoints and truncates it.
 CHECKPOINT_BYTES = 4 * 1024 * 1024
-#: What a row other than a message body counts for in :data:`CHECKPOINT_BYTES`.
-_ROW_BYTES = 64
+#: Bytes of bodies (messages, log records, spills) the writer takes into one
+#: transaction at most (a single larger body makes a transaction of its own).
+BATCH_BYTES = 4 * 1024 * 1024
+#: Seconds without work after which the writer returns every free page and
+#: empties the write-ahead log.
+IDLE_SECONDS = 1.0
+#: Seconds between two attempts to write after a write failed.
+RETRY_SECONDS = 0.5
 #: Distinct property lists recovery keeps one copy of at a time (messages
 #: published alike share one bytes object in memory).
 _SHARED_PROPERTIES = 1024
 #: Message ids per query of :meth:`SQLiteStore.read`.
 _READ_CHUNK = 500
-#: Bytes the write-ahead log is truncated to after a checkpoint.
-WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS exchanges (
@@ -112,6 +141,9 @@ CREATE TABLE IF NOT EXISTS stream_log (
     segment INTEGER NOT NULL, timestamp INTEGER NOT NULL, exchange TEXT NOT NULL,
     routing_key TEXT NOT NULL, properties BLOB NOT NULL, body BLOB NOT NULL,
     PRIMARY KEY (vhost, queue, position));
+CREATE TABLE IF NOT EXISTS settings (
+    kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key));
+CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, written REAL NOT NULL);
 """
 
 
@@ -136,8 +168,20 @@ def _arguments(blob: bytes) -> dict[str, Any]:
     return RABBITMQ.decode_table(bytes(blob), 0)[0]
 
 
-#: A topology operation for the writer thread: a function and its arguments.
-_Operation = tuple[Callable[..., None], tuple[Any, ...]]
+class _Operation:
+    """Another operation for the writer thread: a function of the database and
+    its arguments.
+
+    :ivar size: the bytes of bodies among the arguments (a spill's).
+    """
+
+    __slots__ = ("function", "args", "sequence", "size")
+
+    def __init__(self, function: Callable[..., None], args: tuple[Any, ...]) -> None:
+        self.function = function
+        self.args = args
+        self.sequence = 0
+        self.size = sum(len(arg) for arg in args if isinstance(arg, bytes))
 
 
 class _Publish:
@@ -147,24 +191,36 @@ class _Publish:
     it; with none left it is not written at all.
     """
 
-    __slots__ = ("message", "queues")
+    __slots__ = ("message", "queues", "sequence")
 
     def __init__(self, message: StoredMessage, queues: list[tuple[str, str]]) -> None:
         self.message = message
         self.queues = queues
+        self.sequence = 0
+
+    @property
+    def size(self) -> int:
+        """The bytes of its body."""
+        return self.message.size
 
 
 class _Append:
     """A record to append to a stream's log, as the row the writer inserts
     (made on the reactor thread, so that the writer does less under the GIL)."""
 
-    __slots__ = ("row",)
+    __slots__ = ("row", "sequence")
 
     def __init__(self, vhost: str, queue: str, r: LogRecord) -> None:
         self.row = (
             vhost, queue, r.offset, r.segment, r.timestamp, r.exchange, r.routing_key,
             r.raw_properties, r.body,
         )
+        self.sequence = 0
+
+    @property
+    def size(self) -> int:
+        """The bytes of its body."""
+        return len(self.row[8])
 
 
 #: What the writer thread applies, in order.
@@ -183,11 +239,19 @@ class _Batch:
     :ivar removals: (vhost, queue, message id) to delete, applied after the
         operations (every publish precedes its removal, and removing a row
         that an operation deleted already changes nothing).
+    :ivar last_sequence: the operations up to this one are settled once the
+        batch is written.
     """
 
     operations: list[_Work]
     removals: list[tuple[str, str, int]]
     last_sequence: int
+
+
+#: What the writer does when it has been idle for :data:`IDLE_SECONDS`.
+_TIDY = "tidy"
+#: What the writer does, after a failed write, when nothing is queued: a small write.
+_PROBE = "probe"
 
 
 class SQLiteStore:
@@ -197,12 +261,19 @@ class SQLiteStore:
     :param reactor: where durability is reported (``callFromThread``).
     """
 
+    #: The class of the writer's connection (a subclass can inject faults).
+    connection_class: type[sqlite3.Connection] = sqlite3.Connection
+
     def __init__(self, path: str | Path, reactor: IReactorFromThreads) -> None:
         self.path = Path(path)
         self._reactor = reactor
         self._lock = threading.Condition()
         self._pending: list[_Work] = []
+        #: Bytes of bodies in :attr:`_pending`.
+        self._pending_bytes = 0
         self._removals: list[tuple[str, str, int]] = []
+        #: Operations of a failed batch wait in :attr:`_pending` to be written again.
+        self._carried = False
         #: Publishes not taken by the writer yet, by message id.
         self._unwritten: dict[int, _Publish] = {}
         self._sequence = 0
@@ -213,6 +284,11 @@ class SQLiteStore:
         self._listeners: list[Callable[[int], None]] = []
         self._closing = False
         self._failure: Optional[Failure] = None
+        self._failure_listeners: list[Callable[[Optional[str]], None]] = []
+        #: Runs of consecutive sequence numbers of publishes whose write
+        #: failed, as (first, last) in two sorted lists.
+        self._failed_firsts: list[int] = []
+        self._failed_lasts: list[int] = []
         self._thread: Optional[threading.Thread] = None
         self._lock_file: Optional[IO[bytes]] = None
         #: The reactor thread's connection for :meth:`read`, opened when first needed.
@@ -228,12 +304,19 @@ class SQLiteStore:
     # -- start-up ------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        connection = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, factory=self.connection_class
+        )
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
-        connection.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+        connection.execute(f"PRAGMA journal_size_limit={CHECKPOINT_BYTES}")
         connection.execute("PRAGMA wal_autocheckpoint=0")
         return connection
+
+    @property
+    def log_path(self) -> Path:
+        """The write-ahead log's file."""
+        return self.path.with_name(self.path.name + "-wal")
 
     def open(self, body_budget: Optional[int] = None) -> Recovered:
         """Create or recover the database, then start the writer thread.
@@ -249,6 +332,10 @@ class SQLiteStore:
         connection.executescript(_SCHEMA)
         _add_published_column(connection)
         recovered = self._recover(connection, body_budget)
+        try:
+            _tidy(connection)
+        except sqlite3.Error:
+            pass  # a full disk: the writer empties the log once it can write again
         self._thread = threading.Thread(
             target=self._write_loop, args=(connection,), name=f"store {self.path}", daemon=True
         )
@@ -293,10 +380,6 @@ class SQLiteStore:
             )
         last = db.execute("SELECT max(id) FROM messages").fetchone()[0]
         recovered.next_message_id = (last or 0) + 1
-        db.execute(
-            "DELETE FROM messages WHERE NOT EXISTS"
-            " (SELECT 1 FROM queue_messages WHERE message_id = messages.id)"
-        )
         for vhost, queue, first, last, first_time, last_time, size in db.execute(
             "SELECT vhost, queue, min(position), max(position), min(timestamp), max(timestamp),"
             " sum(length(body)) FROM stream_log GROUP BY vhost, queue, segment"
@@ -305,16 +388,24 @@ class SQLiteStore:
             recovered.logs.setdefault((vhost, queue), []).append(
                 LogSegment(first, last, first_time, last_time, size)
             )
-        db.execute("DELETE FROM spilled")
+        for kind, key, value in db.execute("SELECT kind, key, value FROM settings"):
+            recovered.settings.setdefault(kind, {})[key] = json.loads(value)
+        try:
+            _forget_leftovers(db)
+        except sqlite3.Error:
+            pass  # a full disk: they are harmless, and forgotten at the next start
         return recovered
 
     # -- operations (reactor thread) -------------------------------------------
 
-    def _queue(self, operation: Callable[..., None], *args: Any) -> int:
+    def _queue(self, function: Callable[..., None], *args: Any) -> int:
+        operation = _Operation(function, args)
         with self._lock:
             self._check_open()
-            self._pending.append((operation, args))
-            return self._next_sequence()
+            self._pending.append(operation)
+            self._pending_bytes += operation.size
+            operation.sequence = sequence = self._next_sequence()
+            return sequence
 
     def _check_open(self) -> None:
         if self._closing:
@@ -350,8 +441,10 @@ class SQLiteStore:
         with self._lock:
             self._check_open()
             self._pending.append(publish)
+            self._pending_bytes += message.size
             self._unwritten[message.message_id] = publish
-            return self._next_sequence()
+            publish.sequence = sequence = self._next_sequence()
+            return sequence
 
     def remove(self, vhost: str, queue: str, message_ids: Sequence[int]) -> int:
         key = (vhost, queue)
@@ -405,7 +498,9 @@ class SQLiteStore:
         with self._lock:
             self._check_open()
             self._pending.append(append)
-            return self._next_sequence()
+            self._pending_bytes += len(record.body)
+            append.sequence = sequence = self._next_sequence()
+            return sequence
 
     def read_log(self, vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
         rows = self._reading().execute(
@@ -450,6 +545,12 @@ class SQLiteStore:
     def truncate_log(self, vhost: str, queue: str, first: int) -> int:
         return self._queue(_truncate_log, vhost, queue, first)
 
+    def put_setting(self, kind: str, key: str, value: Any) -> int:
+        return self._queue(_put_setting, kind, key, json.dumps(value))
+
+    def remove_setting(self, kind: str, key: str) -> int:
+        return self._queue(_remove_setting, kind, key)
+
     def add_durable_listener(self, listener: Callable[[int], None]) -> None:
         self._listeners.append(listener)
 
@@ -465,6 +566,13 @@ class SQLiteStore:
         waiter: Deferred[None] = Deferred()
         heappush(self._waiting, (sequence, id(waiter), waiter))
         return waiter
+
+    def failed_between(self, after: int, upto: int) -> bool:
+        index = bisect_right(self._failed_lasts, after)
+        return index < len(self._failed_firsts) and self._failed_firsts[index] <= upto
+
+    def add_failure_listener(self, listener: Callable[[Optional[str]], None]) -> None:
+        self._failure_listeners.append(listener)
 
     @property
     def last_sequence(self) -> int:
@@ -483,31 +591,89 @@ class SQLiteStore:
 
     # -- the writer thread -----------------------------------------------------
 
-    def _next_batch(self) -> Optional[_Batch]:
+    def _next_batch(self, idle: bool, hold_until: float) -> Union[_Batch, str, None]:
+        """What the writer does next: a batch of the work queued so far, or
+        :data:`_TIDY` after :data:`IDLE_SECONDS` without work (when *idle*
+        asks for it), or :data:`_PROBE` when a write failed and nothing is
+        queued; None once the store is closing and nothing is left.
+
+        After a failed write nothing is taken before *hold_until* (a
+        :func:`time.monotonic` time) unless the store is closing.
+        """
         with self._lock:
-            while self._sequence == self._taken and not self._closing:
-                self._lock.wait()
-            if self._sequence == self._taken:
-                return None
-            batch = _Batch(self._pending, self._removals, self._sequence)
-            self._pending, self._removals, self._unwritten = [], [], {}
-            self._taken = self._sequence
-            return batch
+            idle_since = monotonic()
+            while True:
+                busy = self._sequence != self._taken or self._carried
+                now = monotonic()
+                if self._closing:
+                    return self._take() if busy else None
+                if now < hold_until:
+                    self._lock.wait(hold_until - now)
+                elif busy:
+                    return self._take()
+                elif hold_until:
+                    return _PROBE
+                elif not idle:
+                    self._lock.wait()
+                elif now - idle_since >= IDLE_SECONDS:
+                    return _TIDY
+                else:
+                    self._lock.wait(idle_since + IDLE_SECONDS - now)
+
+    def _take(self) -> _Batch:
+        """The queued work, up to about :data:`BATCH_BYTES` of bodies (lock held)."""
+        pending, self._carried = self._pending, False
+        if self._pending_bytes <= BATCH_BYTES:
+            batch = _Batch(pending, self._removals, self._sequence)
+            self._pending, self._pending_bytes, self._unwritten = [], 0, {}
+        else:
+            taken = 0
+            cut = 0
+            while cut < len(pending) and (not cut or taken + pending[cut].size <= BATCH_BYTES):
+                taken += pending[cut].size
+                cut += 1
+            operations, self._pending = pending[:cut], pending[cut:]
+            self._pending_bytes -= taken
+            for operation in operations:
+                if isinstance(operation, _Publish):
+                    self._unwritten.pop(operation.message.message_id, None)
+            last = self._pending[0].sequence - 1 if self._pending else self._sequence
+            batch = _Batch(operations, self._removals, last)
+        self._removals = []
+        self._taken = batch.last_sequence
+        return batch
 
     def _write_loop(self, db: sqlite3.Connection) -> None:
-        unchecked = 0
+        hold_until = 0.0
+        idle = False
         try:
-            while (batch := self._next_batch()) is not None:
-                written = _write(db, batch)
-                self.commits += written > 0
-                self.operations = batch.last_sequence
-                self._reactor.callFromThread(self._made_durable, batch.last_sequence)
-                if written:
-                    unchecked += written
-                    if unchecked >= CHECKPOINT_BYTES:
-                        db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                        unchecked = 0
-                    _reclaim(db)
+            while (work := self._next_batch(idle, hold_until)) is not None:
+                try:
+                    if work is _TIDY:
+                        _tidy(db)
+                    elif work is _PROBE:
+                        db.execute("INSERT OR REPLACE INTO write_probe VALUES (1, ?)", (time(),))
+                    else:
+                        assert isinstance(work, _Batch)
+                        self.commits += _write(db, work)
+                except sqlite3.Error as error:
+                    self._write_failed(db, work, error)
+                    if self._closing:
+                        break
+                    hold_until = monotonic() + RETRY_SECONDS
+                    continue
+                if hold_until:
+                    hold_until = 0.0
+                    self._reactor.callFromThread(self._tell, None)
+                idle = work is not _TIDY
+                if isinstance(work, _Batch):
+                    self.operations = work.last_sequence
+                    self._reactor.callFromThread(self._made_durable, work.last_sequence)
+                    try:
+                        self._bound(db)
+                    except (OSError, sqlite3.Error) as error:
+                        self._write_failed(db, _TIDY, error)
+                        hold_until = monotonic() + RETRY_SECONDS
         except Exception:
             failure = Failure()
             self._reactor.callFromThread(self._broken, failure)
@@ -517,7 +683,67 @@ class SQLiteStore:
                 self._lock_file.close()
             self._reactor.callFromThread(self._closed.callback, None)
 
+    def _bound(self, db: sqlite3.Connection) -> None:
+        """Keep the files small after a batch: checkpoint a log grown to
+        :data:`CHECKPOINT_BYTES`, return free pages (see the module's docstring)."""
+        if self.log_size() >= CHECKPOINT_BYTES:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _reclaim(db)
+
+    def log_size(self) -> int:
+        """The bytes of the write-ahead log's file."""
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _write_failed(self, db: sqlite3.Connection, work: Union[_Batch, str], error: Exception) -> None:
+        """A write (of a batch, or the writer's own upkeep) failed: roll back;
+        drop a batch's publishes and queue its other operations again (writer thread)."""
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # SQLite rolled the transaction back itself
+        if not isinstance(work, _Batch):
+            self._reactor.callFromThread(self._tell, _describe(error))
+            return
+        failed: list[list[int]] = []
+        kept: list[_Work] = []
+        for operation in work.operations:
+            if not isinstance(operation, _Publish):
+                kept.append(operation)
+            elif operation.queues:
+                if failed and failed[-1][1] == operation.sequence - 1:
+                    failed[-1][1] = operation.sequence
+                else:
+                    failed.append([operation.sequence, operation.sequence])
+        with self._lock:
+            self._pending[:0] = kept
+            self._pending_bytes += sum(operation.size for operation in kept)
+            self._removals[:0] = work.removals
+            carried = self._carried = bool(kept or work.removals)
+        settled = 0 if carried else work.last_sequence
+        self._reactor.callFromThread(self._dropped, failed, settled, _describe(error))
+
+    def _dropped(self, failed: list[list[int]], settled: int, error: str) -> None:
+        """Publishes were dropped (runs of sequence numbers), the operations up
+        to *settled* (0: none) are settled, and listeners hear of *error*."""
+        for first, last in failed:
+            self._failed_firsts.append(first)
+            self._failed_lasts.append(last)
+        self._tell(error)
+        if settled:
+            self._made_durable(settled)
+
+    def _tell(self, error: Optional[str]) -> None:
+        """Tell the failure listeners that a write failed (*error*), or works again (None)."""
+        for listener in self._failure_listeners:
+            listener(error)
+
     def _made_durable(self, sequence: int) -> None:
+        if sequence <= self._durable:
+            return
         self._durable = sequence
         for listener in self._listeners:
             listener(sequence)
@@ -613,6 +839,14 @@ def _remove_binding(db: sqlite3.Connection, b: DurableBinding) -> None:
     )
 
 
+def _put_setting(db: sqlite3.Connection, kind: str, key: str, value: str) -> None:
+    db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?, ?)", (kind, key, value))
+
+
+def _remove_setting(db: sqlite3.Connection, kind: str, key: str) -> None:
+    db.execute("DELETE FROM settings WHERE kind = ? AND key = ?", (kind, key))
+
+
 def _spill(db: sqlite3.Connection, message_id: int, body: bytes) -> None:
     db.execute("INSERT OR REPLACE INTO spilled VALUES (?, ?)", (message_id, body))
 
@@ -621,12 +855,12 @@ def _unspill(db: sqlite3.Connection, message_ids: list[tuple[int]]) -> None:
     db.executemany("DELETE FROM spilled WHERE id = ?", message_ids)
 
 
-def _write(db: sqlite3.Connection, batch: _Batch) -> int:
-    """Apply *batch* in one transaction; roughly how many bytes that wrote (0: nothing)."""
+def _write(db: sqlite3.Connection, batch: _Batch) -> bool:
+    """Apply *batch* in one transaction; whether it wrote anything."""
     messages: list[tuple[Any, ...]] = []
     links: list[tuple[str, str, int]] = []
     appends: list[tuple[Any, ...]] = []
-    written = 0
+    begun = False
     for operation in batch.operations:
         if isinstance(operation, _Publish):
             if operation.queues:
@@ -637,19 +871,18 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> int:
         if isinstance(operation, _Append):
             appends.append(operation.row)
             continue
-        written = written or _begin(db)
-        written += _insert_messages(db, messages, links) + _insert_log(db, appends)
-        function, args = operation
-        function(db, *args)
-        written += _ROW_BYTES + sum(len(arg) for arg in args if isinstance(arg, bytes))
+        begun = begun or _begin(db)
+        _insert_messages(db, messages, links)
+        _insert_log(db, appends)
+        operation.function(db, *operation.args)
     if messages or batch.removals or appends:
-        written = written or _begin(db)
-        written += _insert_messages(db, messages, links) + _insert_log(db, appends)
+        begun = begun or _begin(db)
+        _insert_messages(db, messages, links)
+        _insert_log(db, appends)
         _remove(db, batch.removals)
-        written += _ROW_BYTES * len(batch.removals)
-    if written:
+    if begun:
         db.execute("COMMIT")
-    return written
+    return begun
 
 
 def _add_published_column(db: sqlite3.Connection) -> None:
@@ -659,34 +892,28 @@ def _add_published_column(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE messages ADD COLUMN published REAL NOT NULL DEFAULT 0")
 
 
-def _begin(db: sqlite3.Connection) -> int:
-    """Start the batch's transaction; what it counts for in bytes written."""
+def _begin(db: sqlite3.Connection) -> bool:
+    """Start the batch's transaction."""
     db.execute("BEGIN")
-    return _ROW_BYTES
+    return True
 
 
 def _insert_messages(
     db: sqlite3.Connection, messages: list[tuple[Any, ...]], links: list[tuple[str, str, int]]
-) -> int:
-    """Insert the gathered messages and their queue links, then forget them; the bytes written."""
-    if not messages:
-        return 0
-    db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?)", messages)
-    db.executemany("INSERT OR IGNORE INTO queue_messages VALUES (?, ?, ?)", links)
-    written = sum(len(message[4]) for message in messages) + _ROW_BYTES * (len(messages) + len(links))
-    messages.clear()
-    links.clear()
-    return written
+) -> None:
+    """Insert the gathered messages and their queue links, then forget them."""
+    if messages:
+        db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?)", messages)
+        db.executemany("INSERT OR IGNORE INTO queue_messages VALUES (?, ?, ?)", links)
+        messages.clear()
+        links.clear()
 
 
-def _insert_log(db: sqlite3.Connection, appends: list[tuple[Any, ...]]) -> int:
-    """Insert the gathered log records, then forget them; the bytes written."""
-    if not appends:
-        return 0
-    db.executemany("INSERT INTO stream_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", appends)
-    written = sum(len(row[8]) for row in appends) + _ROW_BYTES * len(appends)
-    appends.clear()
-    return written
+def _insert_log(db: sqlite3.Connection, appends: list[tuple[Any, ...]]) -> None:
+    """Insert the gathered log records, then forget them."""
+    if appends:
+        db.executemany("INSERT INTO stream_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", appends)
+        appends.clear()
 
 
 _DELETE_ORPHANS = (
@@ -715,6 +942,27 @@ def _purge(db: sqlite3.Connection, vhost: str, queue: str) -> None:
 
 
 def _reclaim(db: sqlite3.Connection) -> None:
+    """Return the free pages to the file system when they are many."""
     free = db.execute("PRAGMA freelist_count").fetchone()[0]
     if free >= VACUUM_MIN_FREE_PAGES and free * 4 >= db.execute("PRAGMA page_count").fetchone()[0]:
         db.executescript("PRAGMA incremental_vacuum;")
+
+
+def _forget_leftovers(db: sqlite3.Connection) -> None:
+    """Delete what a previous run left behind: messages no queue holds, spilled bodies."""
+    db.execute(
+        "DELETE FROM messages WHERE NOT EXISTS"
+        " (SELECT 1 FROM queue_messages WHERE message_id = messages.id)"
+    )
+    db.execute("DELETE FROM spilled")
+
+
+def _tidy(db: sqlite3.Connection) -> None:
+    """Return every free page to the file system and empty the write-ahead log."""
+    db.executescript("PRAGMA incremental_vacuum;")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _describe(error: Exception) -> str:
+    """What went wrong with a write, for logs and clients."""
+    return f"{type(error).__name__}: {error}"

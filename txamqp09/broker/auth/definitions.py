@@ -34,16 +34,22 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from txamqp09.broker.auth.passwords import PasswordHash, hash_password
 from txamqp09.broker.auth.permissions import Permission, Permissions
 from txamqp09.broker.auth.realms import AccessRealm, Right
-from txamqp09.broker.auth.users import User, UserDatabase, VirtualHost
+from txamqp09.broker.auth.users import (
+    TopicPermissions,
+    User,
+    UserDatabase,
+    VirtualHost,
+    check_limits,
+)
 
-__all__ = ["Definitions", "DefinitionsError", "load_definitions"]
+__all__ = ["Definitions", "DefinitionsError", "definition_entries", "load_definitions"]
 
-_USER_FIELDS = ("name", "password_hash", "hashing_algorithm", "tags", "password")
+_USER_FIELDS = ("name", "password_hash", "hashing_algorithm", "tags", "password", "limits")
 
 
 class DefinitionsError(ValueError):
@@ -57,29 +63,38 @@ class Definitions:
     :ivar database: users, vhosts, permissions, realms and grants.
     :ivar other: the top-level entries this module does not interpret, in order.
     :ivar layout: the file's top-level keys in their original order.
+    :ivar source: the parsed object as read, for a full import
+        (:meth:`txamqp09.broker.runtime.RuntimeConfig.import_definitions`).
     """
 
     database: UserDatabase
     other: dict[str, Any] = field(default_factory=dict)
     layout: list[str] = field(default_factory=list)
+    source: Mapping[str, Any] = field(default_factory=dict)
+
+    #: The top-level keys this class reads into the users database.
+    SECTIONS: ClassVar[tuple[str, ...]] = ("users", "vhosts", "permissions", "topic_permissions",
+                                           "access_realms", "realm_grants")
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Definitions:
-        """Read a parsed definitions object.
+    def from_json(cls, data: Mapping[str, Any], database: UserDatabase | None = None) -> Definitions:
+        """Read a parsed definitions object (into *database*, merged with what
+        it holds, if given).
 
         :raises DefinitionsError: a required field is missing or a value is invalid.
         """
         if not isinstance(data, Mapping):
             raise DefinitionsError("definitions must be a JSON object")
-        database = UserDatabase()
+        if database is None:
+            database = UserDatabase()
         for key, reader in _READERS.items():
-            for where, entry in _entries(data, key):
+            for where, entry in definition_entries(data, key):
                 try:
                     reader(database, entry)
                 except (KeyError, TypeError, ValueError) as error:
                     raise DefinitionsError(f"{where}: {_describe(error)}") from None
         other = {key: value for key, value in data.items() if key not in _READERS}
-        return cls(database, other, list(data))
+        return cls(database, other, list(data), data)
 
     def to_json(self) -> dict[str, Any]:
         """The definitions as a JSON-ready object, in the original key order."""
@@ -114,7 +129,11 @@ def _describe(error: Exception) -> str:
     return str(error)
 
 
-def _entries(data: Mapping[str, Any], key: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def definition_entries(data: Mapping[str, Any], key: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """The entries of list *key* of *data*, each with where it is (``users[2]``).
+
+    :raises DefinitionsError: the list or an entry is not what it should be.
+    """
     entries = data.get(key, [])
     if not isinstance(entries, list):
         raise DefinitionsError(f"{key} must be a list")
@@ -150,7 +169,9 @@ def _read_user(database: UserDatabase, entry: Mapping[str, Any]) -> None:
         algorithm = entry.get("hashing_algorithm")
         hashed = PasswordHash.from_definition(_text(entry, "password_hash", ""), algorithm)
     tags = _tags(entry.get("tags", []))
-    database.put_user(User(_text(entry, "name"), hashed, tags, _extra(entry, _USER_FIELDS)))
+    user = database.put_user(User(_text(entry, "name"), hashed, tags, _extra(entry, _USER_FIELDS)))
+    limits = entry.get("limits") or {}
+    database.set_limits("user", user.name, check_limits("user", limits))
 
 
 def _read_vhost(database: UserDatabase, entry: Mapping[str, Any]) -> None:
@@ -160,6 +181,13 @@ def _read_vhost(database: UserDatabase, entry: Mapping[str, Any]) -> None:
 def _read_permission(database: UserDatabase, entry: Mapping[str, Any]) -> None:
     permissions = Permissions(*(_text(entry, permission.value) for permission in Permission))
     database.set_permissions(_text(entry, "user"), _text(entry, "vhost"), permissions)
+
+
+def _read_topic_permission(database: UserDatabase, entry: Mapping[str, Any]) -> None:
+    permissions = TopicPermissions(
+        _text(entry, "exchange"), _text(entry, "write", ".*"), _text(entry, "read", ".*")
+    )
+    database.set_topic_permissions(_text(entry, "user"), _text(entry, "vhost"), permissions)
 
 
 def _read_realm(database: UserDatabase, entry: Mapping[str, Any]) -> None:
@@ -188,6 +216,7 @@ def _write_users(database: UserDatabase) -> list[dict[str, Any]]:
             "password_hash": user.password_hash.to_definition(),
             "hashing_algorithm": user.password_hash.algorithm,
             "tags": list(user.tags),
+            "limits": dict(database.user_limits.get(user.name, {})),
             **user.extra,
         }
         for user in database.users.values()
@@ -202,6 +231,13 @@ def _write_permissions(database: UserDatabase) -> list[dict[str, Any]]:
     return [
         {"user": user, "vhost": vhost, **{p.value: getattr(perms, p.value) for p in Permission}}
         for (user, vhost), perms in database.permissions.items()
+    ]
+
+
+def _write_topic_permissions(database: UserDatabase) -> list[dict[str, Any]]:
+    return [
+        {"user": user, "vhost": vhost, "exchange": exchange, "write": topic.write, "read": topic.read}
+        for (user, vhost, exchange), topic in database.topic_permissions.items()
     ]
 
 
@@ -225,6 +261,7 @@ _READERS: dict[str, Callable[[UserDatabase, Mapping[str, Any]], None]] = {
     "users": _read_user,
     "vhosts": _read_vhost,
     "permissions": _read_permission,
+    "topic_permissions": _read_topic_permission,
     "access_realms": _read_realm,
     "realm_grants": _read_grant,
 }
@@ -233,6 +270,7 @@ _WRITERS: dict[str, Callable[[UserDatabase], list[dict[str, Any]]]] = {
     "users": _write_users,
     "vhosts": _write_vhosts,
     "permissions": _write_permissions,
+    "topic_permissions": _write_topic_permissions,
     "access_realms": _write_realms,
     "realm_grants": _write_grants,
 }

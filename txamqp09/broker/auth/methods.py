@@ -21,6 +21,11 @@ basic.publish                                exchange
 basic.get/consume                                                 queue
 =====================  ====================  ===================  ===================
 
+On a topic exchange, topic permissions apply too (RabbitMQ's): publishing
+needs the topic *write* expression to match the routing key, and binding or
+unbinding a queue or an exchange from a topic exchange needs the *read*
+expression to match the binding key (see :data:`TOPIC_CHECKS`).
+
 The ticket rights follow the 0-9 specification: declare and delete need
 *active* (declare with ``passive`` set needs *passive*), queue.bind and
 queue.unbind need *active* on the queue's realm, purge, get and consume need
@@ -154,6 +159,16 @@ METHOD_RULES: Mapping[str, MethodRule] = {
     "message.consume": _rule((_R, _Q, "queue"), ticket=_READ_QUEUE),
 }
 
+#: Methods checked against topic permissions: (exchange field, routing key
+#: field, topic permission), by method NAME.
+TOPIC_CHECKS: Mapping[str, tuple[str, str, str]] = {
+    "basic.publish": ("exchange", "routing_key", "write"),
+    "queue.bind": ("exchange", "routing_key", "read"),
+    "queue.unbind": ("exchange", "routing_key", "read"),
+    "exchange.bind": ("source", "routing_key", "read"),
+    "exchange.unbind": ("source", "routing_key", "read"),
+}
+
 _REQUEST_RIGHTS = tuple(Right)
 _PUBLISH = METHOD_RULES["basic.publish"]
 #: A method's name, class id and method id, for error replies.
@@ -192,6 +207,9 @@ class AccessGuard:
         self.user = user
         self.vhost = vhost
         self.tickets = tickets
+        #: The vhost's exchanges by name (objects with a ``kind``), for topic
+        #: permissions; the server sets it once the vhost is open.
+        self.exchanges: Mapping[str, Any] = {}
 
     def check(self, channel: int, method: Any, queue: str | None = None) -> None:
         """Raise unless the user may run ``method`` on ``channel``.
@@ -221,8 +239,29 @@ class AccessGuard:
                 name = _resource(method, check.source, queue)
                 if name is not None:
                     self._check_permission(check, name, ids)
+        topic = TOPIC_CHECKS.get(method.NAME)
+        if topic is not None:
+            exchange, key, permission = topic
+            self.check_topic(getattr(method, exchange), permission, getattr(method, key), ids)
 
-    def check_publish(self, channel: int, ticket: int, exchange: str) -> None:
+    def check_topic(self, exchange: str, permission: str, routing_key: str, ids: _Ids = _PUBLISH_IDS) -> None:
+        """Refuse (403) a routing key the user's topic permission on *exchange*,
+        a topic exchange, does not allow for *permission* (``write`` or ``read``)."""
+        database = self.tickets.database
+        if not database.topic_permissions:
+            return
+        target = self.exchanges.get(exchange)
+        if target is None or target.kind != "topic":
+            return
+        if not database.topic_allows(self.user.name, self.vhost, exchange, permission, routing_key):
+            raise AccessRefused(
+                f"ACCESS_REFUSED - access to topic '{routing_key}' in exchange '{exchange}' in "
+                f"vhost '{self.vhost}' refused for user '{self.user.name}'",
+                ids[1],
+                ids[2],
+            )
+
+    def check_publish(self, channel: int, ticket: int, exchange: str, routing_key: str = "") -> None:
         """basic.publish's checks from its decoded fields, for the publish fast path.
 
         The same checks as ``check(channel, BasicPublish(...))``, without
@@ -234,6 +273,7 @@ class AccessGuard:
         assert _PUBLISH.ticket is not None
         self._check_ticket(channel, ticket, _EX, exchange, _PUBLISH.ticket.right, _PUBLISH_IDS)
         self._check_permission(_PUBLISH.permissions[0], exchange, _PUBLISH_IDS)
+        self.check_topic(exchange, "write", routing_key)
 
     def _check_ticket(
         self, channel: int, ticket: int, kind: ResourceKind, name: str, right: Right, ids: _Ids

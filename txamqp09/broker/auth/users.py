@@ -13,6 +13,7 @@ by the credentials checker (loopback only, by default).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,15 @@ from txamqp09.broker.auth.realms import (
     derived_rights,
 )
 
-__all__ = ["GUEST", "User", "UserDatabase", "VirtualHost"]
+__all__ = [
+    "GUEST",
+    "LIMIT_NAMES",
+    "TopicPermissions",
+    "User",
+    "UserDatabase",
+    "VirtualHost",
+    "check_limits",
+]
 
 #: The default user's name and password.
 GUEST = "guest"
@@ -61,6 +70,63 @@ class VirtualHost:
     extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
+#: The limits a user or a vhost may have (RabbitMQ's), by kind.
+LIMIT_NAMES = {
+    "user": ("max-connections", "max-channels"),
+    "vhost": ("max-connections", "max-queues"),
+}
+
+
+def check_limits(kind: str, limits: Any) -> dict[str, int]:
+    """*limits* checked: an object of known limit names and integers
+    (a negative one means no limit, as in RabbitMQ).
+
+    :param kind: ``"user"`` or ``"vhost"``.
+    :raises ValueError: an unknown name or a value that is not an integer.
+    """
+    if not isinstance(limits, Mapping):
+        raise ValueError(f"{kind} limits must be a JSON object, not {limits!r}")
+    known = LIMIT_NAMES[kind]
+    for name, value in limits.items():
+        if name not in known:
+            raise ValueError(f"Unrecognised terms [{{<<\"{name}\">>,{value!r}}}] in limits")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} should be a number, actually was {value!r}")
+    return dict(limits)
+
+
+@dataclass(frozen=True)
+class TopicPermissions:
+    """A user's write and read expressions for routing keys on one topic exchange.
+
+    ``{username}`` and ``{vhost}`` in an expression stand for the user's
+    name and the vhost's (RabbitMQ's variables); an empty expression allows
+    only the empty routing key.
+
+    :raises ValueError: an expression is not a valid regular expression.
+    """
+
+    exchange: str
+    write: str = ".*"
+    read: str = ".*"
+
+    def __post_init__(self) -> None:
+        for name in ("write", "read"):
+            expression = getattr(self, name)
+            try:
+                re.compile(expression.replace("{username}", "").replace("{vhost}", ""))
+            except re.error as error:
+                raise ValueError(
+                    f"{name} topic permission {expression!r} is not a regular expression: {error}"
+                ) from None
+
+    def allows(self, permission: str, routing_key: str, user: str, vhost: str) -> bool:
+        """Whether ``write`` or ``read`` (*permission*) is granted for *routing_key*."""
+        expression = getattr(self, permission) or "^$"
+        expression = expression.replace("{username}", user).replace("{vhost}", vhost)
+        return re.search(expression, routing_key) is not None
+
+
 class UserDatabase:
     """Users, vhosts, permissions, access realms and realm grants, in memory.
 
@@ -77,6 +143,30 @@ class UserDatabase:
         self.permissions: dict[tuple[str, str], Permissions] = {}
         self.realms: dict[str, dict[str, AccessRealm]] = {}
         self.grants: dict[tuple[str, str, str], frozenset[Right]] = {}
+        #: Topic permissions by (user, vhost, exchange).
+        self.topic_permissions: dict[tuple[str, str, str], TopicPermissions] = {}
+        #: Limits of users and of vhosts, by name (absent: none).
+        self.user_limits: dict[str, dict[str, int]] = {}
+        self.vhost_limits: dict[str, dict[str, int]] = {}
+
+    def copy(self) -> UserDatabase:
+        """A copy whose changes do not reach this database."""
+        duplicate = UserDatabase()
+        duplicate.replace(self)
+        duplicate.generation = 0
+        return duplicate
+
+    def replace(self, other: UserDatabase) -> None:
+        """Hold what *other* holds (a copy of its tables), as one change."""
+        self.users = dict(other.users)
+        self.vhosts = dict(other.vhosts)
+        self.permissions = dict(other.permissions)
+        self.realms = {vhost: dict(realms) for vhost, realms in other.realms.items()}
+        self.grants = dict(other.grants)
+        self.topic_permissions = dict(other.topic_permissions)
+        self.user_limits = {name: dict(limits) for name, limits in other.user_limits.items()}
+        self.vhost_limits = {name: dict(limits) for name, limits in other.vhost_limits.items()}
+        self.generation += 1
 
     @classmethod
     def default(cls) -> UserDatabase:
@@ -108,6 +198,7 @@ class UserDatabase:
         """Remove a user with their permissions and realm grants."""
         self._require_user(name)
         del self.users[name]
+        self.user_limits.pop(name, None)
         self._forget(0, name)
 
     def add_vhost(self, vhost: VirtualHost) -> VirtualHost:
@@ -121,12 +212,16 @@ class UserDatabase:
         self._require_vhost(name)
         del self.vhosts[name]
         self.realms.pop(name, None)
+        self.vhost_limits.pop(name, None)
         self._forget(1, name)
 
     def _forget(self, position: int, name: str) -> None:
         """Drop the permissions and grants whose key names ``name`` at ``position``."""
         self.permissions = {key: p for key, p in self.permissions.items() if key[position] != name}
         self.grants = {key: g for key, g in self.grants.items() if key[position] != name}
+        self.topic_permissions = {
+            key: t for key, t in self.topic_permissions.items() if key[position] != name
+        }
         self.generation += 1
 
     def _require_user(self, name: str) -> None:
@@ -154,6 +249,50 @@ class UserDatabase:
     def permissions_for(self, user: str, vhost: str) -> Permissions | None:
         """``user``'s permissions on ``vhost``, or None when they may not use it."""
         return self.permissions.get((user, vhost))
+
+    def set_topic_permissions(self, user: str, vhost: str, permissions: TopicPermissions) -> None:
+        """Give ``user`` these topic permissions on an exchange of ``vhost``."""
+        self._require_user(user)
+        self._require_vhost(vhost)
+        self.topic_permissions[user, vhost, permissions.exchange] = permissions
+        self.generation += 1
+
+    def clear_topic_permissions(self, user: str, vhost: str, exchange: str | None = None) -> None:
+        """Remove ``user``'s topic permissions on ``exchange`` of ``vhost`` (all exchanges if None)."""
+        self.topic_permissions = {
+            key: t
+            for key, t in self.topic_permissions.items()
+            if not (key[:2] == (user, vhost) and exchange in (None, key[2]))
+        }
+        self.generation += 1
+
+    def topic_allows(self, user: str, vhost: str, exchange: str, permission: str, routing_key: str) -> bool:
+        """RabbitMQ's topic check: allowed unless a topic permission on the
+        exchange exists whose ``permission`` expression does not match."""
+        topic = self.topic_permissions.get((user, vhost, exchange))
+        return topic is None or topic.allows(permission, routing_key, user, vhost)
+
+    # -- limits ----------------------------------------------------------------
+
+    def set_limits(self, kind: str, name: str, limits: Mapping[str, int]) -> None:
+        """Set the limits (see :data:`LIMIT_NAMES`) of user or vhost *name*; none if empty."""
+        if kind == "user":
+            self._require_user(name)
+        else:
+            self._require_vhost(name)
+        table = self.user_limits if kind == "user" else self.vhost_limits
+        if limits:
+            table[name] = check_limits(kind, limits)
+        else:
+            table.pop(name, None)
+        self.generation += 1
+
+    def limit(self, kind: str, name: str, limit: str) -> int | None:
+        """The *limit* of user or vhost *name*, or None when it has none
+        (a negative value means none too)."""
+        table = self.user_limits if kind == "user" else self.vhost_limits
+        value = table.get(name, {}).get(limit)
+        return value if value is not None and value >= 0 else None
 
     # -- access realms ---------------------------------------------------------
 

@@ -29,6 +29,7 @@ __all__ = [
     "MAX_PRIORITY",
     "MAX_EXPIRY",
     "check_quorum_properties",
+    "refused_arguments",
 ]
 
 #: The queue types: classic, quorum (kept as a durable classic queue
@@ -61,9 +62,34 @@ def _kind(value: Any) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
-def _invalid(name: str, subject: str, reason: str) -> PreconditionFailed:
+def field_type(value: Any) -> str:
+    """The AMQP field type RabbitMQ names for a decoded argument *value*."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "signedint" if -(1 << 31) <= value < (1 << 31) else "long"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, (str, bytes)):
+        return "longstr"
+    if isinstance(value, dict):
+        return "table"
+    if isinstance(value, list):
+        return "array"
+    return "void"
+
+
+def _invalid(name: str, subject: str, reason: str, hint: str = "") -> PreconditionFailed:
+    """406 for argument *name*: *reason* in RabbitMQ's terms, *hint* in plain words."""
     where = f" for {subject}" if subject else ""
-    return PreconditionFailed(f"invalid arg {name!r}{where}: {reason}")
+    return PreconditionFailed(f"invalid arg {name!r}{where}: {reason}", hint=hint)
+
+
+#: RabbitMQ's reason for a value outside the choices, by argument.
+_CHOICE_REASONS = {
+    "x-overflow": "invalid_overflow",
+    "x-queue-type": "\"unsupported queue type '{value}'\"",
+}
 
 
 def choice_argument(
@@ -79,7 +105,8 @@ def choice_argument(
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     if value not in choices:
-        raise _invalid(name, subject, f"{value!r}; expected one of {', '.join(choices)}")
+        reason = _CHOICE_REASONS.get(name, "{value!r}").format(value=value)
+        raise _invalid(name, subject, reason, f"expected one of {', '.join(choices)}")
     return str(value)
 
 
@@ -100,11 +127,12 @@ def count_argument(
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise _invalid(
-            name, subject, f"expected an integer, got {_kind(value)}"
+            name, subject, f'"expected integer, got {field_type(value)}"', f"got {_kind(value)}"
         )
     if value < minimum:
         wanted = "a non-negative integer" if minimum == 0 else f"an integer of at least {minimum}"
-        raise _invalid(name, subject, f"{value} is too small; expected {wanted}")
+        reason = "value_zero" if value == 0 else "value_negative"
+        raise _invalid(name, subject, f"{{{reason},{value}}}", f"expected {wanted}")
     if maximum is not None and value > maximum:
         raise _invalid(name, subject, f"{value} exceeds the maximum of {maximum}")
     return value
@@ -195,13 +223,18 @@ class QueueArguments:
         )
         self.single_active_consumer = flag_argument(arguments, "x-single-active-consumer", subject)
         self.queue_type = choice_argument(arguments, "x-queue-type", QUEUE_TYPES, CLASSIC, subject)
-        for name in _REFUSED.get(self.queue_type, ()):
+        for name in refused_arguments(self.queue_type):
             if name in arguments:
                 raise PreconditionFailed(
                     f"invalid arg {name!r} for {subject} of queue type {self.queue_type}: "
                     f"{self.queue_type} queues do not support it"
                 )
         self.delivery_limit = count_argument(arguments, "x-delivery-limit", subject)
+
+
+def refused_arguments(queue_type: str) -> tuple[str, ...]:
+    """The arguments of other queue types that queues of *queue_type* refuse."""
+    return _REFUSED.get(queue_type, ())
 
 
 def check_quorum_properties(subject: str, durable: bool, exclusive: bool, auto_delete: bool) -> None:

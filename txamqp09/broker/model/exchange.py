@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Hashable, Mapping, Optional, Sequence
 
 from txamqp09.broker.model.arguments import string_argument
+from txamqp09.broker.model.policy import exchange_alternate
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.stats import ExchangeCounters
 from txamqp09.broker.model.routing import (
@@ -104,6 +105,20 @@ class Exchange:
         #: How many of :attr:`bindings` lead to exchanges: routing follows
         #: them only when there are some.
         self.exchange_bindings = 0
+        #: The names of the policy and operator policy that apply (or None),
+        #: and their merged definition.
+        self.policy: Optional[str] = None
+        self.operator_policy: Optional[str] = None
+        self.effective_policy: dict[str, Any] = {}
+
+    def apply_policy(
+        self, policy: Optional[str], operator_policy: Optional[str], effective: Mapping[str, Any]
+    ) -> None:
+        """Apply the named policies whose merged definition is *effective*:
+        its ``alternate-exchange``, unless the exchange was declared with one."""
+        self.policy, self.operator_policy = policy, operator_policy
+        self.effective_policy = dict(effective)
+        self.alternate = exchange_alternate(self.arguments, effective)
 
     def bind(self, binding: Binding) -> bool:
         """Add *binding*; False when an identical one exists already."""

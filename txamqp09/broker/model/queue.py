@@ -40,9 +40,11 @@ from txamqp09.broker.model.arguments import (
     QueueArguments,
     check_quorum_properties,
     count_argument,
+    refused_arguments,
 )
 from txamqp09.broker.model.deadletter import DELIVERY_LIMIT, EXPIRED, MAXLEN, dead_letter
 from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
+from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.priority import PriorityMessages, merge_entries
 from txamqp09.broker.model.stats import QueueCounters
 
@@ -211,7 +213,11 @@ class Delivery:
 class Queue:
     """A queue of a virtual host.
 
-    :ivar settings: the queue arguments the broker acts on.
+    :ivar settings: the queue arguments the broker acts on: the declared
+        ones with the effective policy folded in (see :meth:`apply_policy`).
+    :ivar policy: the name of the policy that applies, or None.
+    :ivar operator_policy: the name of the operator policy that applies, or None.
+    :ivar effective_policy: the definition of both merged (empty without).
     :ivar exclusive_owner: the client that owns an exclusive queue, or None.
     :ivar stored: the queue and its persistent messages are kept in the
         message store (durable, not exclusive, on a broker with a store).
@@ -225,12 +231,15 @@ class Queue:
         "consumers",
         "deleted",
         "durable",
+        "effective_policy",
         "exclusive_owner",
         "max_length",
         "max_length_bytes",
         "messages",
         "name",
+        "operator_policy",
         "overflow",
+        "policy",
         "ready_bytes",
         "route",
         "settings",
@@ -269,20 +278,15 @@ class Queue:
         self.auto_delete = auto_delete
         self.arguments = dict(arguments or {})
         subject = f"queue {name!r} in vhost {vhost.name!r}"
-        settings = self.settings = QueueArguments(self.arguments, subject)
+        settings = QueueArguments(self.arguments, subject)
         if settings.queue_type == QUORUM:
             check_quorum_properties(subject, durable, exclusive_owner is not None, auto_delete)
+        self._configure(settings)
+        self.policy: Optional[str] = None
+        self.operator_policy: Optional[str] = None
+        self.effective_policy: dict[str, Any] = {}
         self._persistence = vhost.persistence
         self.stored = self._persistence is not None and durable and exclusive_owner is None
-        self.max_length = settings.max_length
-        self.max_length_bytes = settings.max_length_bytes
-        self.overflow = settings.overflow
-        self._limited = self.max_length is not None or self.max_length_bytes is not None
-        self._ttl = settings.message_ttl
-        #: Whether publishing needs more than the short path (arguments in use).
-        self._featured = (
-            self._limited or self._ttl is not None or settings.max_priority is not None
-        )
         self.messages: Union[deque[Entry], PriorityMessages] = (
             deque() if settings.max_priority is None else PriorityMessages(settings.max_priority)
         )
@@ -310,6 +314,49 @@ class Queue:
         #: What happened to its messages (see :mod:`.stats`).
         self.stats = QueueCounters()
         self.used()
+
+    def _configure(self, settings: QueueArguments) -> None:
+        """Act on *settings* from now on."""
+        self.settings = settings
+        self.max_length = settings.max_length
+        self.max_length_bytes = settings.max_length_bytes
+        self.overflow = settings.overflow
+        self._limited = self.max_length is not None or self.max_length_bytes is not None
+        self._ttl = settings.message_ttl
+        #: Whether publishing needs more than the short path (arguments in use).
+        self._featured = (
+            self._limited or self._ttl is not None or settings.max_priority is not None
+        )
+
+    def apply_policy(
+        self, policy: Optional[str], operator_policy: Optional[str], effective: Mapping[str, Any]
+    ) -> None:
+        """Apply the policy and operator policy named (None: none) whose
+        merged definition is *effective* (see :mod:`.policy`).
+
+        The declared arguments take precedence as RabbitMQ's do; keys the
+        queue's type does not take are left out. Length limits apply at
+        once (the oldest messages beyond them are dropped, or dead-lettered);
+        a message TTL applies to messages that enter from now on; an
+        ``expires`` restarts the queue's idle time.
+        """
+        self.policy, self.operator_policy = policy, operator_policy
+        self.effective_policy = dict(effective)
+        arguments = queue_arguments(self.arguments, effective, self.ignored_policy_keys())
+        self._configure(QueueArguments(arguments, f"queue {self.name!r} in vhost {self.vhost.name!r}"))
+        if self._idle_call is not None:
+            self._idle_call.cancel()
+            self._idle_call = None
+        self.used()
+        if self._limited and not self._fits(len(self.messages), self.ready_bytes):
+            dropped = []
+            while self.messages and not self._fits(len(self.messages), self.ready_bytes):
+                dropped.append(self._take()[1])
+            self.drop(dropped, MAXLEN)
+
+    def ignored_policy_keys(self) -> tuple[str, ...]:
+        """The ``x-`` arguments this queue's type does not take from a policy."""
+        return refused_arguments(self.settings.queue_type)
 
     @property
     def clock(self) -> Clock:

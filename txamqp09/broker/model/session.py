@@ -123,15 +123,20 @@ class Session:
         consumer and ``global=true`` the channel (RabbitMQ's reading, for
         0-9-1); otherwise they limit the channel and the connection, as the
         0-8 and 0-9 specifications say.
+    :param rollback_redelivers: tx.rollback delivers again what the
+        transaction acknowledged, rejected or nacked (the 0-8/0-9 brokers'
+        reading); otherwise those deliveries stay unacknowledged (RabbitMQ).
     """
 
     def __init__(
-        self, vhost: VirtualHost, client: Client, sink: Sink, *, per_consumer_qos: bool = True
+        self, vhost: VirtualHost, client: Client, sink: Sink, *, per_consumer_qos: bool = True,
+        rollback_redelivers: bool = False,
     ) -> None:
         self.vhost = vhost
         self.client = client
         self.sink = sink
         self.per_consumer_qos = per_consumer_qos
+        self.rollback_redelivers = rollback_redelivers
         self.consumers: dict[str, Consumer] = {}
         #: Delivered, unsettled messages by delivery tag, in tag order.
         self.unacked: dict[int, Delivery] = {}
@@ -214,12 +219,12 @@ class Session:
         """
         tag = tag or unique_name("amq.ctag-")
         if tag in self.consumers:
-            raise NotAllowed(f"attempt to reuse consumer tag {tag!r} on this channel")
+            raise NotAllowed(f"attempt to reuse consumer tag {tag!r}", hint="it is in use on this channel")
         if queue.has_exclusive_consumer or (exclusive and queue.consumers):
             raise AccessRefused(
-                f"queue {queue.name!r} in vhost {self.vhost.name!r} in exclusive use: "
-                + ("another consumer holds it exclusively" if queue.has_exclusive_consumer
-                   else "it has consumers already")
+                f"queue {queue.name!r} in vhost {self.vhost.name!r} in exclusive use",
+                hint="another consumer holds it exclusively" if queue.has_exclusive_consumer
+                else "it has consumers already",
             )
         consumer = queue.new_consumer(
             tag, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
@@ -264,7 +269,8 @@ class Session:
         if exchange.internal:
             raise AccessRefused(
                 f"cannot publish to internal exchange {exchange_name!r} in vhost "
-                f"{self.vhost.name!r}; bind it to another exchange and publish there"
+                f"{self.vhost.name!r}",
+                hint="bind it to another exchange and publish there",
             )
         if message.raw_properties[0] & EXPIRATION_FLAG:
             message_ttl(message)
@@ -314,7 +320,7 @@ class Session:
         :raises PreconditionFailed: the channel is transactional (406).
         """
         if self.tx is not None:
-            raise PreconditionFailed("cannot switch from tx to confirm mode on this channel")
+            raise PreconditionFailed("cannot switch from tx to confirm mode", hint="the channel is transactional")
         self.confirming = True
 
     # -- getting -------------------------------------------------------------
@@ -385,8 +391,9 @@ class Session:
 
     def _unknown(self, tag: int) -> PreconditionFailed:
         return PreconditionFailed(
-            f"unknown delivery tag {tag}: it was not delivered on this channel or is "
-            "already acknowledged, rejected or recovered"
+            f"unknown delivery tag {tag}",
+            hint="it was not delivered on this channel or is already acknowledged, rejected "
+            "or recovered",
         )
 
     def _select(self, tag: int, multiple: bool) -> list[int]:
@@ -462,13 +469,13 @@ class Session:
         :raises PreconditionFailed: the channel is in confirm mode (406).
         """
         if self.confirming:
-            raise PreconditionFailed("cannot switch from confirm to tx mode on this channel")
+            raise PreconditionFailed("cannot switch from confirm to tx mode", hint="the channel confirms publishes")
         if self.tx is None:
             self.tx = Transaction()
 
     def _transaction(self, verb: str) -> Transaction:
         if self.tx is None:
-            raise PreconditionFailed(f"channel is not transactional: send tx.select before tx.{verb}")
+            raise PreconditionFailed("channel is not transactional", hint=f"send tx.select before tx.{verb}")
         return self.tx
 
     def tx_commit(self) -> None:
@@ -481,9 +488,13 @@ class Session:
             self._route(exchange, message, mandatory, immediate)
 
     def tx_rollback(self) -> None:
-        """tx.rollback: forget held publishes and settlements."""
-        self._transaction("rollback")
+        """tx.rollback: forget held publishes and settlements; with
+        ``rollback_redelivers`` the settled deliveries go back to their
+        queues, marked redelivered, to be delivered again."""
+        tx = self._transaction("rollback")
         self.tx = Transaction()
+        if self.rollback_redelivers and tx.pending:
+            self._settle(sorted(tx.pending), True)
 
     # -- closing -------------------------------------------------------------
 

@@ -28,6 +28,9 @@ stay in memory:
   spilled: its body is written to the store's spill area and dropped once
   that write is durable. Spilled bodies are not recovered after a restart.
 
+A persistent message whose write failed (a full disk) keeps its body in
+memory until it leaves its queues.
+
 A message is tracked from its publish until the last queue holding it lets
 it go (:attr:`~.message.Message.holders`); then a spilled copy is deleted.
 A queue reaching paged-out messages reads the next
@@ -240,10 +243,11 @@ class Persistence:
     def _page_out(self) -> None:
         """Drop the bodies of messages published above the budget that are on disk now."""
         waiting = self._to_page_out
-        durable = self.store.durable_sequence
+        store = self.store
+        durable = store.durable_sequence
         while waiting and waiting[0][0] <= durable and self.over_budget:
-            message = waiting.popleft()[1]
-            if message.paging and message.body is not None:
+            sequence, message = waiting.popleft()
+            if message.paging and message.body is not None and not store.failed_between(sequence - 1, sequence):
                 message.body = None
                 if message.paging == RESIDENT:
                     message.paging = PAGED_OUT

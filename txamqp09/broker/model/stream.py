@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, cast
 
 from txamqp09.broker.model.arguments import STREAM
+from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.store.interface import LogRecord, LogSegment
@@ -343,12 +344,7 @@ class StreamQueue(Queue):
         super().__init__(vhost, name, durable=True, arguments=arguments)
         if vhost.clock is None:
             raise RuntimeError("the broker has no clock: streams need one for their timestamps")
-        what = _describe(vhost, name)
-        self.max_age = _max_age(self.arguments, what)
-        self.segment_size = (
-            _size_argument(self.arguments, "x-stream-max-segment-size-bytes", what, 1)
-            or DEFAULT_SEGMENT_SIZE
-        )
+        self._retention(self.arguments)
         persistence = vhost.persistence
         self._store = persistence.store if persistence is not None else None
         self._seconds = vhost.clock.seconds
@@ -365,6 +361,27 @@ class StreamQueue(Queue):
         #: Appends not on disk yet: (store sequence, offset + 1), oldest first.
         self._uncommitted: deque[tuple[int, int]] = deque()
         self._envelopes: dict[tuple[str, str], bytes] = {}
+
+    def _retention(self, arguments: Mapping[str, Any]) -> None:
+        """Take x-max-age and x-stream-max-segment-size-bytes from *arguments*."""
+        what = _describe(self.vhost, self.name)
+        self.max_age = _max_age(arguments, what)
+        self.segment_size = (
+            _size_argument(arguments, "x-stream-max-segment-size-bytes", what, 1)
+            or DEFAULT_SEGMENT_SIZE
+        )
+
+    def ignored_policy_keys(self) -> tuple[str, ...]:
+        """Streams take no argument they refuse at declaration from a policy."""
+        return REFUSED_ARGUMENTS
+
+    def apply_policy(
+        self, policy: Optional[str], operator_policy: Optional[str], effective: Mapping[str, Any]
+    ) -> None:
+        """As :meth:`Queue.apply_policy`, with the retention settings (``max-age``,
+        ``max-length-bytes``, ``stream-max-segment-size-bytes``) too."""
+        super().apply_policy(policy, operator_policy, effective)
+        self._retention(queue_arguments(self.arguments, effective, REFUSED_ARGUMENTS))
 
     @property
     def message_count(self) -> int:
@@ -599,8 +616,8 @@ class StreamQueue(Queue):
             )
         if not any(limit.count for limit in limits):
             raise PreconditionFailed(
-                f"consumer prefetch count is not set for stream {what}: send basic.qos "
-                "with a prefetch count before consuming"
+                f"consumer prefetch count is not set for '{what}'",
+                hint="send basic.qos with a prefetch count before consuming from a stream",
             )
         spec = parse_offset(arguments.get("x-stream-offset"), int(self._seconds() * 1000))
         return StreamConsumer(

@@ -1,0 +1,169 @@
+"""The disk alarm: free space watched on a clock, and a store whose writes fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional, cast
+
+from twisted.internet import reactor
+from twisted.internet.interfaces import IReactorFromThreads
+from twisted.internet.task import Clock, deferLater
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from tests.client.support import inline
+from txamqp09.broker.alarms import ResourceAlarms
+from txamqp09.broker.disk import MAX_INTERVAL, MIN_INTERVAL, DiskMonitor
+from txamqp09.broker.model import Broker, Persistence
+from txamqp09.client import MessageNacked, connect
+from txamqp09.store import sqlite
+from txamqp09.store.memory import MemoryStore
+from txamqp09.store.sqlite import SQLiteStore
+from txamqp09.testing.broker import LoopbackBroker
+from txamqp09.testing.faults import DISK_FULL, faulty_store
+
+MiB = 1024 * 1024
+PERSISTENT = {"delivery_mode": 2}
+
+
+class FailingStore(MemoryStore):
+    """A memory store whose failure listeners the test calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners: list[Any] = []
+
+    def add_failure_listener(self, listener: Any) -> None:
+        self.listeners.append(listener)
+
+    def report(self, error: Optional[str]) -> None:
+        for listener in self.listeners:
+            listener(error)
+
+
+class DiskMonitorTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.alarms = ResourceAlarms()
+        self.changes: list[frozenset[str]] = []
+        self.alarms.subscribe(self.changes.append)
+        self.free = 100 * MiB
+        self.looked: list[Path] = []
+        self.monitor = DiskMonitor(Path("/data"), 50 * MiB, self.alarms, self.clock, self.read_free)
+        self.monitor.startService()
+        self.addCleanup(self.monitor.stopService)
+
+    def read_free(self, directory: Path) -> int:
+        self.looked.append(directory)
+        return self.free
+
+    def test_alarm_below_the_limit_cleared_above_it(self) -> None:
+        self.assertEqual(self.changes, [])
+        self.free = 50 * MiB - 1
+        self.clock.advance(MAX_INTERVAL)
+        self.assertEqual(self.changes, [frozenset({"disk"})])
+        self.free = 50 * MiB
+        self.clock.advance(MAX_INTERVAL)
+        self.assertEqual(self.changes, [frozenset({"disk"}), frozenset()])
+        self.assertEqual(set(self.looked), {Path("/data")})
+
+    def test_looks_sooner_near_the_limit(self) -> None:
+        self.assertEqual(self.monitor.interval(50 * MiB + 1), MIN_INTERVAL)
+        self.assertEqual(self.monitor.interval(10_000 * MiB), MAX_INTERVAL)
+        near = self.monitor.interval(200 * MiB)
+        self.assertTrue(MIN_INTERVAL < near < MAX_INTERVAL, near)
+        self.free = 200 * MiB
+        self.clock.advance(MAX_INTERVAL)
+        looks = len(self.looked)
+        self.clock.advance(near)
+        self.assertEqual(len(self.looked), looks + 1)
+
+    def test_a_failing_store_keeps_the_alarm_up_until_it_writes_again(self) -> None:
+        store = FailingStore()
+        self.monitor.watch(store)
+        store.report(f"OperationalError: {DISK_FULL}")
+        self.assertEqual(self.changes, [frozenset({"disk"})])
+        self.clock.advance(MAX_INTERVAL)
+        self.assertEqual(self.alarms.active(), frozenset({"disk"}))
+        store.report(None)
+        self.assertEqual(self.changes, [frozenset({"disk"}), frozenset()])
+
+    def test_unreadable_free_space_keeps_the_last_state(self) -> None:
+        self.free = 10 * MiB
+        self.clock.advance(MAX_INTERVAL)
+
+        def unreadable(_: Path) -> int:
+            raise OSError("gone")
+
+        self.monitor._read_free = unreadable
+        self.clock.advance(MAX_INTERVAL)
+        self.assertEqual(self.alarms.active(), frozenset({"disk"}))
+
+    def test_stopping_ends_the_looks(self) -> None:
+        self.monitor.stopService()
+        looks = len(self.looked)
+        self.clock.advance(10 * MAX_INTERVAL)
+        self.assertEqual(len(self.looked), looks)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
+class FullDiskTests(TestCase):
+    """A broker whose store cannot write: the client's view."""
+
+    timeout = 60
+
+    def setUp(self) -> None:
+        self.patch(sqlite, "RETRY_SECONDS", 0.05)
+        self.store, self.faults = faulty_store(Path(self.mktemp()) / "store.db", cast(IReactorFromThreads, reactor))
+        self.store.open()
+        self.addCleanup(self.store.close)
+        self.server = LoopbackBroker(broker=Broker(persistence=Persistence(self.store)))
+        self.server.start()
+        self.addCleanup(self.server.stop)
+        self.monitor = DiskMonitor(
+            self.store.path.parent, 50 * MiB, self.server.factory.alarms, reactor, lambda _: 100 * MiB
+        )
+        self.monitor.watch(self.store)
+        self.monitor.startService()
+        self.addCleanup(self.monitor.stopService)
+
+    @inline
+    async def test_nacked_blocked_drained_then_resumed_and_nothing_confirmed_lost(self) -> None:
+        publisher = await connect(reactor, self.server.url)
+        self.addCleanup(publisher.disconnect)
+        changes: list[Any] = []
+        publisher.addBlockedListener(changes.append)
+        channel = await publisher.channel()
+        await channel.queue_declare("q", durable=True)
+        await channel.confirm_select()
+        for number in range(20):
+            await channel.basic_publish(b"%d" % number, routing_key="q", properties=PERSISTENT)
+        self.faults.arm("INSERT INTO messages", DISK_FULL)
+        failed = channel.basic_publish(b"lost", routing_key="q", properties=PERSISTENT)
+        with self.assertRaises(MessageNacked):
+            await failed
+        self.assertEqual(self.server.factory.alarms.active(), frozenset({"disk"}))
+
+        consumer = await connect(reactor, self.server.url)
+        self.addCleanup(consumer.disconnect)
+        reader = await consumer.channel()
+        drained = []
+        while True:
+            got = await reader.basic_get("q")
+            if got is None:
+                break
+            drained.append(got.body)
+            got.ack()
+        self.assertEqual(drained, [b"%d" % n for n in range(20)] + [b"lost"])
+
+        while self.server.factory.alarms.active():
+            await deferLater(reactor, 0.01, lambda: None)
+        await channel.basic_publish(b"after", routing_key="q", properties=PERSISTENT)
+        self.assertEqual(changes, ["low on disk", None])
+        await publisher.disconnect()
+        await consumer.disconnect()
+        await self.store.when_durable(self.store.last_sequence)
+        await self.store.close()
+        reopened = SQLiteStore(self.store.path, cast(IReactorFromThreads, reactor))
+        recovered = reopened.open()
+        await reopened.close()
+        self.assertEqual([m.body for m in recovered.messages[("/", "q")]], [b"after"])

@@ -1,0 +1,296 @@
+"""The SQLite store when writes fail (a full disk, I/O errors), and the bounds on its files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any, Optional, cast
+
+from twisted.internet import reactor as global_reactor
+from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.interfaces import IReactorFromThreads, IReactorTime
+from twisted.internet.task import deferLater
+from twisted.trial.unittest import TestCase
+
+from tests.store.test_stores import message
+from txamqp09.store import sqlite
+from txamqp09.store.interface import DurableBinding, DurableQueue
+from txamqp09.store.sqlite import SQLiteStore
+from txamqp09.testing.faults import (
+    DISK_FULL,
+    IO_ERROR,
+    Faults,
+    MountFailed,
+    faulty_store,
+    mount_small_file_system,
+    unmount,
+)
+
+reactor = cast(IReactorFromThreads, global_reactor)
+Q = ("/", "q")
+
+
+class Reports:
+    """What a store tells its failure listeners, waited for in order."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.heard: list[Optional[str]] = []
+        self._waiting: list[tuple[int, Deferred[None]]] = []
+        store.add_failure_listener(self._heard)
+
+    def _heard(self, error: Optional[str]) -> None:
+        self.heard.append(error)
+        ready = [waiter for count, waiter in self._waiting if len(self.heard) >= count]
+        self._waiting = [(count, waiter) for count, waiter in self._waiting if len(self.heard) < count]
+        for waiter in ready:
+            waiter.callback(None)
+
+    def until(self, count: int) -> Deferred[None]:
+        """Fires once *count* reports have arrived."""
+        waiter: Deferred[None] = Deferred()
+        if len(self.heard) >= count:
+            waiter.callback(None)
+        else:
+            self._waiting.append((count, waiter))
+        return waiter
+
+
+def until(condition: Any, interval: float = 0.05) -> Deferred[None]:
+    """Fires once *condition()* is true, looking every *interval* seconds."""
+
+    @inlineCallbacks
+    def look() -> Any:
+        while not condition():
+            yield deferLater(cast(IReactorTime, global_reactor), interval, lambda: None)
+
+    return look()
+
+
+def disk_use(store: SQLiteStore) -> int:
+    """Bytes of the database and its log."""
+    return store.path.stat().st_size + store.log_size()
+
+
+class WriteFailureTests(TestCase):
+    """Writes that fail with ENOSPC or EIO at chosen statements."""
+
+    def setUp(self) -> None:
+        self.patch(sqlite, "RETRY_SECONDS", 0.02)
+
+    def make(self) -> tuple[SQLiteStore, Faults, Reports]:
+        store, faults = faulty_store(Path(self.mktemp()) / "store.db", reactor)
+        self.addCleanup(store.close)
+        store.open()
+        return store, faults, Reports(store)
+
+    @inlineCallbacks
+    def recovered(self, store: SQLiteStore) -> Any:
+        """Close *store* once everything is settled, and open it again."""
+        yield store.when_durable(store.last_sequence)
+        yield store.close()
+        fresh = SQLiteStore(store.path, reactor)
+        self.addCleanup(fresh.close)
+        return fresh.open()
+
+    @inlineCallbacks
+    def test_a_full_disk_drops_the_batch_publishes_and_writing_resumes(self) -> Any:
+        store, faults, reports = self.make()
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        faults.arm("INSERT INTO messages", DISK_FULL)
+        failed = [store.publish(message(n), [Q]) for n in (1, 2)]
+        yield store.when_durable(failed[-1])
+        self.assertTrue(store.failed_between(failed[0] - 1, failed[0]))
+        self.assertTrue(store.failed_between(failed[1] - 1, failed[1]))
+        yield reports.until(1)
+        self.assertIn(DISK_FULL, reports.heard[0] or "")
+        written = store.publish(message(3), [Q])
+        yield store.when_durable(written)
+        yield reports.until(2)
+        self.assertIsNone(reports.heard[1])
+        self.assertFalse(store.failed_between(failed[-1], written))
+        recovered = yield self.recovered(store)
+        self.assertEqual([m.message_id for m in recovered.messages[Q]], [3])
+
+    @inlineCallbacks
+    def test_an_io_error_at_commit_keeps_the_other_operations_for_the_next_batch(self) -> Any:
+        store, faults, reports = self.make()
+        store.add_queue(DurableQueue(*Q))
+        yield store.when_durable(store.publish(message(1), [Q]))
+        faults.arm("COMMIT", IO_ERROR, times=2)
+        declared = store.add_queue(DurableQueue("/", "q2"))
+        dropped = store.publish(message(2), [Q, ("/", "q2")])
+        acked = store.remove(*Q, [1])
+        bound = store.add_binding(DurableBinding("/", "amq.direct", "q2", "queue", "k"))
+        # The operations other than the publish are written again: what
+        # waits for them waits until a write succeeds.
+        waiter = store.when_durable(bound)
+        yield reports.until(2)
+        self.assertEqual(reports.heard, [f"OperationalError: {IO_ERROR}"] * 2)
+        yield waiter
+        self.assertTrue(store.failed_between(declared, dropped))
+        self.assertFalse(store.failed_between(dropped, bound))
+        self.assertFalse(store.failed_between(0, declared))
+        self.assertLess(acked, bound)
+        yield reports.until(3)
+        self.assertIsNone(reports.heard[2])
+        recovered = yield self.recovered(store)
+        self.assertEqual(sorted(q.name for q in recovered.queues), ["q", "q2"])
+        self.assertEqual(recovered.messages[Q], [])
+        self.assertEqual(recovered.messages[("/", "q2")], [])
+        self.assertEqual([b.routing_key for b in recovered.bindings], ["k"])
+
+    @inlineCallbacks
+    def test_with_nothing_queued_a_probe_write_finds_when_the_disk_works_again(self) -> Any:
+        store, faults, reports = self.make()
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        faults.arm("INSERT INTO messages", DISK_FULL)
+        faults.arm("INSERT OR REPLACE INTO write_probe", DISK_FULL, times=2)
+        yield store.when_durable(store.publish(message(1), [Q]))
+        yield reports.until(4)
+        self.assertEqual([error is None for error in reports.heard], [False, False, False, True])
+        self.assertEqual([prefix for prefix, _ in faults.raised][1:], ["INSERT OR REPLACE INTO WRITE_PROBE"] * 2)
+
+    @inlineCallbacks
+    def test_a_failed_checkpoint_is_reported_and_retried(self) -> Any:
+        self.patch(sqlite, "CHECKPOINT_BYTES", 1)
+        store, faults, reports = self.make()
+        faults.arm("PRAGMA WAL_CHECKPOINT", DISK_FULL)
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        yield reports.until(2)
+        self.assertIn(DISK_FULL, reports.heard[0] or "")
+        self.assertIsNone(reports.heard[1])
+        yield store.when_durable(store.publish(message(1), [Q]))
+        yield until(lambda: store.log_size() == 0)
+
+
+class FullFileSystemTests(TestCase):
+    """A real full disk: a tmpfs of 2 MiB."""
+
+    def setUp(self) -> None:
+        self.patch(sqlite, "RETRY_SECONDS", 0.02)
+        self.mount = Path(self.mktemp()).absolute()
+        try:
+            mount_small_file_system(self.mount, 2 * 1024 * 1024)
+        except MountFailed as error:
+            raise self.skipTest(f"no small file system to fill: {error}") from None
+        self.addCleanup(unmount, self.mount)
+
+    @inlineCallbacks
+    def test_confirmed_messages_survive_a_full_file_system(self) -> Any:
+        filler = self.mount / "filler"
+        filler.write_bytes(b"\0" * 512 * 1024)
+        store = SQLiteStore(self.mount / "store.db", reactor)
+        store.open()
+        reports = Reports(store)
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        body = os.urandom(16 * 1024)
+        written = []
+        number = 0
+        while not reports.heard:
+            number += 1
+            sequence = store.publish(message(number, body), [Q])
+            yield store.when_durable(sequence)
+            if not store.failed_between(sequence - 1, sequence):
+                written.append(number)
+        self.assertIn(DISK_FULL, reports.heard[0] or "")
+        self.assertGreater(len(written), 10)
+        filler.unlink()
+        number += 1
+        sequence = store.publish(message(number, body), [Q])
+        yield store.when_durable(sequence)
+        self.assertFalse(store.failed_between(sequence - 1, sequence))
+        written.append(number)
+        yield store.close()
+        reopened = SQLiteStore(store.path, reactor)
+        recovered = reopened.open()
+        yield reopened.close()
+        self.assertEqual([m.message_id for m in recovered.messages[Q]], written)
+        self.assertTrue(all(m.body == body for m in recovered.messages[Q]))
+
+
+class LogBoundTests(TestCase):
+    """The write-ahead log stays small whatever the batches, and disk use follows the data."""
+
+    def make(self, path: Optional[Path] = None) -> SQLiteStore:
+        store = SQLiteStore(path or Path(self.mktemp()) / "store.db", reactor)
+        self.addCleanup(store.close)
+        return store
+
+    @inlineCallbacks
+    def test_one_message_per_commit_keeps_the_log_under_its_limit(self) -> Any:
+        store = self.make()
+        store.open()
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        body = os.urandom(1024)
+        largest = 0
+        for number in range(1, 801):
+            yield store.when_durable(store.publish(message(number, body), [Q]))
+            store.remove(*Q, [number])
+            largest = max(largest, store.log_size())
+        self.assertGreater(store.commits, 790)
+        self.assertLess(largest, sqlite.CHECKPOINT_BYTES + 256 * 1024)
+
+    @inlineCallbacks
+    def test_a_large_backlog_is_written_in_bounded_transactions(self) -> Any:
+        self.patch(sqlite, "BATCH_BYTES", 1024 * 1024)
+        self.patch(sqlite, "CHECKPOINT_BYTES", 1024 * 1024)
+        store = self.make()
+        store.open()
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        sizes = []
+        store.add_durable_listener(lambda _: sizes.append(store.log_size()))
+        body = os.urandom(128 * 1024)
+        last = 0
+        for number in range(1, 161):
+            last = store.publish(message(number, body), [Q])
+        yield store.when_durable(last)
+        self.assertGreaterEqual(store.commits, 20)
+        self.assertLess(max(sizes), 3 * 1024 * 1024)
+        recovered = yield self.reopened(store)
+        self.assertEqual(len(recovered.messages[Q]), 160)
+
+    @inlineCallbacks
+    def reopened(self, store: SQLiteStore) -> Any:
+        yield store.close()
+        return self.make(store.path).open()
+
+    @inlineCallbacks
+    def test_opening_the_store_empties_the_log_it_finds(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue(*Q))
+        for number in range(1, 201):
+            store.publish(message(number, os.urandom(1024)), [Q])
+        yield store.when_durable(store.last_sequence)
+        # A copy taken while the store is open is what a crash leaves.
+        crashed = Path(self.mktemp())
+        crashed.mkdir()
+        shutil.copy(store.path, crashed / "store.db")
+        shutil.copy(store.log_path, crashed / "store.db-wal")
+        self.assertGreater((crashed / "store.db-wal").stat().st_size, 200 * 1024)
+        copy = self.make(crashed / "store.db")
+        recovered = copy.open()
+        self.assertEqual(copy.log_size(), 0)
+        self.assertEqual(len(recovered.messages[Q]), 200)
+
+    @inlineCallbacks
+    def test_disk_use_follows_the_data_once_a_backlog_is_drained(self) -> Any:
+        self.patch(sqlite, "IDLE_SECONDS", 0.1)
+        store = self.make()
+        store.open()
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        yield until(lambda: store.log_size() == 0)
+        idle = disk_use(store)
+        body = os.urandom(1024)
+        for number in range(1, 10001):
+            store.publish(message(number, body), [Q])
+        yield store.when_durable(store.last_sequence)
+        self.assertGreater(disk_use(store), 10 * 1024 * 1024)
+        for first in range(1, 10001, 500):
+            store.remove(*Q, list(range(first, first + 500)))
+        yield store.when_durable(store.last_sequence)
+        yield until(lambda: disk_use(store) <= 2 * idle)
+        pages = sqlite3.connect(store.path).execute("PRAGMA page_count").fetchone()[0]
+        self.assertLessEqual(pages * 4096, 2 * idle)

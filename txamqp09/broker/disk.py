@@ -1,0 +1,136 @@
+"""The disk alarm: free space on the data directory's file system, as RabbitMQ watches it.
+
+:class:`DiskMonitor` reads the free space of the file system that holds the
+message store (``statvfs``: the blocks available to the broker's user) and
+raises the ``"disk"`` alarm of :class:`~txamqp09.broker.alarms.ResourceAlarms`
+while it is below the limit (``--disk-free-limit``, RabbitMQ's
+``disk_free_limit.absolute``), which blocks every publishing connection;
+consumers, acks and gets go on, and so space comes back as queues drain.
+The alarm also stays up while the store reports that its writes fail (a
+disk full before the limit was seen, or an I/O error), until a write
+succeeds again and the free space is above the limit.
+
+The monitor looks again sooner the closer the free space is to the limit,
+so that publishing at the disk's full speed cannot overshoot it between two
+looks: the next look comes when :data:`ASSUMED_WRITE_RATE` bytes a second
+could have used up the room left, but never later than
+:data:`MAX_INTERVAL` nor sooner than :data:`MIN_INTERVAL` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Optional
+
+from twisted.application.service import Service
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+
+from txamqp09.broker.alarms import ResourceAlarms
+from txamqp09.store.interface import MessageStore
+
+__all__ = ["ASSUMED_WRITE_RATE", "DEFAULT_DISK_FREE_LIMIT", "DiskMonitor", "MAX_INTERVAL", "MIN_INTERVAL"]
+
+#: RabbitMQ's default limit: 50 MB.
+DEFAULT_DISK_FREE_LIMIT = 50_000_000
+#: The fastest the broker is assumed to fill the disk, in bytes a second.
+ASSUMED_WRITE_RATE = 250_000_000
+#: Seconds between two looks, at least.
+MIN_INTERVAL = 0.1
+#: Seconds between two looks, at most.
+MAX_INTERVAL = 10.0
+#: The alarm's resource name.
+DISK = "disk"
+
+
+def free_bytes(directory: Path) -> int:
+    """Bytes the broker may still write on the file system of *directory*."""
+    status = os.statvfs(directory)
+    return status.f_bavail * status.f_frsize
+
+
+class DiskMonitor(Service):
+    """Raises and clears the disk alarm (see the module's docstring).
+
+    :param directory: the data directory (it exists once the store is open).
+    :param limit: free bytes below which the alarm goes up.
+    :param free: how free space is read (:func:`free_bytes`; tests give a fake).
+    :ivar free: the free bytes at the last look (None before the first).
+    :ivar store_error: what the store last reported of a failed write (None
+        while its writes succeed).
+    """
+
+    log = Logger()
+
+    def __init__(
+        self,
+        directory: Path,
+        limit: int,
+        alarms: ResourceAlarms,
+        clock: IReactorTime,
+        free: Callable[[Path], int] = free_bytes,
+    ) -> None:
+        self.directory = directory
+        self.limit = limit
+        self.alarms = alarms
+        self.clock = clock
+        self._read_free = free
+        self.free: Optional[int] = None
+        self.store_error: Optional[str] = None
+        self._next: Optional[IDelayedCall] = None
+
+    def watch(self, store: MessageStore) -> None:
+        """Keep the alarm up while *store* reports failed writes."""
+        store.add_failure_listener(self._store_reported)
+
+    def startService(self) -> None:
+        super().startService()
+        self.check()
+
+    def stopService(self) -> None:
+        super().stopService()
+        if self._next is not None and self._next.active():
+            self._next.cancel()
+        self._next = None
+
+    def check(self) -> None:
+        """Look at the free space now, raise or clear the alarm, and plan the next look."""
+        if self._next is not None and self._next.active():
+            self._next.cancel()
+        try:
+            self.free = free = self._read_free(self.directory)
+        except OSError as error:
+            self.log.error("cannot read the free space of {directory}: {error}", directory=self.directory, error=error)
+            free = self.free if self.free is not None else self.limit
+        low = free < self.limit or self.store_error is not None
+        if low and DISK not in self.alarms.active():
+            self.log.warn(
+                "disk alarm set: {free} free on {directory}, limit {limit}{error}; publishers are blocked",
+                free=_mebibytes(free), directory=self.directory, limit=_mebibytes(self.limit),
+                error=f" (the store reports: {self.store_error})" if self.store_error else "",
+            )
+            self.alarms.raise_alarm(DISK)
+        elif not low and DISK in self.alarms.active():
+            self.log.info(
+                "disk alarm cleared: {free} free on {directory}, limit {limit}",
+                free=_mebibytes(free), directory=self.directory, limit=_mebibytes(self.limit),
+            )
+            self.alarms.clear_alarm(DISK)
+        if self.running:
+            self._next = self.clock.callLater(self.interval(free), self.check)
+
+    def interval(self, free: int) -> float:
+        """Seconds until the next look, with *free* bytes free now."""
+        room = max(free - self.limit, 0)
+        return min(max(room / ASSUMED_WRITE_RATE, MIN_INTERVAL), MAX_INTERVAL)
+
+    def _store_reported(self, error: Optional[str]) -> None:
+        """The store's writes fail (*error*) or work again (None): look now."""
+        self.store_error = error
+        self.check()
+
+
+def _mebibytes(size: int) -> str:
+    """*size* bytes for a log line."""
+    return f"{size / 1048576:.1f} MiB"
