@@ -36,6 +36,12 @@ class OptionsTests(SynchronousTestCase):
         self.assertEqual((factory.options["frame_max"], factory.options["heartbeat"]), (8192, 0))
         self.assertEqual(factory.throttle.high_watermark, 1000)
 
+    def test_staging_ttl(self) -> None:
+        (service,) = build("--port", "5999", "--staging-ttl", "90")
+        self.assertEqual(service.factory.buildProtocol(None).staging_ttl, 90.0)
+        (service,) = build("--port", "5999")
+        self.assertEqual(service.factory.buildProtocol(None).staging_ttl, 3600.0)
+
     def test_management_listener_is_off_unless_asked(self) -> None:
         self.assertEqual(len(build("--port", "5999")), 1)
         services = build("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")

@@ -37,6 +37,7 @@ from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
 from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
+from txamqp09.broker.classes.staging import DEFAULT_STAGING_TTL
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
 from txamqp09.broker.service import BrokerService
 from txamqp09.management import Node, RecordingEndpoint, make_site
@@ -60,7 +61,9 @@ class Options(SecurityOptions):
     optParameters: ClassVar[list[list[Any]]] = [
         ["port", "p", None, "TCP port to listen on, on every interface (e.g. 5672)."],
         ["frame-max", None, 131072, "Largest frame the broker accepts (a size: 131072, 128KiB).", parse_size],
-        ["channel-max", None, 2047, "Highest channel number a connection may use.", int],
+        ["channel-max", None, 2047,
+         "Channels a 0-9-1 connection may have open at once (RabbitMQ's channel_max); "
+         "the highest channel number on 0-8 and 0-9.", int],
         ["heartbeat", None, 60, "Heartbeat interval the broker proposes, in seconds (0: off).", int],
         ["high-watermark", None, DEFAULT_HIGH_WATERMARK,
          "Bytes of ready messages above which publishers are blocked (a size: 512MiB, 1GB).",
@@ -75,6 +78,9 @@ class Options(SecurityOptions):
         ["disk-free-limit", None, DEFAULT_DISK_FREE_LIMIT,
          "Free space on the data directory's file system below which publishers are "
          "blocked (a size: 50MB, 1GiB; RabbitMQ's disk_free_limit.absolute).", parse_size],
+        ["staging-ttl", None, DEFAULT_STAGING_TTL,
+         "Seconds a file or message staging entry nobody touches is kept before it is "
+         "abandoned (0: kept until the staging limit needs its room).", float],
         ["freeze-backlog", None, DEFAULT_FREEZE_THRESHOLD,
          "Queued messages from which the garbage collector's full passes skip the "
          "objects that survived the last one (0: never).", int],
@@ -144,6 +150,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         channel_max=options["channel-max"],
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
+        staging_ttl=options["staging-ttl"],
     )
     monitor = None
     if store is not None:

@@ -31,6 +31,8 @@ from txamqp09.broker.alarms import PublishGate, ResourceAlarms, block_publishers
 from txamqp09.broker.auth.errors import LoginRefused
 from txamqp09.broker.channel import ServerChannel
 from txamqp09.broker.classes import channel as classes
+from txamqp09.broker.classes.registry import vhost_classes
+from txamqp09.broker.classes.staging import DEFAULT_STAGING_TTL
 from txamqp09.broker.dialects import RABBITMQ, Dialect, dialect_for
 from txamqp09.broker.flow import PublisherThrottle
 from txamqp09.broker.model import Broker, Client, VirtualHost
@@ -116,10 +118,13 @@ class ServerConnection(AMQPConnection):
         security: Optional[Security] = None,
         negotiation_timeout: float = 10.0,
         alarms: Optional[ResourceAlarms] = None,
+        staging_ttl: float = DEFAULT_STAGING_TTL,
         **options: Any,
     ) -> None:
         super().__init__(clock, **options)
         self.scanner.channel_error = self.channelError
+        #: Seconds an untouched file or message staging entry is kept (0: always).
+        self.staging_ttl = staging_ttl
         self.broker = broker if broker is not None else Broker()
         self.broker.use_clock(clock)
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
@@ -134,6 +139,9 @@ class ServerConnection(AMQPConnection):
         self.guard: Optional[AccessGuard] = None
         self.vhost: Optional[str] = None
         self.client_properties: dict[str, Any] = {}
+        #: The SASL mechanism the client chose, and when it connected (clock seconds).
+        self.auth_mechanism = ""
+        self.connected_at = 0.0
         #: The client asked for server-sent basic.cancel (consumer_cancel_notify).
         self.cancel_notify = False
         #: The client understands connection.blocked (else it gets channel.flow).
@@ -169,6 +177,7 @@ class ServerConnection(AMQPConnection):
         assert self.transport is not None
         peer = self.transport.getPeer()
         self.client.name = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        self.connected_at = self.clock.seconds()
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         if hasattr(self.transport, "setTcpNoDelay"):
             # Output is already gathered per read: Nagle would only add delay.
@@ -224,6 +233,7 @@ class ServerConnection(AMQPConnection):
         """
         self._expect(method, self._pending_login is not None or self.user is not None)
         self.client_properties = method.client_properties
+        self.auth_mechanism = method.mechanism
         capabilities = self.client_properties.get("capabilities")
         if isinstance(capabilities, dict):
             self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
@@ -290,6 +300,7 @@ class ServerConnection(AMQPConnection):
         # The security database says which vhosts exist; it may have gained
         # this one after the broker started.
         self.model_vhost = self.broker.add_vhost(method.virtual_host)
+        vhost_classes(self.model_vhost).staging.ttl = self.staging_ttl
         self.guard.exchanges = self.model_vhost.exchanges
         self.state = ConnectionState.OPEN
         if self._negotiation_call is not None and self._negotiation_call.active():
@@ -502,6 +513,15 @@ class ServerConnection(AMQPConnection):
         self._closeChannels()
         super().connection_close(method)
 
+    def _keepCutOffContent(self) -> None:
+        """The transport broke: content cut off mid-way goes to its class, which
+        may keep what arrived (file.stage: resumable staging)."""
+        for number, channel in self.channels.items():
+            assembler = self._assemblers.get(number)
+            command = assembler.partial() if assembler is not None else None
+            if command is not None and channel.classes is not None:
+                channel.classes.cut_off(command)
+
     def _closeChannels(self) -> None:
         channels = list(self.channels.values())
         self.channels.clear()
@@ -515,6 +535,7 @@ class ServerConnection(AMQPConnection):
         self._negotiation_call = None
         if self._pending_login is not None:
             self._pending_login.cancel()
+        self._keepCutOffContent()
         self._closeChannels()
         self.client.close()
         if self.login is not None:

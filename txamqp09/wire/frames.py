@@ -454,6 +454,15 @@ class ContentAssembler:
             self._parts = []
         self._received = 0
 
+    def partial(self) -> Optional[Command]:
+        """The content method under way with the body received so far (for a
+        connection that broke mid-content), or None when no content header
+        has arrived."""
+        command = self._command
+        if command is None or self._size < 0:
+            return None
+        return Command(command.method, command.raw_properties, b"".join(self._parts), command._cls)
+
     def method(self, method: Method) -> Optional[Command]:
         """Take a method frame's method; a complete command if it has no content."""
         if self._command is not None:

@@ -21,7 +21,7 @@ from txamqp09.broker.model import Consumer, Message, Session, Sink
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import encode_shortstr
-from txamqp09.wire.frames import content_frames, method_frame
+from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
@@ -85,6 +85,10 @@ class ClassState:
 
     def interrupted(self) -> None:
         """The channel ended; release what this class holds for it."""
+
+    def cut_off(self, command: Command) -> None:
+        """The connection broke while *command*'s content arrived; *command*
+        holds the body received so far (this class may keep it)."""
 
     def kept(self) -> Any:
         """What channel.resume gives back of this class's state (None: nothing)."""

@@ -110,7 +110,8 @@ class Consumer:
     """
 
     __slots__ = (
-        "tag", "queue", "session", "no_ack", "no_local", "exclusive", "limits", "priority", "_simple"
+        "tag", "queue", "session", "no_ack", "no_local", "exclusive", "limits", "priority", "arguments",
+        "_simple",
     )
 
     def __init__(
@@ -124,6 +125,7 @@ class Consumer:
         exclusive: bool = False,
         limits: tuple[Prefetch, ...] = (),
         priority: int = 0,
+        arguments: Optional[Mapping[str, Any]] = None,
     ) -> None:
         self.tag = tag
         self.queue = queue
@@ -133,6 +135,8 @@ class Consumer:
         self.exclusive = exclusive
         self.limits = () if no_ack else limits
         self.priority = priority
+        #: basic.consume's arguments, as given.
+        self.arguments = dict(arguments or {})
         self._simple = not self.limits and not no_local
 
     def can_take(self, message: Message) -> bool:
@@ -740,7 +744,7 @@ class Queue:
         """
         return Consumer(
             tag, self, session, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
-            limits=limits, priority=consumer_priority(arguments, self),
+            limits=limits, priority=consumer_priority(arguments, self), arguments=arguments,
         )
 
     def add_consumer(self, consumer: Consumer) -> None:

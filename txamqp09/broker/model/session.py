@@ -186,6 +186,11 @@ class Session:
         else:
             self.refill()
 
+    @property
+    def consumer_prefetch_count(self) -> int:
+        """The prefetch count each new consumer gets (basic.qos global=false on 0-9-1)."""
+        return self._consumer_window[0]
+
     def refill(self) -> None:
         """Deliver waiting messages of this session's queues while there is room."""
         if not self.sending:

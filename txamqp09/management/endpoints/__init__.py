@@ -9,10 +9,16 @@ from __future__ import annotations
 from types import ModuleType
 
 from txamqp09.management.endpoints import (
+    bindings,
+    channels,
+    connections,
+    consumers,
+    exchanges,
     extensions,
     health,
     nodes,
     overview,
+    queues,
     whoami,
 )
 
@@ -23,6 +29,12 @@ MODULES: list[ModuleType] = [
     overview,
     nodes,
     whoami,
+    connections,
+    channels,
+    consumers,
+    exchanges,
+    queues,
+    bindings,
     health,
     extensions,
 ]
