@@ -93,7 +93,7 @@ class ServerChannel:
             connection.write, self._sessionClosed, self._storeFailed,
         )
         self.publisher = Publisher(
-            connection, number, vhost, client, self._output, self._consumerCancelled,
+            self, self._output, self._consumerCancelled,
             per_consumer_qos=self.version is AMQP0_9_1,
             rollback_redelivers=not connection.dialect.rollback_keeps_acked,
         )

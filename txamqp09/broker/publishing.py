@@ -22,7 +22,7 @@ import struct
 from typing import TYPE_CHECKING, Callable, Optional
 
 from txamqp09.broker.held import HeldOutput
-from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
+from txamqp09.broker.model import Consumer, Message, Session
 from txamqp09.wire.base import CONTENT_HEADER
 from txamqp09.wire.errors import (
     AMQPError,
@@ -46,7 +46,7 @@ from txamqp09.wire.frames import (
 
 if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
-    from txamqp09.broker.server import ServerConnection
+    from txamqp09.broker.channel import ServerChannel
 
 __all__ = ["Publisher", "blame"]
 
@@ -80,21 +80,19 @@ def _decode_name(raw: bytes | bytearray) -> str:
 class Publisher:
     """The publish, deliver and acknowledge path of one server channel.
 
-    :param connection: the channel's connection.
-    :param number: the channel number.
-    :param vhost: the virtual host the connection opened.
-    :param client: the connection's model counterpart.
+    :param channel: the server channel whose hot path this is.
     :param output: the channel's output, held while the store makes what an
         answer follows durable.
     :param cancelled: called when a consumer of the channel's session ended
         because its queue went (the channel tells the client).
 
+    :ivar channel: the server channel.
     :ivar session: the channel's model session, with this as its sink.
     :ivar publishes: messages published on the channel, in any class.
     """
 
     __slots__ = (
-        "session", "client", "number", "publishes", "_guard", "_tickets", "_gate", "_write", "_output",
+        "channel", "session", "client", "number", "publishes", "_guard", "_tickets", "_gate", "_write", "_output",
         "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
         "content", "_flags", "_raw_properties", "_remaining", "_parts",
         "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
@@ -103,23 +101,22 @@ class Publisher:
 
     def __init__(
         self,
-        connection: ServerConnection,
-        number: int,
-        vhost: VirtualHost,
-        client: Client,
+        channel: ServerChannel,
         output: HeldOutput,
         cancelled: Callable[[Consumer], None],
         *,
         per_consumer_qos: bool,
         rollback_redelivers: bool,
     ) -> None:
+        connection = channel.connection
         assert connection.version is not None and connection.guard is not None
+        self.channel = channel
         self.session = Session(
-            vhost, client, self, per_consumer_qos=per_consumer_qos,
+            channel.vhost, channel.client, self, per_consumer_qos=per_consumer_qos,
             rollback_redelivers=rollback_redelivers,
         )
-        self.client = client
-        self.number = number
+        self.client = channel.client
+        self.number = channel.number
         self.publishes = 0
         self._guard: AccessGuard = connection.guard
         self._tickets = connection.guard.tickets
