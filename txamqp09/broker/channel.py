@@ -43,6 +43,7 @@ from txamqp09.wire.errors import (
     InternalError,
     NotAllowed,
     NotFound,
+    PreconditionFailed,
     ResourceError,
 )
 from txamqp09.store.interface import WriteFailed
@@ -197,6 +198,15 @@ class ServerChannel:
             self.classes.close(interrupted)
         self.session.close()
         self.guard.channel_closed(self.number)
+
+    def oldestUnacked(self) -> Optional[int]:
+        """The delivery tag of the oldest delivery not yet acknowledged, or None."""
+        return next(iter(self.session.unacked), None)
+
+    def ackTimedOut(self, error: PreconditionFailed) -> None:
+        """A delivery stayed unacknowledged too long: close the channel with
+        *error* (what it had unacknowledged is requeued)."""
+        self.connection.channelError(self.number, error)
 
     def _storeFailed(self, failure: Failure) -> None:
         """The store could not write what a method changed (the disk is full

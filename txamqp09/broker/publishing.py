@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Consumer, Message, Session
 from txamqp09.wire.base import CONTENT_HEADER
+from txamqp09.wire.bodies import BodyBuffer
 from txamqp09.wire.errors import (
     AMQPError,
     AMQPSyntaxError,
@@ -94,7 +95,7 @@ class Publisher:
     __slots__ = (
         "channel", "session", "client", "number", "publishes", "_guard", "_tickets", "_gate", "_write", "_output",
         "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
-        "content", "_flags", "_raw_properties", "_remaining", "_parts",
+        "content", "_flags", "_raw_properties", "_remaining", "_body",
         "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
         "_confirms_pending", "_confirmed_up_to",
     )
@@ -136,7 +137,8 @@ class Publisher:
         self._flags = 0
         self._raw_properties: Optional[bytes] = None
         self._remaining = 0
-        self._parts: list[bytes] = []
+        #: The body frames so far of a body that spans several.
+        self._body: Optional[BodyBuffer] = None
         #: basic.publish's (ticket, exchange, routing key) bytes -> decoded
         #: and checked content, valid while the stamp below is current.
         self._envelopes: dict[bytes, tuple[str, str, bytes]] = {}
@@ -150,7 +152,11 @@ class Publisher:
         """The channel is closing: drop partial content and gathered confirms."""
         self.content = None
         self._raw_properties = None
-        self._parts = []
+        body = self._body
+        if body is not None:
+            self._body = None
+            self._connection.bodyReleased(body.held, dropped=True)
+            body.discard()
         self._confirms_pending = 0
 
     # -- frames in -------------------------------------------------------------
@@ -190,10 +196,10 @@ class Publisher:
             if self._raw_properties is None:
                 raise UnexpectedFrame("body frame before the content header of basic.publish")
             remaining = self._remaining - (end - start)
-            if remaining == 0 and not self._parts:
+            if remaining == 0 and self._body is None:
                 self._published(bytes(buf[start:end]))
             else:
-                self._bodyPart(bytes(buf[start:end]), remaining)
+                self._bodyPart(buf, start, end, remaining)
             if self._gate.armed:
                 self._gate.contentReceived()
             return True
@@ -250,18 +256,28 @@ class Publisher:
             40,
         )
 
-    def _bodyPart(self, part: bytes, remaining: int) -> None:
-        """One of several body frames of the pending basic.publish, *remaining* bytes to go."""
+    def _bodyPart(self, buf: bytearray, start: int, end: int, remaining: int) -> None:
+        """One of several body frames of the pending basic.publish, *remaining* bytes to go.
+
+        The connection counts the bytes of unfinished bodies across its
+        channels (:meth:`~txamqp09.broker.server.ServerConnection.bodyBuffered`).
+        """
         if remaining < 0:
             raise FrameError(
                 f"body frames carry {-remaining} bytes more than the content header announced"
             )
-        self._parts.append(part)
+        size = end - start
+        body = self._body
+        if body is None:
+            body = self._body = BodyBuffer(self._remaining)
+        body.add(buf, start, end)
         self._remaining = remaining
-        if remaining == 0:
-            body = b"".join(self._parts)
-            self._parts = []
-            self._published(body)
+        if remaining:
+            self._connection.bodyBuffered(size)
+        else:
+            self._body = None
+            self._connection.bodyReleased(body.held - size, dropped=False)
+            self._published(body.take())
 
     def _published(self, body: bytes) -> None:
         content = self.content

@@ -9,10 +9,10 @@ channel layer.
 from __future__ import annotations
 
 import platform
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -27,6 +27,7 @@ from txamqp09.broker.auth import (
     Security,
     UserDatabase,
 )
+from txamqp09.broker import oplog
 from txamqp09.broker.alarms import PublishGate, ResourceAlarms, block_publishers
 from txamqp09.broker.auth.errors import LoginRefused
 from txamqp09.broker.channel import ServerChannel
@@ -35,10 +36,17 @@ from txamqp09.broker.classes.registry import vhost_classes
 from txamqp09.broker.classes.staging import DEFAULT_STAGING_TTL
 from txamqp09.broker.dialects import RABBITMQ, Dialect, dialect_for
 from txamqp09.broker.flow import PublisherThrottle
+from txamqp09.broker.memory import (
+    DEFAULT_MEMORY_HIGH_WATERMARK,
+    MemoryMonitor,
+    resident_memory,
+    watermark_bytes,
+)
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
 from txamqp09.broker.publishing import Publisher
 from txamqp09.broker.runtime import RuntimeConfig
+from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT, AckTimeouts
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
@@ -49,8 +57,10 @@ from txamqp09.wire.errors import (
     InternalError,
     InvalidPath,
     NotAllowed,
+    ResourceError,
 )
-from txamqp09.wire.frames import FRAME_MIN_SIZE, Command
+from txamqp09.wire.bodies import MAPPED_BODY_SIZE
+from txamqp09.wire.frames import FRAME_MIN_SIZE, HEARTBEAT_FRAME, Command
 from txamqp09.wire.versions import (
     CAPABILITIES,
     AMQP0_9_1,
@@ -61,17 +71,27 @@ from txamqp09.wire.versions import (
 
 #: Ready message bytes above which publishers are held back, by default.
 DEFAULT_HIGH_WATERMARK = 512 * 1024 * 1024
+#: Seconds between two heartbeat frames to a client the broker does not read.
+PAUSED_PROBE_INTERVAL = 2.0
+#: Bytes of unfinished messages one connection may hold across its channels, by default.
+DEFAULT_PARTIAL_CONTENT_MAX = 256 * 1024 * 1024
 
 #: The hold the ready bytes throttle puts on a connection's reading.
 _WATERMARK_HOLD = "high watermark"
 
 __all__ = [
     "DEFAULT_HIGH_WATERMARK",
+    "DEFAULT_PARTIAL_CONTENT_MAX",
     "ServerConnection",
     "ServerFactory",
     "server_properties",
 ]
 
+
+
+def _address(address: Any) -> str:
+    """``host:port`` of a peer's address."""
+    return f"{getattr(address, 'host', address)}:{getattr(address, 'port', '')}"
 
 
 def server_properties(version: ProtocolVersion) -> dict[str, Any]:
@@ -106,6 +126,11 @@ class ServerConnection(AMQPConnection):
     :param alarms: the broker's resource alarms (none ever raised if omitted);
         while any is active, the connection is blocked when it publishes
         (see :mod:`txamqp09.broker.alarms`).
+    :param memory: the memory monitor told about the bodies the connection
+        buffers (none if omitted).
+    :param partial_content_max: bytes of unfinished message bodies the
+        connection may hold across all its channels; beyond, it is closed
+        with 506 resource-error.
     """
 
     log = Logger()
@@ -118,6 +143,8 @@ class ServerConnection(AMQPConnection):
         security: Optional[Security] = None,
         negotiation_timeout: float = 10.0,
         alarms: Optional[ResourceAlarms] = None,
+        memory: Optional[MemoryMonitor] = None,
+        partial_content_max: int = DEFAULT_PARTIAL_CONTENT_MAX,
         staging_ttl: float = DEFAULT_STAGING_TTL,
         **options: Any,
     ) -> None:
@@ -133,6 +160,8 @@ class ServerConnection(AMQPConnection):
         self.peer = PeerInfo()
         #: The login under way (start-ok received, not yet decided).
         self._pending_login: Optional[Deferred[Login]] = None
+        #: When the transport connected (the clock's seconds).
+        self.connected_at = clock.seconds()
         self.login: Optional[Login] = None
         self.user: Optional[IAMQPUser] = None
         #: Checks the channels' methods, once the vhost is open.
@@ -150,6 +179,11 @@ class ServerConnection(AMQPConnection):
         self.publishing_blocked = False
         #: Whether the client is read: paused by alarms and the throttle.
         self.gate = PublishGate(self, alarms if alarms is not None else ResourceAlarms())
+        self.memory = memory
+        self.partial_content_max = partial_content_max
+        #: Bytes of unfinished message bodies held across the channels.
+        self.partial_bytes = 0
+        self._probe_call: Optional[IDelayedCall] = None
         #: The connection's model counterpart (exclusive queues, global qos).
         self.client = Client()
         #: Bytes and reads/writes (see :mod:`txamqp09.broker.model.stats`).
@@ -176,7 +210,7 @@ class ServerConnection(AMQPConnection):
     def connectionMade(self) -> None:
         assert self.transport is not None
         peer = self.transport.getPeer()
-        self.client.name = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        self.client.name = _address(peer)
         self.connected_at = self.clock.seconds()
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         if hasattr(self.transport, "setTcpNoDelay"):
@@ -189,6 +223,7 @@ class ServerConnection(AMQPConnection):
     def _negotiationTimedOut(self) -> None:
         self._negotiation_call = None
         if self.state in (ConnectionState.AWAITING_HEADER, ConnectionState.NEGOTIATING):
+            oplog.handshake_timeout(self.client.name, self.negotiation_timeout)
             self.close_reason = ConnectionLevelError(
                 f"connection not opened within {self.negotiation_timeout} seconds",
                 reply_code=320,
@@ -292,10 +327,11 @@ class ServerConnection(AMQPConnection):
             self.guard = self.security.open_vhost(
                 self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
             )
-        except InvalidPath:
-            if not self.dialect.unknown_vhost_not_allowed:
-                raise
-            raise NotAllowed(f"vhost {method.virtual_host} not found", 10, 40) from None
+        except AMQPError as refused:
+            oplog.vhost_refused(self.client.name, self.user.name, method.virtual_host, refused.reply_text)
+            if isinstance(refused, InvalidPath) and self.dialect.unknown_vhost_not_allowed:
+                raise NotAllowed(f"vhost {method.virtual_host} not found", 10, 40) from None
+            raise
         self.vhost = method.virtual_host
         # The security database says which vhosts exist; it may have gained
         # this one after the broker started.
@@ -307,6 +343,9 @@ class ServerConnection(AMQPConnection):
             self._negotiation_call.cancel()
         self._negotiation_call = None
         self.sendMethod(0, self.version.spec.ConnectionOpenOk())
+        oplog.connection_opened(
+            self.client.name, self.user.name, self.vhost, self.version.name, self.client_properties
+        )
 
     # -- channels ------------------------------------------------------------
 
@@ -428,6 +467,31 @@ class ServerConnection(AMQPConnection):
     def stopProducing(self) -> None:
         """The transport is going away; :meth:`connectionLost` cleans up."""
 
+    # -- unfinished messages ---------------------------------------------------
+
+    def bodyBuffered(self, size: int) -> None:
+        """A channel buffered *size* more bytes of an unfinished message body.
+
+        :raises ResourceError: the connection's unfinished bodies exceed
+            :attr:`partial_content_max`.
+        """
+        held = self.partial_bytes = self.partial_bytes + size
+        if held > self.partial_content_max:
+            raise ResourceError(
+                f"unfinished messages on this connection hold {held} bytes across its "
+                f"channels, above the limit of {self.partial_content_max}; finish a "
+                "message before starting the next"
+            )
+        if self.memory is not None:
+            self.memory.buffered(size)
+
+    def bodyReleased(self, size: int, dropped: bool) -> None:
+        """A channel no longer holds *size* bytes of an unfinished body: the
+        message is complete, or was *dropped* (its memory goes back to the system)."""
+        self.partial_bytes -= size
+        if dropped and size >= MAPPED_BODY_SIZE and self.memory is not None:
+            self.memory.released()
+
     # -- holding publishers back ----------------------------------------------
 
     @property
@@ -444,13 +508,33 @@ class ServerConnection(AMQPConnection):
 
     def pauseReading(self) -> None:
         """Stop reading from the client (TCP pushes back on it), and stop
-        handling what was read, from the frame after the current one."""
+        handling what was read, from the frame after the current one.
+
+        Until reading resumes, a heartbeat frame goes to the client every
+        :data:`PAUSED_PROBE_INTERVAL` seconds: a connection that is not read
+        would otherwise never notice that its client went away (the end of
+        the stream waits behind what the client sent), and would keep what
+        it holds, unfinished messages included.
+        """
         if self.state is not ConnectionState.CLOSED and self.transport is not None:
             self.scanner.pause()
             self.transport.pauseProducing()  # type: ignore[attr-defined]
+            self._probe_call = self.clock.callLater(PAUSED_PROBE_INTERVAL, self._probePaused)
+
+    def _probePaused(self) -> None:
+        self._probe_call = None
+        if self.gate.paused and self.state is not ConnectionState.CLOSED:
+            self.write(HEARTBEAT_FRAME)
+            self._probe_call = self.clock.callLater(PAUSED_PROBE_INTERVAL, self._probePaused)
+
+    def _stopProbing(self) -> None:
+        if self._probe_call is not None and self._probe_call.active():
+            self._probe_call.cancel()
+        self._probe_call = None
 
     def resumeReading(self) -> None:
         """Read from the client again, starting with what was read but not handled."""
+        self._stopProbing()
         if self.state is ConnectionState.CLOSED or self.transport is None:
             return
         self._last_received = self.clock.seconds()
@@ -530,6 +614,7 @@ class ServerConnection(AMQPConnection):
             channel.close(interrupted=True)
 
     def connectionLost(self, reason: Any = None) -> None:
+        self._stopProbing()
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
         self._negotiation_call = None
@@ -541,6 +626,10 @@ class ServerConnection(AMQPConnection):
         if self.login is not None:
             self.login.logout()
         super().connectionLost(reason)
+        oplog.connection_closed(
+            self.client.name, self.user.name if self.user is not None else None,
+            self.close_reason, self.clock.seconds() - self.connected_at,
+        )
         factory = getattr(self, "factory", None)
         if factory is not None:
             factory.connections.discard(self)
@@ -579,6 +668,15 @@ class ServerFactory(Factory):
         are blocked (see :class:`~txamqp09.broker.flow.PublisherThrottle`).
     :param alarms: the broker's resource alarms (a new set if omitted): while
         any is active, publishing connections are blocked.
+    :param memory_high_watermark: the memory alarm's watermark: a fraction
+        of the machine's memory (a float) or bytes (an int).
+    :param memory_probe: what the memory monitor measures (the process's
+        resident memory if omitted; see :class:`~txamqp09.broker.memory.MemoryMonitor`).
+    :param consumer_timeout: seconds a delivery may stay unacknowledged
+        before its channel is closed (RabbitMQ's ``consumer_timeout``; 0: never;
+        see :mod:`txamqp09.broker.timeouts`).
+    :param connection_max: connections open at once beyond which new ones
+        are refused (RabbitMQ's ``connection_max``; None: no limit).
     """
 
     def __init__(
@@ -589,6 +687,10 @@ class ServerFactory(Factory):
         security: Optional[Security] = None,
         high_watermark: int = DEFAULT_HIGH_WATERMARK,
         alarms: Optional[ResourceAlarms] = None,
+        memory_high_watermark: float | int = DEFAULT_MEMORY_HIGH_WATERMARK,
+        memory_probe: Optional[Callable[[], Optional[int]]] = None,
+        consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT,
+        connection_max: Optional[int] = None,
         **options: Any,
     ) -> None:
         self.clock = clock
@@ -609,6 +711,20 @@ class ServerFactory(Factory):
         #: Memory and disk alarms; publishers are blocked while any is active.
         self.alarms = alarms if alarms is not None else ResourceAlarms()
         block_publishers(self.alarms, lambda: [connection.gate for connection in self.connections])
+        self.memory = MemoryMonitor(
+            self.alarms,
+            clock,
+            watermark_bytes(memory_high_watermark),
+            memory_probe if memory_probe is not None else resident_memory,
+        )
+        self.ack_timeouts = AckTimeouts(clock, consumer_timeout, self._openChannels)
+        self.connection_max = connection_max
+
+    def _openChannels(self) -> Iterator[tuple[str, ServerChannel]]:
+        """(the client's address, channel) for every open channel."""
+        for connection in list(self.connections):
+            for channel in list(connection.channels.values()):
+                yield connection.client.name, channel
 
     def vhost_connections(self, vhost: str) -> int:
         """Open connections on *vhost* (for its ``max-connections`` limit)."""
@@ -622,17 +738,27 @@ class ServerFactory(Factory):
 
     def startFactory(self) -> None:
         self.throttle.start()
+        self.memory.start()
+        self.ack_timeouts.start()
 
     def stopFactory(self) -> None:
         self.throttle.stop()
+        self.memory.stop()
+        self.ack_timeouts.stop()
 
-    def buildProtocol(self, addr: Any) -> ServerConnection:
+    def buildProtocol(self, addr: Any) -> Optional[ServerConnection]:  # type: ignore[override]
+        """A connection for the client at *addr*, or None (the socket is
+        closed at once) when :attr:`connection_max` connections are open."""
+        if self.connection_max is not None and len(self.connections) >= self.connection_max:
+            oplog.connection_refused(_address(addr), self.connection_max)
+            return None
         connection = ServerConnection(
             self.clock,
             broker=self.broker,
             security=self.security,
             batch=self.batch,
             alarms=self.alarms,
+            memory=self.memory,
             **self.options,
         )
         connection.factory = self
