@@ -107,7 +107,7 @@ class NegotiationTests(SynchronousTestCase):
         self.assertNotIn("guest", close.reply_text)
 
     def test_unknown_vhost_closes_with_402(self) -> None:
-        """0-9's invalid-path; 0-9-1 answers 530 as RabbitMQ (tests.dialect)."""
+        """0-9's invalid-path; 0-9-1 answers 530 as RabbitMQ (tests.broker.dialects)."""
         close = Peer(AMQP0_9).open(vhost="/elsewhere")[-1]
         self.assertEqual((close.NAME, close.reply_code), ("connection.close", 402))
         self.assertIn("/elsewhere", close.reply_text)
@@ -182,7 +182,7 @@ class CloseTests(SynchronousTestCase):
         self.assertEqual(close.reply_code, 501)
 
     def test_channel_above_channel_max_is_504(self) -> None:
-        """0-9 limits channel numbers; 0-9-1 counts open channels (tests.dialect)."""
+        """0-9 limits channel numbers; 0-9-1 counts open channels (tests.broker.dialects)."""
         peer = Peer(AMQP0_9)
         peer.open()
         peer.send(peer.server.channel_max + 1, peer.spec.ChannelOpen())

@@ -28,6 +28,7 @@ from twisted.logger import FilteringLogObserver, LogLevel, LogLevelFilterPredica
 from twisted.python.failure import Failure
 
 from txamqp09.wire.errors import AMQPError
+from txamqp09.wire.fields import field_text
 
 __all__ = [
     "LEVELS",
@@ -160,9 +161,7 @@ def _product(client_properties: Mapping[str, Any]) -> str:
     """``"pika 1.3.2"`` from a client's properties (``"unnamed"`` without a product)."""
     words = []
     for key in ("product", "version"):
-        value = client_properties.get(key)
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
+        value = field_text(client_properties.get(key))
         if value:
             words.append(str(value))
     return " ".join(words) or "unnamed"

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from txamqp09.broker.model import Client, Consumer, Message, Queue, Session, VirtualHost
-from txamqp09.wire.fields import encode_shortstr
+from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 
 __all__ = ["DirectSession"]
@@ -87,8 +87,7 @@ class DirectSession:
             internal exchange, 406 bad expiration).
         """
         raw = _PROPERTIES(**dict(properties or {})).encode()
-        envelope = encode_shortstr(exchange) + encode_shortstr(routing_key)
-        message = Message(exchange, routing_key, envelope, raw, body, _PROPERTIES)
+        message = Message(exchange, routing_key, envelope(exchange, routing_key), raw, body, _PROPERTIES)
         before = len(self._sink.returned_messages)
         self.session.publish(exchange, message, True, False)
         return len(self._sink.returned_messages) == before

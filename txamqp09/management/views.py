@@ -112,8 +112,7 @@ def queue_view(node: Node, queue: Queue, unacked: tuple[int, int], *, details: b
     }
     view.update(with_details({"messages": ready + unacked_count, "messages_ready": ready,
                               "messages_unacknowledged": unacked_count}))
-    if not consumers:
-        view["idle_since"] = _iso(time.time())
+    view["idle_since"] = _iso(time.time())
     if details:
         view["consumer_details"] = [consumer_view(node, consumer) for consumer in consumers]
         view["deliveries"] = []
@@ -275,8 +274,7 @@ def channel_view(node: Node, channel: ServerChannel, *, details: bool = False) -
         "pending_raft_commands": 0,
         "message_stats": node.stats.channel_stats(session.stats),
     }
-    if not session.consumers:
-        view["idle_since"] = _iso(time.time())
+    view["idle_since"] = _iso(time.time())
     if details:
         view["consumer_details"] = [consumer_view(node, consumer) for consumer in session.consumers.values()]
         view["deliveries"] = []

@@ -92,6 +92,7 @@ __all__ = [
     "encode_content",
     "decode_content",
     "check_end",
+    "field_text",
 ]
 
 #: How deep tables and arrays may nest inside one another.
@@ -219,6 +220,16 @@ def check_end(buf: bytes, offset: int) -> None:
 
 
 # -- 0-9 message content ---------------------------------------------------
+
+
+def field_text(value: Any) -> Any:
+    """A field-table value with text read as :class:`str`; other values as they are.
+
+    Tables decode long strings (``S``) as :class:`bytes`, whatever they hold;
+    where a header or an argument is meant as text, this reads it as UTF-8,
+    undecodable bytes becoming U+FFFD, so that a reply text can show it.
+    """
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 class Content:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 from txamqp09.broker.model import Consumer, Message, Session, Sink
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import Properties
-from txamqp09.wire.fields import encode_shortstr
+from txamqp09.wire.fields import field_text
+from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ def from_basic(message: Message, target: type[Properties]) -> Properties:
     if "filename" in names and headers and FILENAME_HEADER in headers:
         headers = dict(headers)
         filename = headers.pop(FILENAME_HEADER)
-        values["filename"] = filename.decode("utf-8", "replace") if isinstance(filename, bytes) else str(filename)
+        values["filename"] = str(field_text(filename))
         values["headers"] = headers or None
     return target(**values)
 
@@ -249,7 +250,7 @@ def basic_message(
     return Message(
         exchange,
         routing_key,
-        encode_shortstr(exchange) + encode_shortstr(routing_key),
+        envelope(exchange, routing_key),
         raw_properties,
         body,
         channel.version.properties[60],

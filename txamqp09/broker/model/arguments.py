@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence
 
 from txamqp09.wire.errors import PreconditionFailed
+from txamqp09.wire.fields import field_text
 
 __all__ = [
     "choice_argument",
@@ -57,8 +58,7 @@ _REFUSED = {
 def _kind(value: Any) -> str:
     """*value* and its type as an error text shows them (``'10' (a string)``)."""
     if isinstance(value, (bytes, str)):
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        return f"{text!r} (a string)"
+        return f"{field_text(value)!r} (a string)"
     return f"{value!r} ({type(value).__name__})"
 
 
@@ -101,9 +101,7 @@ def choice_argument(
         (``queue 'q' in vhost '/'``).
     :raises PreconditionFailed: any other value (406).
     """
-    value = arguments.get(name, default)
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
+    value = field_text(arguments.get(name, default))
     if value not in choices:
         reason = _CHOICE_REASONS.get(name, "{value!r}").format(value=value)
         raise _invalid(name, subject, reason, f"expected one of {', '.join(choices)}")
@@ -143,11 +141,9 @@ def string_argument(arguments: Mapping[str, Any], name: str, subject: str = "") 
 
     :raises PreconditionFailed: any other type (406).
     """
-    value = arguments.get(name)
+    value = field_text(arguments.get(name))
     if value is None:
         return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
     if not isinstance(value, str):
         raise _invalid(name, subject, f"expected a string, got {_kind(value)}")
     return str(value)

@@ -100,6 +100,33 @@ class Prefetch:
         self.used_bytes -= size
 
 
+class Delivery:
+    """A message sent to a client and not yet acknowledged.
+
+    :ivar consumer: the consumer it went to, or None for basic.get.
+    :ivar deadline: when it expires if requeued (clock seconds), or None.
+    """
+
+    __slots__ = ("queue", "sequence", "message", "consumer", "deadline")
+
+    def __init__(
+        self, queue: Queue, sequence: int, message: Message, consumer: Optional[Consumer],
+        deadline: Optional[float] = None,
+    ) -> None:
+        self.queue = queue
+        self.sequence = sequence
+        self.message = message
+        self.consumer = consumer
+        self.deadline = deadline
+
+    def release(self) -> None:
+        """Give the consumer's prefetch room back."""
+        if self.consumer is not None:
+            size = self.message.size
+            for limit in self.consumer.limits:
+                limit.release(size)
+
+
 class Consumer:
     """A subscription of a session to a queue (basic.consume).
 
@@ -113,6 +140,9 @@ class Consumer:
         "tag", "queue", "session", "no_ack", "no_local", "exclusive", "limits", "priority", "arguments",
         "_simple",
     )
+
+    #: What a delivery to this consumer is kept as until it is settled.
+    delivery_type: type[Delivery] = Delivery
 
     def __init__(
         self,
@@ -157,22 +187,6 @@ class Consumer:
         """Deliver what waits in the queue (once the client knows the consumer)."""
         self.queue.drain()
 
-    def deliver(
-        self, queue: Queue, sequence: int, message: Message, redelivered: bool,
-        deadline: Optional[float] = None,
-    ) -> None:
-        """Send *message* to the client, remembering it until it is settled."""
-        session = self.session
-        tag = session.last_tag = session.last_tag + 1
-        if not self.no_ack:
-            session.unacked[tag] = Delivery(queue, sequence, message, self, deadline)
-            size = message.size
-            for limit in self.limits:
-                limit.take(size)
-        elif message.paging:
-            queue.discard((message,))
-        session.sink.deliver(self, tag, redelivered, message)
-
     def __repr__(self) -> str:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
 
@@ -185,33 +199,6 @@ def consumer_priority(arguments: Mapping[str, Any], queue: Queue) -> int:
     low, high = _CONSUMER_PRIORITY_RANGE
     subject = f"queue {queue.name!r} in vhost {queue.vhost.name!r}"
     return count_argument(arguments, "x-priority", subject, minimum=low, maximum=high) or 0
-
-
-class Delivery:
-    """A message sent to a client and not yet acknowledged.
-
-    :ivar consumer: the consumer it went to, or None for basic.get.
-    :ivar deadline: when it expires if requeued (clock seconds), or None.
-    """
-
-    __slots__ = ("queue", "sequence", "message", "consumer", "deadline")
-
-    def __init__(
-        self, queue: Queue, sequence: int, message: Message, consumer: Optional[Consumer],
-        deadline: Optional[float] = None,
-    ) -> None:
-        self.queue = queue
-        self.sequence = sequence
-        self.message = message
-        self.consumer = consumer
-        self.deadline = deadline
-
-    def release(self) -> None:
-        """Give the consumer's prefetch room back."""
-        if self.consumer is not None:
-            size = self.message.size
-            for limit in self.consumer.limits:
-                limit.release(size)
 
 
 class Queue:
@@ -401,7 +388,7 @@ class Queue:
         if self.consumers and not self.messages:
             consumer = self._pick(message)
             if consumer is not None:
-                consumer.deliver(self, sequence, message, False)
+                consumer.session.deliver(consumer, self, sequence, message, False, None)
                 return True
         self.messages.append((sequence, message, False, None))
         self.ready_bytes += message.size
@@ -419,7 +406,7 @@ class Queue:
         if self.consumers and not self.messages:
             consumer = self._pick(message)
             if consumer is not None:
-                consumer.deliver(self, sequence, message, False, deadline)
+                consumer.session.deliver(consumer, self, sequence, message, False, deadline)
                 return True
         if deadline is not None and deadline <= self.clock.seconds():
             self.drop((message,), EXPIRED)
@@ -443,7 +430,7 @@ class Queue:
             return False
         sequence = self._next_sequence
         self._next_sequence = sequence + 1
-        consumer.deliver(self, sequence, message, False, self._deadline(message))
+        consumer.session.deliver(consumer, self, sequence, message, False, self._deadline(message))
         return True
 
     def _deadline(self, message: Message, entered: Optional[float] = None) -> Optional[float]:
@@ -529,7 +516,7 @@ class Queue:
                 self._page_in()
             messages.popleft()
             self.ready_bytes -= message.size
-            consumer.deliver(self, sequence, message, redelivered, deadline)
+            consumer.session.deliver(consumer, self, sequence, message, redelivered, deadline)
         if self._expiring:
             self._schedule_expiry()
 
@@ -546,7 +533,7 @@ class Queue:
                     self.read_back([message])
                 del self.messages[index]
                 self.ready_bytes -= message.size
-                consumer.deliver(self, sequence, message, redelivered, deadline)
+                consumer.session.deliver(consumer, self, sequence, message, redelivered, deadline)
                 return True
         return False
 

@@ -336,12 +336,50 @@ class Session:
         if entry is None:
             return None
         sequence, message, redelivered, deadline = entry
+        if no_ack:
+            if message.paging:
+                queue.discard((message,))
+            return self.issue_tag(None), redelivered, message
+        return self.issue_tag(Delivery(queue, sequence, message, None, deadline)), redelivered, message
+
+    # -- delivery tags -------------------------------------------------------
+
+    def issue_tag(self, delivery: Optional[Delivery]) -> int:
+        """The channel's next delivery tag; *delivery* is kept under it until
+        the client settles it (None: a message sent without acknowledgement).
+
+        Every tag of the channel comes from here or from :meth:`deliver`,
+        which does the same in line because it runs for every message.
+        """
         tag = self.last_tag = self.last_tag + 1
-        if not no_ack:
-            self.unacked[tag] = Delivery(queue, sequence, message, None, deadline)
-        elif message.paging:
-            queue.discard((message,))
-        return tag, redelivered, message
+        if delivery is not None:
+            self.unacked[tag] = delivery
+        return tag
+
+    def deliver(
+        self, consumer: Consumer, queue: Queue, sequence: int, message: Message, redelivered: bool,
+        deadline: Optional[float] = None,
+    ) -> None:
+        """Send *message* from *queue* to *consumer* under the next delivery tag.
+
+        Unless the consumer takes messages without acknowledgement, the
+        delivery (of the consumer's :attr:`~Consumer.delivery_type`) is kept
+        until the client settles it, and its size counts against the
+        consumer's prefetch windows until then.
+
+        :param sequence: the message's place in *queue* (its offset in a stream).
+        :param deadline: when the message expires if it comes back to the queue.
+        """
+        tag = self.last_tag = self.last_tag + 1
+        if consumer.no_ack:
+            if message.paging:
+                queue.discard((message,))
+        else:
+            self.unacked[tag] = consumer.delivery_type(queue, sequence, message, consumer, deadline)
+            size = message.size
+            for limit in consumer.limits:
+                limit.take(size)
+        self.sink.deliver(consumer, tag, redelivered, message)
 
     # -- settling ------------------------------------------------------------
 
@@ -458,11 +496,9 @@ class Session:
                 delivery.release()
                 back.append(delivery)
             else:
-                tag = self.last_tag = self.last_tag + 1
-                self.unacked[tag] = delivery
                 if delivery.message.body is None:
                     delivery.queue.read_back([delivery.message])
-                self.sink.deliver(consumer, tag, True, delivery.message)
+                self.sink.deliver(consumer, self.issue_tag(delivery), True, delivery.message)
         self._requeue(back)
         self.refill_shared()
 

@@ -46,7 +46,8 @@ from txamqp09.store.interface import (
     Recovered,
     StoredMessage,
 )
-from txamqp09.wire.fields import encode_shortstr
+from txamqp09.wire.fields import field_text
+from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 from txamqp09.wire.errors import (
     AccessRefused,
@@ -105,9 +106,7 @@ def _text(value: Any) -> str:
     """A flag or argument value as RabbitMQ's texts print it."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+    return str(field_text(value))
 
 
 def _typed(value: Any) -> str:
@@ -441,9 +440,7 @@ class VirtualHost:
                     self._equivalent(what, "durable", durable, existing.durable)
                 self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
             given = dict(arguments or {})
-            queue_type = given.get("x-queue-type", CLASSIC)
-            if isinstance(queue_type, bytes):
-                queue_type = queue_type.decode("utf-8", "replace")
+            queue_type = field_text(given.get("x-queue-type", CLASSIC))
             if queue_type != existing.settings.queue_type:
                 self._equivalent_argument(
                     what, "x-queue-type", given.get("x-queue-type"), existing.arguments.get("x-queue-type")
@@ -618,7 +615,6 @@ class VirtualHost:
                     internal=exchange.internal, arguments=exchange.arguments,
                 )
         assert self.persistence is not None, "a virtual host without a store has nothing to restore"
-        envelopes: dict[tuple[str, str], bytes] = {}
         for record in queues:
             if is_stream(record.arguments):
                 stream = StreamQueue(self, record.name, arguments=record.arguments)
@@ -630,7 +626,7 @@ class VirtualHost:
                 arguments=record.arguments,
             )
             records = messages.get(record.name, [])
-            queue.restore(_restored(records, envelopes, self.persistence))
+            queue.restore(_restored(records, self.persistence))
             records.clear()
         for binding in bindings:
             source = self.exchanges.get(binding.source)
@@ -644,23 +640,15 @@ class VirtualHost:
 
 
 def _restored(
-    records: Iterable[StoredMessage],
-    envelopes: dict[tuple[str, str], bytes],
-    persistence: Persistence,
+    records: Iterable[StoredMessage], persistence: Persistence
 ) -> Iterator[tuple[Message, bool, float]]:
     """Model messages for recovered ones, as (message, redelivered, publish
-    time) triples, counted against *persistence*'s memory budget.
-
-    *envelopes* caches the wire form of each (exchange, routing key).
-    """
+    time) triples, counted against *persistence*'s memory budget."""
     properties_class = AMQP0_9_1.properties[60]
     for record in records:
-        key = (record.exchange, record.routing_key)
-        envelope = envelopes.get(key)
-        if envelope is None:
-            envelope = envelopes[key] = encode_shortstr(key[0]) + encode_shortstr(key[1])
         message = Message(
-            record.exchange, record.routing_key, envelope, record.raw_properties,
+            record.exchange, record.routing_key, envelope(record.exchange, record.routing_key),
+            record.raw_properties,
             record.body or b"", properties_class,
         )
         message.body, message.size = record.body, record.size

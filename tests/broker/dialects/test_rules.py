@@ -3,7 +3,7 @@
 0-8 and 0-9 connections (:class:`SpecifiedDialectTests`, run once per
 version) follow their specifications; 0-9-1 connections
 (:class:`RabbitMQDialectTests`) follow RabbitMQ 3.10, whose answers
-``tests/dialect/test_rabbitmq.py`` also compares with a real node. The
+``tests/broker/dialects/test_rabbitmq.py`` also compares with a real node. The
 client is made of bare frames (:class:`tests.broker.peer.Peer`), so that
 every code, scope and text is seen as sent.
 """

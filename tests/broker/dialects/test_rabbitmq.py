@@ -1,4 +1,4 @@
-"""The differential harness: every probe of :mod:`tests.dialect.probes`, run
+"""The differential harness: every probe of :mod:`tests.broker.dialects.probes`, run
 with pika against this broker and against a private RabbitMQ 3.10 node,
 must get the same outcome (code, scope and text, names normalised).
 
@@ -20,11 +20,11 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
-from tests.dialect.probes import PROBES, Outcome, run_probe
+from tests.broker.dialects.probes import PROBES, Outcome, run_probe
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
 
-_DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "broker.rst")
+_DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "broker.rst")
 
 #: Probes where this broker differs from RabbitMQ 3.10 on purpose, and why.
 EXPLAINED: dict[str, str] = {
