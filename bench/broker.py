@@ -156,15 +156,16 @@ class Txamqp09Broker:
     """``twistd -n amqp09`` in a subprocess on a free loopback port.
 
     :param data_dir: the message store's directory (the run's own).
+    :param options: more ``twistd amqp09`` options.
     """
 
     name = "txamqp09"
 
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, options: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self._process = subprocess.Popen(
             [sys.executable, "-m", "twisted", "amqp09", "--listen",
-             f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0", "--data-dir", data_dir],
+             f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0", "--data-dir", data_dir, *options],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -282,11 +282,7 @@ class AMQPConnection(Protocol):
             return
         method = decode_method(self.version.methods, payload)
         if method.NAME.startswith("connection."):
-            raise ChannelError(
-                f"{method.NAME} must be sent on channel 0, not {channel}",
-                method.CLASS_ID,
-                method.METHOD_ID,
-            )
+            raise self.misplacedMethod(channel, method)
         self._deliver(channel, self._assembler(channel).method(method))
 
     def _channelLimit(self) -> int:
@@ -316,12 +312,29 @@ class AMQPConnection(Protocol):
         """Dispatch a channel-0 method to its ``connection_<name>`` handler."""
         handler = self._handlers.get(type(method))
         if handler is None:
+            if not method.NAME.startswith("connection."):
+                raise self.misplacedMethod(0, method)
             raise CommandInvalid(
                 f"{method.NAME} is not valid from this peer on channel 0",
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
         handler(method)
+
+    def misplacedMethod(self, channel: int, method: Method) -> AMQPError:
+        """The error for a connection method on *channel* (not 0), or for a
+        method of another class on channel 0 (*channel* is 0)."""
+        if channel:
+            return ChannelError(
+                f"{method.NAME} must be sent on channel 0, not {channel}",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        return CommandInvalid(
+            f"{method.NAME} is not valid from this peer on channel 0",
+            method.CLASS_ID,
+            method.METHOD_ID,
+        )
 
     def commandReceived(self, channel: int, command: Command) -> None:
         """A complete command arrived on a channel other than 0."""

@@ -228,3 +228,27 @@ class ObjectTests(TestCase):
         self.assertEqual(len(answer.body), 1)
         answer = yield self.request("DELETE", f"/api/connections/{q(answer.body[0]['name'])}", user="mon", password="p")
         self.assertEqual((answer.status, answer.body["reason"]), (401, "Not administrator user"))
+
+    @inlineCallbacks
+    def test_churn_and_connection_bytes_are_counted(self) -> Any:
+        connection = yield self.client()
+        channel = yield connection.channel()
+        yield channel.queue_declare("counted")
+        yield channel.close()
+        churn = self.broker.factory.broker.churn
+        self.assertEqual(
+            (churn.connection_created, churn.channel_created, churn.channel_closed, churn.queue_created),
+            (1, 1, 1, 1),
+        )
+        (server,) = self.broker.node.connections
+        self.assertGreater(server.stats.recv_oct, 8)
+        self.assertGreater(server.stats.send_oct, 0)
+        answer = yield self.request("GET", "/api/connections")
+        self.assertEqual(answer.body[0]["recv_oct"], server.stats.recv_oct)
+        answer = yield self.request("GET", "/api/overview")
+        self.assertEqual(answer.body["churn_rates"]["queue_created"], 1)
+        closed = connection.whenClosed()
+        yield connection.disconnect()
+        yield closed
+        yield server.whenLost()
+        self.assertEqual(churn.connection_closed, 1)

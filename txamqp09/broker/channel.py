@@ -416,7 +416,8 @@ def _refusal(method: Method) -> Exception:
     """The error for a method no handler serves."""
     if "server" not in method.CHASSIS:
         return CommandInvalid(
-            f"{method.NAME} is sent by servers, not clients", method.CLASS_ID, method.METHOD_ID
+            "unimplemented method", method.CLASS_ID, method.METHOD_ID,
+            hint=f"{method.NAME} is sent by servers, not clients",
         )
     return AMQPNotImplemented(
         f"{method.NAME} is not implemented by this broker", method.CLASS_ID, method.METHOD_ID

@@ -70,6 +70,9 @@ class Dialect:
     #: tx.rollback leaves deliveries acknowledged inside the transaction
     #: unacknowledged; otherwise they are delivered again.
     rollback_keeps_acked: bool
+    #: A method of another class on channel 0 is 504 and a connection
+    #: method on another channel 503; otherwise 503 and 504.
+    misplaced_methods_as_rabbitmq: bool
 
     def reply_text(self, error: AMQPError) -> str:
         """The reply text *error* is sent with (at most 255 characters)."""
@@ -98,6 +101,7 @@ RABBITMQ = Dialect(
     passive_default_exchange_refused=True,
     default_exchange_binding_refused=True,
     rollback_keeps_acked=True,
+    misplaced_methods_as_rabbitmq=True,
 )
 
 #: The 0-8 and 0-9 specifications' rules.
@@ -115,6 +119,7 @@ SPECIFIED = Dialect(
     passive_default_exchange_refused=False,
     default_exchange_binding_refused=False,
     rollback_keeps_acked=False,
+    misplaced_methods_as_rabbitmq=False,
 )
 
 

@@ -194,7 +194,10 @@ class Publisher:
             return False
         if frame_type == FRAME_BODY:
             if self._raw_properties is None:
-                raise UnexpectedFrame("body frame before the content header of basic.publish")
+                raise UnexpectedFrame(
+                    "expected content header for class 60, got non content header frame instead",
+                    hint="a body frame came before the content header of basic.publish",
+                )
             remaining = self._remaining - (end - start)
             if remaining == 0 and self._body is None:
                 self._published(bytes(buf[start:end]))
@@ -205,7 +208,10 @@ class Publisher:
             return True
         if frame_type == FRAME_HEADER:
             if self._raw_properties is not None:
-                raise UnexpectedFrame("a second content header arrived for one basic.publish")
+                raise UnexpectedFrame(
+                    "expected content body, got non content body frame instead",
+                    hint="a second content header arrived for one basic.publish",
+                )
             if end - start < _CONTENT_HEADER_SIZE + 2:
                 raise FrameError(f"content header of {end - start} bytes is too short")
             class_id, _weight, size = CONTENT_HEADER.unpack_from(buf, start)
@@ -220,7 +226,10 @@ class Publisher:
             return True
         if frame_type == FRAME_METHOD:
             raise UnexpectedFrame(
-                "a method frame arrived while basic.publish still waited for its content"
+                "expected content header for class 60, got non content header frame instead"
+                if self._raw_properties is None
+                else "expected content body, got non content body frame instead",
+                hint="a method frame arrived while basic.publish still waited for its content",
             )
         return False
 

@@ -53,6 +53,7 @@ from txamqp09.wire.errors import (
     ChannelError,
     ChannelLevelError,
     CommandInvalid,
+    ConnectionForced,
     ConnectionLevelError,
     InternalError,
     InvalidPath,
@@ -201,6 +202,9 @@ class ServerConnection(AMQPConnection):
         """Handle the client's *data*. A fault of the broker's own (an
         exception that is not an AMQP error, such as a failed message store)
         is logged and closes the connection with 541 internal-error."""
+        stats = self.stats
+        stats.recv_oct += len(data)
+        stats.recv_cnt += 1
         try:
             super().dataReceived(data)
         except Exception as error:
@@ -212,6 +216,7 @@ class ServerConnection(AMQPConnection):
         peer = self.transport.getPeer()
         self.client.name = _address(peer)
         self.connected_at = self.clock.seconds()
+        self.broker.churn.connection_created += 1
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         if hasattr(self.transport, "setTcpNoDelay"):
             # Output is already gathered per read: Nagle would only add delay.
@@ -347,6 +352,27 @@ class ServerConnection(AMQPConnection):
             self.client.name, self.user.name, self.vhost, self.version.name, self.client_properties
         )
 
+    def connection_update_secret(self, method: Any) -> None:
+        """0-9-1: check the client's new secret (a refreshed token, say) through
+        the same cred checkers as its login; update-secret-ok, or 530."""
+        if self.state is not ConnectionState.OPEN:
+            raise CommandInvalid(
+                "connection.update-secret before the connection was opened",
+                method.CLASS_ID, method.METHOD_ID,
+            )
+        assert self.user is not None
+        checked = self.security.check_secret(self.user, method.new_secret, self.peer)
+        checked.addCallbacks(self._secretAccepted, self._secretRefused)
+
+    def _secretAccepted(self, _: None) -> None:
+        assert self.version is not None
+        if self.state is ConnectionState.OPEN:
+            self.sendMethod(0, self.version.spec.ConnectionUpdateSecretOk())
+
+    def _secretRefused(self, failure: Failure) -> None:
+        failure.trap(NotAllowed)
+        self.close(failure.value)  # type: ignore[arg-type]
+
     # -- channels ------------------------------------------------------------
 
     def commandReceived(self, channel: int, command: Command) -> None:
@@ -364,15 +390,31 @@ class ServerConnection(AMQPConnection):
         server_channel = self.channels.get(channel)
         if server_channel is None:
             raise ChannelError(
-                f"{method.NAME} on channel {channel}, which is not open; send channel.open first",
+                "expected 'channel.open'",
                 method.CLASS_ID,
                 method.METHOD_ID,
+                hint=f"{method.NAME} came on channel {channel}, which is not open",
             )
         server_channel.methodReceived(method, command if method.CONTENT else None)
 
     def _channelLimit(self) -> int:
         """The highest channel number (RabbitMQ's dialect counts open channels instead)."""
         return 65535 if self.dialect.channel_max_counts_open else super()._channelLimit()
+
+    def misplacedMethod(self, channel: int, method: Any) -> AMQPError:
+        """RabbitMQ's dialect: 504 for another class on channel 0, 503 for a
+        connection method elsewhere (the other way round otherwise)."""
+        if not self.dialect.misplaced_methods_as_rabbitmq:
+            return super().misplacedMethod(channel, method)
+        if channel:
+            return CommandInvalid(
+                "unimplemented method", method.CLASS_ID, method.METHOD_ID,
+                hint=f"{method.NAME} must be sent on channel 0, not {channel}",
+            )
+        return ChannelError(
+            "unexpected method in connection state running", method.CLASS_ID, method.METHOD_ID,
+            hint=f"{method.NAME} must be sent on a channel other than 0",
+        )
 
     def replyText(self, error: AMQPError) -> str:
         """The reply text as the connection's dialect words it."""
@@ -381,7 +423,7 @@ class ServerConnection(AMQPConnection):
     def _channelOpen(self, number: int, method: Any) -> None:
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
-            raise ChannelError(f"channel {number} is already open", 20, 10)
+            raise ChannelError("second 'channel.open' seen", 20, 10, hint=f"channel {number} is already open")
         if self.dialect.channel_max_counts_open and 0 < self.channel_max <= len(self.channels):
             raise NotAllowed(
                 f"number of channels opened ({len(self.channels)}) has reached the "
@@ -415,6 +457,13 @@ class ServerConnection(AMQPConnection):
         self.sendMethod(number, self.version.spec.ChannelCloseOk())
 
     def _channelCloseOk(self, number: int, method: Any) -> None:
+        """The client confirms the channel.close the broker sent (503 for a
+        channel the broker did not close)."""
+        if number not in self.closing_channels:
+            raise CommandInvalid(
+                "unimplemented method", 20, 41,
+                hint=f"channel.close-ok came on channel {number}, which the server did not close",
+            )
         self._forgetChannel(number)
         self.channelClosed(number)
 
@@ -422,11 +471,13 @@ class ServerConnection(AMQPConnection):
         """*channel* is open: its frames go to its publisher first."""
         self.channels[channel.number] = channel
         self.scanner.takers[channel.number] = channel.publisher.take
+        self.broker.churn.channel_created += 1
 
     def _forgetChannel(self, number: int) -> None:
         self.scanner.takers.pop(number, None)
         channel = self.channels.pop(number, None)
         if channel is not None:
+            self.broker.churn.channel_closed += 1
             channel.close()
 
     def channelError(self, channel: int, error: ChannelLevelError) -> None:
@@ -450,6 +501,11 @@ class ServerConnection(AMQPConnection):
             publishers, self._confirming = self._confirming, []
             for publisher in publishers:
                 publisher.flushConfirms()
+        output = self._output
+        if output and self.transport is not None:
+            stats = self.stats
+            stats.send_oct += sum(map(len, output))
+            stats.send_cnt += 1
         super().flush()
 
     def pauseProducing(self) -> None:
@@ -610,6 +666,7 @@ class ServerConnection(AMQPConnection):
         channels = list(self.channels.values())
         self.channels.clear()
         self.scanner.takers.clear()  # in place: a running scan holds this dict
+        self.broker.churn.channel_closed += len(channels)
         for channel in channels:
             channel.close(interrupted=True)
 
@@ -623,6 +680,7 @@ class ServerConnection(AMQPConnection):
         self._keepCutOffContent()
         self._closeChannels()
         self.client.close()
+        self.broker.churn.connection_closed += 1
         if self.login is not None:
             self.login.logout()
         super().connectionLost(reason)
@@ -703,6 +761,8 @@ class ServerFactory(Factory):
         #: The runtime configuration (users, vhosts, policies, limits ...);
         #: the broker service gives it the store and starts it.
         self.config = RuntimeConfig(self.security.database, self.broker)
+        self.config.vhost_deleted.append(self._vhost_deleted)
+        self.config.user_deleted.append(self._user_deleted)
         self.options = options
         self.batch = OutputBatch()
         #: The connections that are currently up.
@@ -725,6 +785,18 @@ class ServerFactory(Factory):
         for connection in list(self.connections):
             for channel in list(connection.channels.values()):
                 yield connection.client.name, channel
+
+    def _vhost_deleted(self, name: str) -> None:
+        """Close the connections to a deleted vhost (320, as RabbitMQ)."""
+        for connection in list(self.connections):
+            if connection.vhost == name:
+                connection.close(ConnectionForced(f"vhost '{name}' is deleted"))
+
+    def _user_deleted(self, name: str) -> None:
+        """Close the connections of a deleted user (320, as RabbitMQ)."""
+        for connection in list(self.connections):
+            if connection.user is not None and connection.user.name == name:
+                connection.close(ConnectionForced(f"user '{name}' is deleted"))
 
     def vhost_connections(self, vhost: str) -> int:
         """Open connections on *vhost* (for its ``max-connections`` limit)."""

@@ -5,8 +5,7 @@ listening services. Starting, it opens the message store and rebuilds the
 broker from what the store recovered before any listener starts, so no
 client sees a half-restored broker; then it starts the runtime
 configuration (:mod:`txamqp09.broker.runtime`) from the store's settings
-and the ``--definitions`` file. It closes the connections of a vhost or a
-user deleted at run time. Stopping, it stops the listeners, closes
+and the ``--definitions`` file. Stopping, it stops the listeners, closes
 every client connection (320 CONNECTION_FORCED, as RabbitMQ does on
 shutdown) so that nothing more reaches the store, and then closes the store,
 whose Deferred fires once everything written so far is on disk.
@@ -128,8 +127,6 @@ class BrokerService(MultiService):
         self.data_dir = data_dir
         self.definitions_file = definitions_file
         factory.config.store = store
-        factory.config.vhost_deleted.append(self._vhost_deleted)
-        factory.config.user_deleted.append(self._user_deleted)
         self.collector = CollectorPolicy(factory.broker, factory.clock, freeze_threshold)
 
     def add_listener(self, endpoint: IStreamServerEndpoint, factory: IProtocolFactory, protocol: str) -> None:
@@ -196,18 +193,6 @@ class BrokerService(MultiService):
             persistence.paged_bytes,
         )
         return recovered.settings
-
-    def _vhost_deleted(self, name: str) -> None:
-        """Close the connections to a deleted vhost (320, as RabbitMQ)."""
-        for connection in list(self.factory.connections):
-            if connection.vhost == name:
-                connection.close(ConnectionForced(f"vhost '{name}' is deleted"))
-
-    def _user_deleted(self, name: str) -> None:
-        """Close the connections of a deleted user (320, as RabbitMQ)."""
-        for connection in list(self.factory.connections):
-            if connection.user is not None and connection.user.name == name:
-                connection.close(ConnectionForced(f"user '{name}' is deleted"))
 
     def stopService(self) -> Deferred[Any]:
         """Stop listening, close every connection, then close the store."""

@@ -112,8 +112,12 @@ class Node:
         return held
 
     def alarms(self) -> list[str]:
-        """The resources in alarm (``memory`` while publishers are held back)."""
-        return ["memory"] if self.factory.throttle.blocked else []
+        """The resources in alarm: the broker's memory and disk alarms, and
+        ``memory`` while the ready-bytes throttle holds publishers back."""
+        active = set(self.factory.alarms.active())
+        if self.factory.throttle.blocked:
+            active.add("memory")
+        return sorted(active)
 
     def listening(self, protocol: str, port: IListeningPort) -> None:
         """Note that *port* listens for *protocol*."""

@@ -18,6 +18,7 @@ from urllib.parse import quote_plus
 
 from txamqp09.broker.model import Binding, Consumer, Exchange, Queue
 from txamqp09.broker.model.arguments import STREAM
+from txamqp09.broker.runtime import jsonable, queue_policy_fields
 from txamqp09.management.stats import channel_message_stats, with_details
 
 if TYPE_CHECKING:
@@ -37,23 +38,6 @@ __all__ = [
     "properties_key",
     "queue_view",
 ]
-
-
-def jsonable(value: Any) -> Any:
-    """*value* with bytes as text (UTF-8, else base64) and tuples as lists,
-    so that AMQP field tables can be shown."""
-    if isinstance(value, dict):
-        return {str(key): jsonable(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(item) for item in value]
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return base64.b64encode(value).decode("ascii")
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
 
 
 def _iso(seconds: float) -> str:
@@ -86,9 +70,7 @@ def queue_view(node: Node, queue: Queue, unacked: tuple[int, int], *, details: b
         "type": queue.settings.queue_type,
         "node": node.name,
         "state": "running",
-        "policy": None,
-        "operator_policy": None,
-        "effective_policy_definition": {},
+        **queue_policy_fields(queue),
         "consumers": len(consumers),
         "consumer_utilisation": _utilisation(queue, consumers),
         "consumer_capacity": _utilisation(queue, consumers),
@@ -149,7 +131,7 @@ def exchange_view(node: Node, exchange: Exchange, vhost: str) -> dict[str, Any]:
         "auto_delete": exchange.auto_delete,
         "internal": exchange.internal,
         "arguments": jsonable(exchange.arguments),
-        "policy": None,
+        "policy": exchange.policy,
         "user_who_performed_action": "",
         "message_stats": node.stats.details(exchange.stats),
     }

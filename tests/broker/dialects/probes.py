@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 import re
+import socket
+import struct
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -26,6 +28,11 @@ from pika.exceptions import (
     ChannelClosedByBroker,
     ConnectionClosedByBroker,
 )
+
+from txamqp09.wire import _amqp0_9_1 as spec
+from txamqp09.wire.base import decode_method
+from txamqp09.wire.frames import FRAME_METHOD, FrameReader, content_frames, method_frame
+from txamqp09.wire.versions import AMQP0_9_1
 
 __all__ = ["Outcome", "Probe", "PROBES", "run_probe"]
 
@@ -73,6 +80,7 @@ class Session:
         self.port = port
         self.token = uuid.uuid4().hex[:12]
         self.connections: list[BlockingConnection] = []
+        self.raw_connections: list[RawConnection] = []
 
     def name(self, prefix: str) -> str:
         """A name only this run uses (normalised to ``<prefix>`` in texts)."""
@@ -90,6 +98,13 @@ class Session:
         """A channel on a new connection."""
         return self.connect().channel()
 
+    def raw(self, **tune: int) -> RawConnection:
+        """A connection of bare frames, opened on vhost ``/`` with channel 1 open
+        (*tune*: the channel_max and frame_max of its tune-ok)."""
+        connection = RawConnection(self.port, **tune)
+        self.raw_connections.append(connection)
+        return connection
+
     def close(self) -> None:
         """Close every connection still open."""
         for connection in self.connections:
@@ -98,6 +113,68 @@ class Session:
                     connection.close()
                 except AMQPConnectionError:
                     pass
+        for raw in self.raw_connections:
+            raw.socket.close()
+
+
+class RawConnection:
+    """A 0-9-1 connection that sends any frame, for what pika cannot send.
+
+    A close the broker sends is raised as pika's ChannelClosedByBroker or
+    ConnectionClosedByBroker, as in the pika probes.
+    """
+
+    def __init__(self, port: int, channel_max: int = 2047, frame_max: int = 131072) -> None:
+        self.socket = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self._reader = FrameReader(1 << 20)
+        self._methods: list[tuple[int, Any]] = []
+        self.socket.sendall(AMQP0_9_1.header)
+        self.expect("connection.start")
+        self.send(0, spec.ConnectionStartOk(
+            client_properties={}, mechanism="PLAIN", response=b"\x00guest\x00guest", locale="en_US"))
+        self.expect("connection.tune")
+        self.send(0, spec.ConnectionTuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=0))
+        self.send(0, spec.ConnectionOpen(virtual_host="/"))
+        self.expect("connection.open-ok")
+        self.send(1, spec.ChannelOpen())
+        self.expect("channel.open-ok")
+
+    def send(self, channel: int, method: Any) -> None:
+        """Send one method frame."""
+        self.send_bytes(method_frame(channel, method))
+
+    def send_bytes(self, data: bytes) -> None:
+        """Send *data* as it is."""
+        try:
+            self.socket.sendall(data)
+        except OSError:
+            self.expect("connection.close-ok")
+
+    def expect(self, name: str) -> Any:
+        """The next method; a close is raised as pika's exception for it."""
+        while not self._methods:
+            try:
+                data = self.socket.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                raise ConnectionClosedByBroker(0, "the connection was dropped without connection.close")
+            for frame_type, channel, payload in self._reader.feed(data):
+                if frame_type == FRAME_METHOD:
+                    self._methods.append((channel, decode_method(AMQP0_9_1.methods, payload)))
+        channel, method = self._methods.pop(0)
+        if method.NAME == "connection.close" and name != method.NAME:
+            raise ConnectionClosedByBroker(method.reply_code, method.reply_text)
+        if method.NAME == "channel.close" and name != method.NAME:
+            raise ChannelClosedByBroker(method.reply_code, method.reply_text)
+        if method.NAME != name:
+            raise AssertionError(f"expected {name}, got {method.NAME} on channel {channel}")
+        return method
+
+    def sync(self) -> None:
+        """One round trip on channel 1."""
+        self.send(1, spec.BasicQos(prefetch_size=0, prefetch_count=0, global_=False))
+        self.expect("basic.qos-ok")
 
 
 #: A probe: drives the broker; may return a detail worth comparing.
@@ -847,3 +924,122 @@ def queue_redeclare_exclusive_durable_first(s: Session) -> None:
     channel = s.channel()
     channel.queue_declare(s.name("q"), exclusive=True, durable=True)
     channel.queue_declare(s.name("q"), exclusive=True)
+
+
+# -- frames pika does not send -------------------------------------------------
+
+
+@probe
+def frame_method_on_unopened_channel(s: Session) -> None:
+    raw = s.raw()
+    raw.send(2, spec.QueueDeclare(queue=s.name("q"), exclusive=True))
+    raw.sync()
+
+
+@probe
+def frame_channel_opened_twice(s: Session) -> None:
+    raw = s.raw()
+    raw.send(1, spec.ChannelOpen())
+    raw.sync()
+
+
+@probe
+def frame_channel_method_on_channel_zero(s: Session) -> None:
+    raw = s.raw()
+    raw.send(0, spec.QueueDeclare(queue=s.name("q"), exclusive=True))
+    raw.sync()
+
+
+@probe
+def frame_connection_method_on_channel_one(s: Session) -> None:
+    raw = s.raw()
+    raw.send(1, spec.ConnectionTuneOk(channel_max=0, frame_max=131072, heartbeat=0))
+    raw.sync()
+
+
+@probe
+def frame_bad_frame_end(s: Session) -> None:
+    raw = s.raw()
+    frame = bytearray(method_frame(1, spec.BasicQos(prefetch_size=0, prefetch_count=0, global_=False)))
+    frame[-1] = 0
+    raw.send_bytes(bytes(frame))
+    raw.sync()
+
+
+@probe
+def frame_unknown_type(s: Session) -> None:
+    raw = s.raw()
+    raw.send_bytes(struct.pack(">BHI", 9, 1, 1) + b"x\xce")
+    raw.sync()
+
+
+@probe
+def frame_above_frame_max(s: Session) -> None:
+    raw = s.raw()
+    raw.send_bytes(struct.pack(">BHI", 3, 1, 200000) + b"x" * 200000 + b"\xce")
+    raw.sync()
+
+
+@probe
+def frame_header_without_method(s: Session) -> None:
+    raw = s.raw()
+    frames = content_frames(1, spec.BasicPublish(exchange="", routing_key="k"), spec.BasicProperties(), b"x", 131072)
+    (size,) = struct.unpack_from(">I", frames, 3)
+    raw.send_bytes(frames[size + 8 :])
+    raw.sync()
+
+
+@probe
+def frame_method_before_content(s: Session) -> None:
+    raw = s.raw()
+    raw.send(1, spec.BasicPublish(exchange="", routing_key="k"))
+    raw.sync()
+
+
+@probe
+def frame_body_longer_than_announced(s: Session) -> None:
+    raw = s.raw()
+    frames = content_frames(1, spec.BasicPublish(exchange="", routing_key="k"), spec.BasicProperties(), b"abc", 131072)
+    raw.send_bytes(frames[:-5] + struct.pack(">BHI", 3, 1, 2) + b"zz\xce")
+    raw.sync()
+
+
+@probe
+def frame_unknown_method(s: Session) -> None:
+    raw = s.raw()
+    raw.send_bytes(struct.pack(">BHIHH", 1, 1, 4, 60, 999) + b"\xce")
+    raw.sync()
+
+
+@probe
+def frame_server_method_from_client(s: Session) -> None:
+    raw = s.raw()
+    raw.send(1, spec.BasicGetEmpty())
+    raw.sync()
+
+
+@probe
+def frame_close_ok_without_close(s: Session) -> None:
+    raw = s.raw()
+    raw.send(1, spec.ChannelCloseOk())
+    raw.sync()
+
+
+@probe
+def frame_tune_ok_channel_max_zero(s: Session) -> None:
+    s.raw(channel_max=0).sync()
+
+
+@probe
+def frame_tune_ok_channel_max_above_servers(s: Session) -> None:
+    s.raw(channel_max=4000).sync()
+
+
+@probe
+def frame_tune_ok_frame_max_zero(s: Session) -> None:
+    s.raw(frame_max=0).sync()
+
+
+@probe
+def frame_tune_ok_frame_max_too_small(s: Session) -> None:
+    s.raw(frame_max=1024).sync()

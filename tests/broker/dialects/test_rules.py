@@ -16,6 +16,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SkipTest, TestCase
 
 from tests.broker.peer import Peer, factory
+from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused, MalformedResponse
 from txamqp09.broker.dialects import RABBITMQ, SPECIFIED, dialect_for
 from txamqp09.broker.server import ServerFactory
 from txamqp09.wire import errors
@@ -254,12 +255,28 @@ class RabbitMQDialectTests(_Cases):
         self.assertEqual(answer.reply_text, "NOT_ALLOWED - vhost nowhere not found")
 
 
-#: Every error the broker raises: the classes of txamqp09.wire.errors with a code.
-_ERRORS = [
-    cls for cls in vars(errors).values()
-    if isinstance(cls, type) and issubclass(cls, errors.AMQPError)
-    and cls not in (errors.AMQPError, errors.ChannelLevelError, errors.ConnectionLevelError)
+def _subclasses(root: type[errors.AMQPError]) -> list[type[errors.AMQPError]]:
+    """*root*'s subclasses, recursively."""
+    found: list[type[errors.AMQPError]] = []
+    for cls in root.__subclasses__():
+        found += [cls, *_subclasses(cls)]
+    return found
+
+
+#: 403s that close the connection: they answer connection.start-ok,
+#: connection.open or access.request, where the XML asks for a connection
+#: exception (there is no channel to close, or the rule says so).
+_CONNECTION_403 = {HardAccessRefused, LoginRefused, MalformedResponse}
+
+#: Every error the broker raises (the broker's modules are imported, so
+#: every class is defined): each subclass of AMQPError with a code.
+_ALL_ERRORS = [
+    cls for cls in dict.fromkeys(_subclasses(errors.AMQPError))
+    if cls not in (errors.ChannelLevelError, errors.ConnectionLevelError)
+    and cls.__module__.startswith("txamqp09.")
+    and not cls.__module__.startswith("txamqp09.client")
 ]
+_ERRORS = [cls for cls in _ALL_ERRORS if cls not in _CONNECTION_403]
 
 
 class ScopeTests(TestCase):
@@ -269,6 +286,11 @@ class ScopeTests(TestCase):
     def test_every_error_class_is_covered(self) -> None:
         self.assertEqual(len({cls.reply_code for cls in _ERRORS}), len(_ERRORS))
         self.assertGreaterEqual(len(_ERRORS), 18)
+        self.assertEqual(set(_ALL_ERRORS) - set(_ERRORS), _CONNECTION_403)
+
+    def test_connection_403s_close_the_connection(self) -> None:
+        for cls in _CONNECTION_403:
+            self.assertEqual((cls.reply_code, cls.hard), (403, True), cls)
 
     def test_every_error_closes_the_scope_of_the_xml(self) -> None:
         checked = 0

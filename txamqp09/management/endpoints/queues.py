@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from txamqp09.broker.auth.permissions import Permission
 from txamqp09.broker.model import Client, Queue, VirtualHost
-from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
+from txamqp09.management.api import ApiRequest, Basic, Reply, Router, bad_request, listing, not_found
 from txamqp09.management.direct import DirectSession
 from txamqp09.management.endpoints.common import (
     body_flag,
@@ -47,15 +47,16 @@ def register(router: Router) -> None:
 
 
 def list_queues(request: ApiRequest) -> Any:
-    """Every queue the user may see (of one vhost when it is given)."""
+    """Every queue the user may see (of one vhost when it is given); a page
+    sorted by name builds only that page's rows."""
     node = request.node
     unacked = node.unacked()
     rows = [
-        queue_view(node, queue, unacked.get(queue, (0, 0)))
+        Basic(queue, name=queue.name, vhost=vhost.name)
         for vhost in visible_vhosts(request)
         for queue in vhost.queues.values()
     ]
-    return listing(request, rows)
+    return listing(request, rows, expand=lambda queue: queue_view(node, queue, unacked.get(queue, (0, 0))))
 
 
 def _queue(request: ApiRequest, vhost: VirtualHost) -> Queue:
