@@ -48,7 +48,7 @@ from txamqp09.wire.errors import (
 )
 from txamqp09.store.interface import WriteFailed
 from txamqp09.wire.frames import Command, method_frame
-from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
+from txamqp09.wire.versions import ProtocolVersion
 
 if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
@@ -95,7 +95,7 @@ class ServerChannel:
         )
         self.publisher = Publisher(
             self, self._output, self._consumerCancelled,
-            per_consumer_qos=self.version is AMQP0_9_1,
+            per_consumer_qos=connection.dialect.per_consumer_qos,
             rollback_redelivers=not connection.dialect.rollback_keeps_acked,
         )
         self.session = self.publisher.session
@@ -257,7 +257,7 @@ class ServerChannel:
             self.reply(self.spec.ExchangeDeclareOk())
 
     def exchange_delete(self, method: Any) -> None:
-        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
+        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused, dialect=self.dialect)
         if not method.nowait:
             self.reply(self.spec.ExchangeDeleteOk())
 
@@ -377,13 +377,19 @@ class ServerChannel:
 
     def basic_recover(self, method: Any) -> None:
         """basic.recover; 0-9-1 answers recover-ok, 0-8 and 0-9 have no answer."""
-        self.session.recover(method.requeue)
+        self._recover(method.requeue)
         recover_ok = getattr(self.spec, "BasicRecoverOk", None)
         if recover_ok is not None:
             self.reply(recover_ok())
 
     def basic_recover_async(self, method: Any) -> None:
-        self.session.recover(method.requeue)
+        self._recover(method.requeue)
+
+    def _recover(self, requeue: bool) -> None:
+        """basic.recover, refused on a transactional channel where the dialect says so."""
+        if self.session.tx is not None and not self.dialect.recover_in_tx:
+            raise PreconditionFailed("basic.recover is not allowed on a transactional channel")
+        self.session.recover(requeue)
 
     # -- tx and confirm ------------------------------------------------------
 

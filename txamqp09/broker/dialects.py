@@ -46,8 +46,9 @@ class Dialect:
     channel_max_counts_open: bool
     #: An unknown virtual host is 530 "vhost ... not found"; otherwise 402.
     unknown_vhost_not_allowed: bool
-    #: queue.delete and queue.unbind of a missing queue succeed; otherwise 404.
-    missing_queue_delete_ok: bool
+    #: queue.delete and queue.unbind of a missing queue, and exchange.delete
+    #: of a missing exchange, succeed; otherwise 404.
+    missing_delete_ok: bool
     #: An empty queue name with no queue declared on the channel is 404;
     #: otherwise 530 (a connection exception).
     empty_queue_name_not_found: bool
@@ -73,6 +74,20 @@ class Dialect:
     #: A method of another class on channel 0 is 504 and a connection
     #: method on another channel 503; otherwise 503 and 504.
     misplaced_methods_as_rabbitmq: bool
+    #: queue.declare of another connection's exclusive queue is 405;
+    #: otherwise 504 (0-9's rule names channel-error).
+    exclusive_elsewhere_locked: bool
+    #: queue.bind takes any exchange; otherwise binding a durable queue to a
+    #: transient exchange, or a queue to an internal exchange, is 530.
+    bind_any_exchange: bool
+    #: basic.recover is allowed on a transactional channel; otherwise 406.
+    recover_in_tx: bool
+    #: basic.qos ``global=false`` limits each new consumer and ``global=true``
+    #: the channel; otherwise they limit the channel and the connection.
+    per_consumer_qos: bool
+    #: connection.start's server-properties carry RabbitMQ's
+    #: ``capabilities`` table (publisher confirms, consumer cancel notify ...).
+    announces_capabilities: bool
 
     def reply_text(self, error: AMQPError) -> str:
         """The reply text *error* is sent with (at most 255 characters)."""
@@ -92,7 +107,7 @@ RABBITMQ = Dialect(
     code_name_prefix=True,
     channel_max_counts_open=True,
     unknown_vhost_not_allowed=True,
-    missing_queue_delete_ok=True,
+    missing_delete_ok=True,
     empty_queue_name_not_found=True,
     redeclare_compares_flags=True,
     exchange_type_conflict_soft=True,
@@ -102,6 +117,11 @@ RABBITMQ = Dialect(
     default_exchange_binding_refused=True,
     rollback_keeps_acked=True,
     misplaced_methods_as_rabbitmq=True,
+    exclusive_elsewhere_locked=True,
+    bind_any_exchange=True,
+    recover_in_tx=True,
+    per_consumer_qos=True,
+    announces_capabilities=True,
 )
 
 #: The 0-8 and 0-9 specifications' rules.
@@ -110,7 +130,7 @@ SPECIFIED = Dialect(
     code_name_prefix=False,
     channel_max_counts_open=False,
     unknown_vhost_not_allowed=False,
-    missing_queue_delete_ok=False,
+    missing_delete_ok=False,
     empty_queue_name_not_found=False,
     redeclare_compares_flags=False,
     exchange_type_conflict_soft=False,
@@ -120,6 +140,11 @@ SPECIFIED = Dialect(
     default_exchange_binding_refused=False,
     rollback_keeps_acked=False,
     misplaced_methods_as_rabbitmq=False,
+    exclusive_elsewhere_locked=False,
+    bind_any_exchange=False,
+    recover_in_tx=False,
+    per_consumer_qos=False,
+    announces_capabilities=False,
 )
 
 

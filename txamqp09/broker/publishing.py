@@ -5,7 +5,7 @@ A :class:`Publisher` is its channel's frame taker on the connection's
 header and body frames, and basic.ack are read straight out of the input
 buffer, without method objects, and handed to the channel's model
 :class:`~txamqp09.broker.model.Session`. It is also that session's
-:class:`~txamqp09.broker.model.Sink`: deliveries, returns and publisher
+:class:`~txamqp09.broker.model.ISink`: deliveries, returns and publisher
 confirms are written with the precompiled builders of
 :mod:`txamqp09.wire.frames`, forwarding the publisher's property bytes
 unchanged. Every other method of the channel takes the general path
@@ -21,8 +21,10 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Callable, Optional
 
+from zope.interface import implementer
+
 from txamqp09.broker.held import HeldOutput
-from txamqp09.broker.model import Consumer, Message, Session
+from txamqp09.broker.model import Consumer, ISink, Message, Session
 from txamqp09.wire.base import CONTENT_HEADER
 from txamqp09.wire.bodies import BodyBuffer
 from txamqp09.wire.errors import (
@@ -78,6 +80,7 @@ def _decode_name(raw: bytes | bytearray) -> str:
         raise AMQPSyntaxError("basic.publish: exchange or routing key is not UTF-8", 60, 40) from None
 
 
+@implementer(ISink)
 class Publisher:
     """The publish, deliver and acknowledge path of one server channel.
 

@@ -14,7 +14,6 @@ from typing import Any, Callable, Iterator, Optional
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Factory
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 import twisted
@@ -66,7 +65,6 @@ from txamqp09.wire.versions import (
     CAPABILITIES,
     AMQP0_9_1,
     PREFERRED,
-    ProtocolVersion,
     version_for_header,
 )
 
@@ -95,8 +93,8 @@ def _address(address: Any) -> str:
     return f"{getattr(address, 'host', address)}:{getattr(address, 'port', '')}"
 
 
-def server_properties(version: ProtocolVersion) -> dict[str, Any]:
-    """The server-properties table of connection.start."""
+def server_properties(dialect: Dialect) -> dict[str, Any]:
+    """The server-properties table of connection.start on a connection of *dialect*."""
     properties: dict[str, Any] = {
         "product": "txamqp09",
         "version": __version__,
@@ -104,7 +102,7 @@ def server_properties(version: ProtocolVersion) -> dict[str, Any]:
         "copyright": "Copyright (c) 2026 The txamqp09 authors",
         "information": "AMQP 0-9, 0-8 and 0-9-1 for Twisted; MIT licensed",
     }
-    if version is AMQP0_9_1:
+    if dialect.announces_capabilities:
         properties["capabilities"] = dict(CAPABILITIES)
     return properties
 
@@ -133,8 +131,6 @@ class ServerConnection(AMQPConnection):
         connection may hold across all its channels; beyond, it is closed
         with 506 resource-error.
     """
-
-    log = Logger()
 
     def __init__(
         self,
@@ -248,7 +244,7 @@ class ServerConnection(AMQPConnection):
         self.sendMethod(
             0,
             version.spec.ConnectionStart(
-                server_properties=server_properties(version),
+                server_properties=server_properties(self.dialect),
                 mechanisms=self.security.mechanisms_field(self.peer),
                 locales=b"en_US",
             ),

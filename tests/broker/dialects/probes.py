@@ -1043,3 +1043,29 @@ def frame_tune_ok_frame_max_zero(s: Session) -> None:
 @probe
 def frame_tune_ok_frame_max_too_small(s: Session) -> None:
     s.raw(frame_max=1024).sync()
+
+
+@probe
+def basic_recover_in_transaction(s: Session) -> None:
+    channel = s.channel()
+    channel.tx_select()
+    channel.basic_recover(requeue=True)
+
+
+@probe
+def queue_bind_internal_exchange(s: Session) -> None:
+    channel = s.channel()
+    channel.exchange_declare(s.name("ex"), "direct", internal=True, auto_delete=True)
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.queue_bind(s.name("q"), s.name("ex"), "k")
+
+
+@probe
+def queue_bind_durable_queue_to_transient_exchange(s: Session) -> None:
+    channel = s.channel()
+    channel.exchange_declare(s.name("ex"), "direct", auto_delete=True)
+    channel.queue_declare(s.name("q"), durable=True, auto_delete=True)
+    try:
+        channel.queue_bind(s.name("q"), s.name("ex"), "k")
+    finally:
+        s.channel().queue_delete(s.name("q"))
