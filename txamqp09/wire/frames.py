@@ -108,9 +108,10 @@ class FrameScanner:
     basic.publish, its content and basic.ack; the client's read basic.deliver
     and its content.
 
-    The frame size is checked against :attr:`frame_max`, and the frame type
-    and the heartbeat's channel and size, as soon as a header is in, before
-    any of the payload is buffered.
+    The frame size is checked against :attr:`frame_max` as soon as a
+    header is in, and the frame type (with the heartbeat's channel and size)
+    before any of the payload is buffered or a frame no taker took is handled
+    (takers take method, header and body frames only).
 
     :param handler: called with every frame no taker took.
     :param frame_max: the largest frame accepted, header and frame-end
@@ -191,11 +192,11 @@ class FrameScanner:
                     raise FrameError(
                         f"frame of {length + FRAME_OVERHEAD} bytes exceeds frame_max {limit}"
                     )
-                if frame_type > FRAME_BODY or not frame_type:
-                    self._check_type(frame_type, channel, length)
                 start = pos + 7
                 end = start + length
                 if end >= size:
+                    if frame_type > FRAME_BODY or not frame_type:
+                        self._check_type(frame_type, channel, length)
                     break
                 if buf[end] != FRAME_END:
                     raise FrameError(
@@ -206,6 +207,9 @@ class FrameScanner:
                 try:
                     taker = takers.get(channel)
                     if taker is None or not taker(frame_type, buf, start, end):
+                        # Takers take only method, header and body frames.
+                        if frame_type > FRAME_BODY or not frame_type:
+                            self._check_type(frame_type, channel, length)
                         handler(frame_type, channel, bytes(buf[start:end]))
                 except ChannelLevelError as error:
                     if self.channel_error is None:
