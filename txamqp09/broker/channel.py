@@ -80,6 +80,7 @@ class ServerChannel:
         self, connection: ServerConnection, number: int, vhost: VirtualHost, client: Client
     ) -> None:
         assert connection.version is not None and connection.guard is not None
+        assert connection.user is not None
         self.connection = connection
         self.number = number
         self.version: ProtocolVersion = connection.version
@@ -97,6 +98,7 @@ class ServerChannel:
             self, self._output, self._consumerCancelled,
             per_consumer_qos=connection.dialect.per_consumer_qos,
             rollback_redelivers=not connection.dialect.rollback_keeps_acked,
+            user_id=connection.dialect.publisher_user_id(connection.user.name, connection.user.tags),
         )
         self.session = self.publisher.session
         #: The queue most recently declared here (the empty-name shortcut).

@@ -89,6 +89,9 @@ class Publisher:
         answer follows durable.
     :param cancelled: called when a consumer of the channel's session ended
         because its queue went (the channel tells the client).
+    :param per_consumer_qos: as for :class:`~txamqp09.broker.model.Session`.
+    :param rollback_redelivers: as for :class:`~txamqp09.broker.model.Session`.
+    :param user_id: as for :class:`~txamqp09.broker.model.Session`.
 
     :ivar channel: the server channel.
     :ivar session: the channel's model session, with this as its sink.
@@ -111,13 +114,14 @@ class Publisher:
         *,
         per_consumer_qos: bool,
         rollback_redelivers: bool,
+        user_id: Optional[str],
     ) -> None:
         connection = channel.connection
         assert connection.version is not None and connection.guard is not None
         self.channel = channel
         self.session = Session(
             channel.vhost, channel.client, self, per_consumer_qos=per_consumer_qos,
-            rollback_redelivers=rollback_redelivers,
+            rollback_redelivers=rollback_redelivers, user_id=user_id,
         )
         self.client = channel.client
         self.number = channel.number
