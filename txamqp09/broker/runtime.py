@@ -36,7 +36,12 @@ from typing import Any, Optional
 from twisted.logger import Logger
 
 from txamqp09 import __version__
-from txamqp09.broker.auth.definitions import Definitions, DefinitionsError, definition_entries as _entries
+from txamqp09.broker.auth.definitions import (
+    Definitions,
+    DefinitionsError,
+    definition_entries as _entries,
+    pairs_to_object,
+)
 from txamqp09.broker.auth.passwords import PasswordHash, hash_password
 from txamqp09.broker.auth.permissions import Permissions
 from txamqp09.broker.auth.users import (
@@ -336,7 +341,8 @@ class RuntimeConfig:
                 if queue.exclusive:
                     continue
                 queues.append({
-                    "name": queue.name, "vhost": vhost.name, "durable": queue.durable,
+                    "name": queue.name, "vhost": vhost.name, "type": queue.settings.queue_type,
+                    "durable": queue.durable,
                     "auto_delete": queue.auto_delete, "arguments": jsonable(queue.arguments),
                 })
             for exchange in vhost.exchanges.values():
@@ -451,6 +457,8 @@ class RuntimeConfig:
             raise ConfigError(f"{where}: {error}") from None
 
     def _policy(self, vhost: str, name: Any, body: Mapping[str, Any], where: str, operator: bool = False) -> Policy:
+        if "definition" in body:
+            body = {**body, "definition": pairs_to_object(body["definition"])}
         try:
             return Policy.from_json(vhost, check_name("policy", name), body, operator=operator)
         except PolicyError as error:

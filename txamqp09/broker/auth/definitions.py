@@ -47,7 +47,7 @@ from txamqp09.broker.auth.users import (
     check_limits,
 )
 
-__all__ = ["Definitions", "DefinitionsError", "definition_entries", "load_definitions"]
+__all__ = ["Definitions", "DefinitionsError", "definition_entries", "load_definitions", "pairs_to_object"]
 
 _USER_FIELDS = ("name", "password_hash", "hashing_algorithm", "tags", "password", "limits")
 
@@ -143,6 +143,17 @@ def definition_entries(data: Mapping[str, Any], key: str) -> Iterator[tuple[str,
         yield f"{key}[{index}]", entry
 
 
+def pairs_to_object(value: Any) -> Any:
+    """*value*, or the object it stands for when it is a list of ``[key,
+    value]`` pairs (how RabbitMQ 3.10 exports a vhost's ``limits`` and an
+    operator policy's ``definition``)."""
+    if isinstance(value, list) and value and all(
+        isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) for pair in value
+    ):
+        return {key: item for key, item in value}
+    return value
+
+
 def _extra(entry: Mapping[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
     return {key: value for key, value in entry.items() if key not in known}
 
@@ -175,10 +186,10 @@ def _read_user(database: UserDatabase, entry: Mapping[str, Any]) -> None:
 
 
 def _read_vhost(database: UserDatabase, entry: Mapping[str, Any]) -> None:
-    limits = entry.get("limits")
-    known = ("name", "limits") if isinstance(limits, Mapping) else ("name",)
+    limits = pairs_to_object(entry.get("limits"))
+    known = ("name", "limits") if isinstance(limits, Mapping) and limits else ("name",)
     vhost = database.add_vhost(VirtualHost(_text(entry, "name"), _extra(entry, known)))
-    if isinstance(limits, Mapping):
+    if isinstance(limits, Mapping) and limits:
         database.set_limits("vhost", vhost.name, check_limits("vhost", limits))
 
 
