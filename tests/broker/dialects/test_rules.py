@@ -304,6 +304,32 @@ class RabbitMQDialectTests(_Cases):
         self.assertIsNone(RABBITMQ.publisher_user_id("relay", ("impersonator",)))
         self.assertEqual(RABBITMQ.publisher_user_id("relay", ("administrator",)), "relay")
 
+    def test_exchange_unbind_of_missing_exchanges_succeeds(self) -> None:
+        spec = self.peer.spec
+        for source, destination in (("nowhere", "amq.direct"), ("amq.direct", "nowhere")):
+            answer = self.ask(spec.ExchangeUnbind(destination=destination, source=source, routing_key="k"))
+            self.assertEqual(answer.NAME, "exchange.unbind-ok")
+        answer = self.ask(spec.ExchangeUnbind(destination="nowhere", source="", routing_key="k"))
+        self.assertClosed(answer, "channel", 403)
+
+    def test_exclusive_consumer_refused_on_single_active_consumer_queue(self) -> None:
+        self.declare_queue("q", arguments={"x-single-active-consumer": True})
+        answer = self.assertClosed(
+            self.ask(self.peer.spec.BasicConsume(queue="q", exclusive=True)), "channel", 403
+        )
+        self.assertEqual(answer.reply_text, "ACCESS_REFUSED - queue 'q' in vhost '/' in exclusive use")
+
+    def test_quorum_queue_refuses_global_qos(self) -> None:
+        spec = self.peer.spec
+        self.declare_queue("q", durable=True, arguments={"x-queue-type": "quorum"})
+        self.ask(spec.BasicQos(prefetch_count=5, global_=False))
+        self.assertEqual(self.ask(spec.BasicConsume(queue="q", consumer_tag="a")).NAME, "basic.consume-ok")
+        self.ask(spec.BasicQos(prefetch_count=5, global_=True))
+        answer = self.assertClosed(self.ask(spec.BasicConsume(queue="q", consumer_tag="b")), "connection", 540)
+        self.assertEqual(
+            answer.reply_text, "NOT_IMPLEMENTED - queue 'q' in vhost '/' does not support global qos"
+        )
+
     def test_capabilities_announced(self) -> None:
         capabilities = self.server_properties()["capabilities"]
         self.assertIs(capabilities["publisher_confirms"], True)

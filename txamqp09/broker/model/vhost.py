@@ -346,8 +346,12 @@ class VirtualHost:
     def unbind_exchange(
         self, destination: str, source: str, routing_key: str, arguments: Mapping[str, Any]
     ) -> None:
-        """exchange.unbind; a binding that does not exist counts as removed."""
-        self._unbind_key(self._bindable(source), self._bindable(destination), routing_key, arguments)
+        """exchange.unbind; a binding, source or destination that does not
+        exist counts as removed (as RabbitMQ)."""
+        if source in self.exchanges and destination in self.exchanges:
+            self._unbind_key(self._bindable(source), self._bindable(destination), routing_key, arguments)
+        elif "" in (source, destination):
+            raise _default_exchange_refused()
 
     # -- bindings ------------------------------------------------------------
 
