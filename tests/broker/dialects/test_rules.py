@@ -167,6 +167,13 @@ class SpecifiedDialectTests(_Cases):
         answer = self.assertClosed(self.ask(self.peer.spec.BasicRecover(requeue=True)), "channel", 406)
         self.assertEqual(answer.reply_text, "basic.recover is not allowed on a transactional channel")
 
+    def test_unbind_from_missing_exchange_is_not_found(self) -> None:
+        if not hasattr(self.peer.spec, "QueueUnbind"):
+            raise SkipTest(f"AMQP {self.version.name} has no queue.unbind")
+        self.declare_queue("q")
+        answer = self.ask(self.peer.spec.QueueUnbind(queue="q", exchange="nowhere", routing_key="k"))
+        self.assertClosed(answer, "channel", 404)
+
     def test_exchange_redeclared_with_another_type_closes_the_connection(self) -> None:
         self.assertEqual(self.declare_exchange("x", "direct").NAME, "exchange.declare-ok")
         answer = self.assertClosed(self.declare_exchange("x", "fanout"), "connection", 530)
@@ -334,6 +341,11 @@ class RabbitMQDialectTests(_Cases):
         capabilities = self.server_properties()["capabilities"]
         self.assertIs(capabilities["publisher_confirms"], True)
         self.assertIs(capabilities["per_consumer_qos"], True)
+
+    def test_unbind_from_missing_exchange_succeeds(self) -> None:
+        self.declare_queue("q")
+        answer = self.ask(self.peer.spec.QueueUnbind(queue="q", exchange="nowhere", routing_key="k"))
+        self.assertEqual(answer.NAME, "queue.unbind-ok")
 
     def test_delete_missing_exchange_succeeds(self) -> None:
         self.assertEqual(self.ask(self.peer.spec.ExchangeDelete(exchange="nowhere")).NAME, "exchange.delete-ok")

@@ -534,9 +534,11 @@ class VirtualHost:
         dialect: Dialect = RABBITMQ,
     ) -> None:
         """queue.unbind; a binding that does not exist counts as removed, and
-        so does (in RabbitMQ's dialect) a queue that does not exist."""
-        if queue not in self.queues and dialect.missing_delete_ok:
-            self._queue_source(exchange, dialect)
+        so do (in RabbitMQ's dialect) a queue or an exchange that does not exist."""
+        missing = queue not in self.queues or (exchange and exchange not in self.exchanges)
+        if missing and dialect.missing_delete_ok:
+            if not exchange:
+                self._queue_source(exchange, dialect)
             return
         target = self.queue(queue, client)
         source = self._queue_source(exchange, dialect)
