@@ -21,20 +21,26 @@ from tests.management.test_config_api import ConfigTestCase
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
+@inlineCallbacks
+def run_ctl(url: str, home: str, *arguments: str, stdin: bytes = b"", **environment: str) -> Any:
+    """(stdout, stderr, exit code) of ``amqp09ctl ARGUMENTS`` run as a process
+    against the API at *url*, with *home* as its home directory."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": ROOT, "AMQP09CTL_URL": url, "HOME": home,
+           **environment}
+    argv = ["-m", "txamqp09.ctl", *arguments]
+    if stdin:
+        argv = ["-c", "import sys, io; sys.stdin = io.TextIOWrapper(io.BytesIO(%r)); "
+                "from txamqp09.ctl import main; sys.exit(main(sys.argv[1:]))" % stdin, *arguments]
+    out, err, code = yield getProcessOutputAndValue(sys.executable, argv, env=env, path=ROOT, reactor=reactor)
+    return out.decode(), err.decode(), code
+
+
 class CtlTests(ConfigTestCase):
     """Each test runs amqp09ctl commands as a user would."""
 
-    @inlineCallbacks
     def ctl(self, *arguments: str, stdin: bytes = b"", **environment: str) -> Any:
         """(stdout, stderr, exit code) of ``amqp09ctl ARGUMENTS``."""
-        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": ROOT,
-               "AMQP09CTL_URL": self.broker.url, "HOME": os.path.abspath(self.mktemp()), **environment}
-        argv = ["-m", "txamqp09.ctl", *arguments]
-        if stdin:
-            argv = ["-c", "import sys, io; sys.stdin = io.TextIOWrapper(io.BytesIO(%r)); "
-                    "from txamqp09.ctl import main; sys.exit(main(sys.argv[1:]))" % stdin, *arguments]
-        out, err, code = yield getProcessOutputAndValue(sys.executable, argv, env=env, path=ROOT, reactor=reactor)
-        return out.decode(), err.decode(), code
+        return run_ctl(self.broker.url, os.path.abspath(self.mktemp()), *arguments, stdin=stdin, **environment)
 
     @inlineCallbacks
     def test_users_vhosts_and_permissions(self) -> Any:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
 from txamqp09 import __version__
@@ -266,6 +267,12 @@ class RuntimeConfig:
                 for key in before.keys() - entries.keys():
                     self.store.remove_setting(kind, key)
         self._saved = current
+
+    def when_saved(self) -> Deferred[None]:
+        """Fires once everything saved so far is on disk (at once without a store)."""
+        if self.store is None:
+            return succeed(None)
+        return self.store.when_durable(self.store.last_sequence)
 
     def _sync(self) -> None:
         """Make the model follow the database: its vhosts, their limits and policies."""

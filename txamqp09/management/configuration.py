@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from twisted.internet.defer import Deferred
+
 from txamqp09.broker.runtime import ConfigError, RuntimeConfig
 from txamqp09.management.api import ApiError, ApiRequest, Reply, bad_request
 
-__all__ = ["applied", "config", "created", "required", "vhost_not_found"]
+__all__ = ["applied", "config", "created", "required", "saved", "vhost_not_found"]
 
 _T = TypeVar("_T")
 
@@ -45,9 +47,16 @@ def applied(change: Callable[[], _T], *, validation: bool = False) -> _T:
         raise bad_request(f"Validation failed\n\n{reason}\n" if validation else reason) from None
 
 
-def created(existed: bool) -> Reply | None:
-    """201 for something new, 204 for a change (RabbitMQ's PUT answers)."""
-    return None if existed else Reply(201)
+def saved(request: ApiRequest, reply: Reply | None = None) -> Deferred[Reply | None]:
+    """*reply* once the change is on disk: an answer means the change
+    survives a crash."""
+    return config(request).when_saved().addCallback(lambda _: reply)
+
+
+def created(request: ApiRequest, existed: bool) -> Deferred[Reply | None]:
+    """201 for something new, 204 for a change (RabbitMQ's PUT answers),
+    once the change is on disk."""
+    return saved(request, None if existed else Reply(201))
 
 
 def required(body: dict[str, Any], *keys: str) -> list[Any]:

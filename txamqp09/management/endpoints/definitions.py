@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from twisted.internet.defer import Deferred
+
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request
-from txamqp09.management.configuration import applied, config
+from txamqp09.management.configuration import applied, config, saved
 
 __all__ = ["register"]
 
@@ -37,7 +39,7 @@ def export_definitions(request: ApiRequest) -> Any:
     return exported
 
 
-def import_definitions(request: ApiRequest) -> Reply | None:
+def import_definitions(request: ApiRequest) -> Deferred[Reply | None]:
     """Import a definitions file sent as the body."""
     try:
         data = json.loads(request.body) if request.body.strip() else None
@@ -46,6 +48,4 @@ def import_definitions(request: ApiRequest) -> Reply | None:
     if not isinstance(data, dict):
         raise bad_request("definitions must be a JSON object")
     report = applied(lambda: config(request).import_definitions(data, request.args.get("vhost")))
-    if report.unsupported:
-        return Reply(200, {"unsupported": report.unsupported})
-    return None
+    return saved(request, Reply(200, {"unsupported": report.unsupported}) if report.unsupported else None)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from txamqp09.management.api import ApiRequest, Router, listing, not_found
-from txamqp09.management.configuration import applied, config, required
+from twisted.internet.defer import Deferred
+
+from txamqp09.management.api import ApiRequest, Reply, Router, listing, not_found
+from txamqp09.management.configuration import applied, config, required, saved
 
 __all__ = ["register"]
 
@@ -45,18 +47,20 @@ def _lister(kind: str, key: str) -> Callable[[ApiRequest], Any]:
 
 
 def _setter(kind: str, key: str) -> Callable[[ApiRequest], Any]:
-    def set_limit(request: ApiRequest) -> None:
+    def set_limit(request: ApiRequest) -> Deferred[Reply | None]:
         """Set one limit from the body's ``value``."""
         (value,) = required(request.json(), "value")
         applied(lambda: config(request).set_limit(kind, request.args[key], request.args["name"], value),
                 validation=True)
+        return saved(request)
 
     return set_limit
 
 
 def _clearer(kind: str, key: str) -> Callable[[ApiRequest], Any]:
-    def clear_limit(request: ApiRequest) -> None:
+    def clear_limit(request: ApiRequest) -> Deferred[Reply | None]:
         """Remove one limit."""
         applied(lambda: config(request).clear_limit(kind, request.args[key], request.args["name"]))
+        return saved(request)
 
     return clear_limit

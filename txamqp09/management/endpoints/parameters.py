@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import Deferred
+
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
-from txamqp09.management.configuration import applied, config, created, required
+from txamqp09.management.configuration import applied, config, created, required, saved
 
 __all__ = ["register"]
 
@@ -49,7 +51,7 @@ def get_parameter(request: ApiRequest) -> Any:
     raise not_found()
 
 
-def put_parameter(request: ApiRequest) -> Reply | None:
+def put_parameter(request: ApiRequest) -> Deferred[Reply | None]:
     """Set a parameter's ``value``."""
     args = request.args
     request.vhost(use=True)
@@ -57,13 +59,14 @@ def put_parameter(request: ApiRequest) -> Reply | None:
     (value,) = required(request.json(), "value")
     existed = (args["component"], args["vhost"], name) in config(request).parameters
     applied(lambda: config(request).set_parameter(args["component"], args["vhost"], name, value))
-    return created(existed)
+    return created(request, existed)
 
 
-def delete_parameter(request: ApiRequest) -> None:
+def delete_parameter(request: ApiRequest) -> Deferred[Reply | None]:
     """Clear a parameter."""
     args = request.args
     applied(lambda: config(request).clear_parameter(args["component"], args["vhost"], args["name"]))
+    return saved(request)
 
 
 def list_global(request: ApiRequest) -> Any:
@@ -80,7 +83,7 @@ def get_global(request: ApiRequest) -> Any:
     return {"name": name, "value": config(request).global_parameters[name]}
 
 
-def put_global(request: ApiRequest) -> Reply | None:
+def put_global(request: ApiRequest) -> Deferred[Reply | None]:
     """Set a global parameter's ``value``."""
     name = request.name("name", "Parameter name")
     (value,) = required(request.json(), "value")
@@ -88,12 +91,13 @@ def put_global(request: ApiRequest) -> Reply | None:
     existed = name in runtime.global_parameters
     runtime.global_parameters[name] = value
     runtime.save()
-    return created(existed)
+    return created(request, existed)
 
 
-def delete_global(request: ApiRequest) -> None:
+def delete_global(request: ApiRequest) -> Deferred[Reply | None]:
     """Clear a global parameter."""
     runtime = config(request)
     if runtime.global_parameters.pop(request.args["name"], None) is None:
         raise not_found()
     runtime.save()
+    return saved(request)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import Deferred
+
 from txamqp09.broker.auth.permissions import Permissions
 from txamqp09.broker.auth.users import TopicPermissions
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
-from txamqp09.management.configuration import applied, config, created, required
+from txamqp09.management.configuration import applied, config, created, required, saved
 
 __all__ = ["permission_json", "register", "topic_permission_json"]
 
@@ -67,18 +69,19 @@ def _texts(values: list[Any]) -> list[str]:
     return values
 
 
-def put_permission(request: ApiRequest) -> Reply | None:
+def put_permission(request: ApiRequest) -> Deferred[Reply | None]:
     """Set ``configure``, ``write`` and ``read``."""
     user, vhost = request.args["user"], request.args["vhost"]
     configure, write, read = _texts(required(request.json(), "configure", "write", "read"))
     existed = config(request).database.permissions_for(user, vhost) is not None
     applied(lambda: config(request).set_permissions(user, vhost, configure, write, read))
-    return created(existed)
+    return created(request, existed)
 
 
-def delete_permission(request: ApiRequest) -> None:
+def delete_permission(request: ApiRequest) -> Deferred[Reply | None]:
     """Clear a user's permissions on a vhost."""
     applied(lambda: config(request).clear_permissions(request.args["user"], request.args["vhost"]))
+    return saved(request)
 
 
 def list_topic_permissions(request: ApiRequest) -> Any:
@@ -105,16 +108,17 @@ def get_topic_permissions(request: ApiRequest) -> Any:
     return rows
 
 
-def put_topic_permission(request: ApiRequest) -> Reply | None:
+def put_topic_permission(request: ApiRequest) -> Deferred[Reply | None]:
     """Set ``write`` and ``read`` for routing keys on ``exchange``."""
     user, vhost = request.args["user"], request.args["vhost"]
     exchange, write, read = _texts(required(request.json(), "exchange", "write", "read"))
     existed = (user, vhost, exchange) in config(request).database.topic_permissions
     applied(lambda: config(request).set_topic_permissions(user, vhost, exchange, write, read))
-    return created(existed)
+    return created(request, existed)
 
 
-def delete_topic_permissions(request: ApiRequest) -> None:
+def delete_topic_permissions(request: ApiRequest) -> Deferred[Reply | None]:
     """Clear a user's topic permissions on a vhost (on one exchange, or all)."""
     applied(lambda: config(request).clear_topic_permissions(
         request.args["user"], request.args["vhost"], request.args.get("exchange")))
+    return saved(request)

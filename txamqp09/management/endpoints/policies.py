@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from twisted.internet.defer import Deferred
+
 from txamqp09.management.api import ApiRequest, Reply, Router, listing, not_found
-from txamqp09.management.configuration import applied, config, created, required
+from txamqp09.management.configuration import applied, config, created, required, saved
 
 __all__ = ["register"]
 
@@ -50,24 +52,25 @@ def _getter(operator: bool) -> Callable[[ApiRequest], Any]:
 
 
 def _putter(operator: bool) -> Callable[[ApiRequest], Any]:
-    def put_policy(request: ApiRequest) -> Reply | None:
+    def put_policy(request: ApiRequest) -> Deferred[Reply | None]:
         """Set a policy: ``pattern``, ``definition``, ``priority``, ``apply-to``."""
         vhost, name = request.vhost(use=True).name, request.name("name", "Policy name")
         body = request.json()
         required(body, "pattern", "definition")
         existed = any(policy.name == name for policy in config(request).policies(vhost, operator=operator))
         applied(lambda: config(request).put_policy(vhost, name, body, operator=operator), validation=True)
-        return created(existed)
+        return created(request, existed)
 
     return put_policy
 
 
 def _deleter(operator: bool) -> Callable[[ApiRequest], Any]:
-    def delete_policy(request: ApiRequest) -> None:
+    def delete_policy(request: ApiRequest) -> Deferred[Reply | None]:
         """Remove a policy; what it applied to falls back to the next match."""
         vhost, name = request.vhost(use=True).name, request.args["name"]
         if not any(policy.name == name for policy in config(request).policies(vhost, operator=operator)):
             raise not_found()
         applied(lambda: config(request).delete_policy(vhost, name, operator=operator))
+        return saved(request)
 
     return delete_policy

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import Deferred
+
 from txamqp09.broker.auth.users import User
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
-from txamqp09.management.configuration import applied, config, created
+from txamqp09.management.configuration import applied, config, created, saved
 from txamqp09.management.endpoints.permissions import permission_json, topic_permission_json
 
 __all__ = ["register", "user_json"]
@@ -70,7 +72,7 @@ def _tags(value: Any) -> list[str]:
     raise bad_request(f"tags must be a list of strings or a comma-separated string, not {value!r}")
 
 
-def put_user(request: ApiRequest) -> Reply | None:
+def put_user(request: ApiRequest) -> Deferred[Reply | None]:
     """Create or change a user: ``password`` or ``password_hash`` (with
     ``hashing_algorithm``), and ``tags``."""
     name = request.name("user", "User name")
@@ -89,16 +91,17 @@ def put_user(request: ApiRequest) -> Reply | None:
         name, password=body.get("password"), password_hash=body.get("password_hash"),
         hashing_algorithm=body.get("hashing_algorithm"), tags=tags,
     ))
-    return created(existed)
+    return created(request, existed)
 
 
-def delete_user(request: ApiRequest) -> None:
+def delete_user(request: ApiRequest) -> Deferred[Reply | None]:
     """Delete a user (their connections are closed)."""
     _user(request)
     applied(lambda: config(request).delete_user(request.args["user"]))
+    return saved(request)
 
 
-def bulk_delete(request: ApiRequest) -> None:
+def bulk_delete(request: ApiRequest) -> Deferred[Reply | None]:
     """Delete the users ``{"users": [...]}`` names (those that exist)."""
     names = request.json().get("users")
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
@@ -106,6 +109,7 @@ def bulk_delete(request: ApiRequest) -> None:
     for name in names:
         if name in config(request).database.users:
             config(request).delete_user(name)
+    return saved(request)
 
 
 def user_permissions(request: ApiRequest) -> Any:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import Deferred
+
 from txamqp09.broker.auth.users import VirtualHost
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
-from txamqp09.management.configuration import applied, config, created
+from txamqp09.management.configuration import applied, config, created, saved
 
 __all__ = ["register", "vhost_json"]
 
@@ -59,7 +61,7 @@ def get_vhost(request: ApiRequest) -> dict[str, Any]:
     return vhost_json(request, config(request).database.vhosts[request.args["vhost"]])
 
 
-def put_vhost(request: ApiRequest) -> Reply | None:
+def put_vhost(request: ApiRequest) -> Deferred[Reply | None]:
     """Create a vhost, or change its description, tags or default queue type."""
     name = request.name("vhost", "Virtual host name")
     body = request.json()
@@ -84,11 +86,12 @@ def put_vhost(request: ApiRequest) -> Reply | None:
             raise bad_request(f"default_queue_type must be classic, quorum or stream, not {body['default_queue_type']!r}")
         metadata["default_queue_type"] = body["default_queue_type"]
     applied(lambda: config(request).put_vhost(name, {"metadata": metadata} if metadata else None))
-    return created(existing is not None)
+    return created(request, existing is not None)
 
 
-def delete_vhost(request: ApiRequest) -> None:
+def delete_vhost(request: ApiRequest) -> Deferred[Reply | None]:
     """Delete a vhost with everything in it; its connections are closed."""
     if request.args["vhost"] not in config(request).database.vhosts:
         raise not_found()
     applied(lambda: config(request).delete_vhost(request.args["vhost"]))
+    return saved(request)
