@@ -159,19 +159,19 @@ class Txamqp09Broker:
     """``twistd -n amqp09`` in a subprocess on a free loopback port.
 
     :param data_dir: the message store's directory (the run's own).
-    :param extra: more command-line options.
+    :param options: more ``twistd amqp09`` options.
     :param log: a file the broker's log is appended to (none kept if omitted).
     """
 
     name = "txamqp09"
 
-    def __init__(self, data_dir: str, *extra: str, log: Optional[str] = None) -> None:
+    def __init__(self, data_dir: str, options: tuple[str, ...] = (), log: Optional[str] = None) -> None:
         self.port = free_port()
         with open(log or os.devnull, "ab") as output:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "twisted", "--log-format", "text", "amqp09", "--listen",
                  f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0", "--data-dir", data_dir,
-                 *extra],
+                 *options],
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,

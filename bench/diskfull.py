@@ -181,7 +181,7 @@ def wait_for(condition: Any, what: str, timeout: float) -> None:
 def run(mount: Path, log: str, options: argparse.Namespace) -> dict[str, Any]:
     """The scenario on the file system mounted at *mount*; its figures."""
     data_dir = mount / "data"
-    broker = Txamqp09Broker(str(data_dir), "--disk-free-limit", str(options.limit), log=log)
+    broker = Txamqp09Broker(str(data_dir), ("--disk-free-limit", str(options.limit)), log=log)
     try:
         publisher = Publisher(broker.port, options.body_size, data_dir)
         publisher.start()

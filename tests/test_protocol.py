@@ -7,6 +7,7 @@ from typing import Any
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
+from twisted.logger import Logger, LogLevel, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.broker.server import ServerConnection
@@ -98,14 +99,17 @@ class NegotiationTests(SynchronousTestCase):
             self.assertIs(peer.server.state, ConnectionState.OPEN)
 
     def test_wrong_password_closes_with_403(self) -> None:
+        """After the login throttle's delay (half a second for a first failure)."""
         peer = Peer()
-        methods = peer.open(password="nope")
-        close = methods[-1]
+        self.assertEqual([method.NAME for method in peer.open(password="nope")], ["connection.start"])
+        peer.clock.advance(0.5)
+        (close,) = peer.methods()
         self.assertEqual((close.NAME, close.reply_code), ("connection.close", 403))
         self.assertNotIn("guest", close.reply_text)
 
     def test_unknown_vhost_closes_with_402(self) -> None:
-        close = Peer().open(vhost="/elsewhere")[-1]
+        """0-9's invalid-path; 0-9-1 answers 530 as RabbitMQ (tests.broker.dialects)."""
+        close = Peer(AMQP0_9).open(vhost="/elsewhere")[-1]
         self.assertEqual((close.NAME, close.reply_code), ("connection.close", 402))
         self.assertIn("/elsewhere", close.reply_text)
 
@@ -125,11 +129,18 @@ class HeartbeatTests(SynchronousTestCase):
 
     def test_silent_peer_is_dropped_after_two_intervals(self) -> None:
         peer = Peer(heartbeat=10)
+        events: list[dict[str, Any]] = []
+        peer.server.log = Logger(observer=events.append)
         peer.open(heartbeat=10)
         peer.clock.advance(15)
         self.assertFalse(peer.transport.disconnecting)
+        self.assertEqual(events, [])
         peer.clock.advance(6)
         self.assertTrue(peer.transport.disconnecting)
+        self.assertEqual(
+            [(event["log_level"], formatEvent(event)) for event in events],
+            [(LogLevel.warn, "AMQP peer silent for 20 s; disconnecting")],
+        )
 
     def test_heartbeats_from_peer_keep_it_alive(self) -> None:
         peer = Peer(heartbeat=10)
@@ -179,7 +190,8 @@ class CloseTests(SynchronousTestCase):
         self.assertEqual(close.reply_code, 501)
 
     def test_channel_above_channel_max_is_504(self) -> None:
-        peer = Peer()
+        """0-9 limits channel numbers; 0-9-1 counts open channels (tests.broker.dialects)."""
+        peer = Peer(AMQP0_9)
         peer.open()
         peer.send(peer.server.channel_max + 1, peer.spec.ChannelOpen())
         (close,) = peer.methods()

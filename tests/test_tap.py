@@ -23,10 +23,19 @@ def build(*argv: str) -> list[Any]:
     return list(makeService(options, Clock()))
 
 
+def bound(listener: Any) -> Any:
+    """The endpoint a listening service binds, inside the endpoints that
+    wrap it (to log and to record where it listens)."""
+    endpoint = listener.endpoint
+    while hasattr(endpoint, "endpoint"):
+        endpoint = endpoint.endpoint
+    return endpoint
+
+
 class OptionsTests(SynchronousTestCase):
     def test_listeners_share_one_broker(self) -> None:
         services = build("--port", "5999", "--listen", "tcp:6000:interface=127.0.0.1")
-        self.assertEqual([service.endpoint._port for service in services], [6000, 5999])
+        self.assertEqual([bound(service)._port for service in services], [6000, 5999])
         self.assertIs(services[0].factory.broker, services[1].factory.broker)
 
     def test_connection_options_and_watermark(self) -> None:
@@ -36,12 +45,18 @@ class OptionsTests(SynchronousTestCase):
         self.assertEqual((factory.options["frame_max"], factory.options["heartbeat"]), (8192, 0))
         self.assertEqual(factory.throttle.high_watermark, 1000)
 
+    def test_staging_ttl(self) -> None:
+        (service,) = build("--port", "5999", "--staging-ttl", "90")
+        self.assertEqual(service.factory.buildProtocol(None).staging_ttl, 90.0)
+        (service,) = build("--port", "5999")
+        self.assertEqual(service.factory.buildProtocol(None).staging_ttl, 3600.0)
+
     def test_management_listener_is_off_unless_asked(self) -> None:
         self.assertEqual(len(build("--port", "5999")), 1)
         services = build("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
         listeners = [service for service in services if hasattr(service, "endpoint")]
         self.assertEqual(
-            [(listener.endpoint.protocol, listener.endpoint.endpoint._port) for listener in listeners],
+            [(listener.endpoint.protocol, bound(listener)._port) for listener in listeners],
             [("amqp", 5999), ("http", 15999)],
         )
         self.assertIsInstance(listeners[1].factory, Site)
@@ -88,8 +103,8 @@ class SecurityOptionsTests(SynchronousTestCase):
             "--ssl-cert", str(certificate), "--ssl-ca", str(ca), "--ssl-verify", "required",
         )
         self.assertIs(tls.factory, tcp.factory)
-        self.assertIsInstance(tls.endpoint, SSL4ServerEndpoint)
-        self.assertEqual((tls.endpoint._port, tls.endpoint._interface), (5998, "127.0.0.1"))
+        self.assertIsInstance(bound(tls), SSL4ServerEndpoint)
+        self.assertEqual((bound(tls)._port, bound(tls)._interface), (5998, "127.0.0.1"))
         self.assertEqual(sorted(tcp.factory.broker.vhosts), ["/", "billing"])
         self.assertEqual(list(tcp.factory.security.database.users), [])
         self.assertFalse(tcp.factory.security.accept_ticket_zero)

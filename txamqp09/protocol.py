@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, Union
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Protocol
-from twisted.python import log
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txamqp09.wire.base import Method, Properties, decode_method
@@ -116,6 +116,8 @@ class AMQPConnection(Protocol):
 
     #: The versions this side speaks; the first is preferred.
     version: Optional[ProtocolVersion] = None
+    #: Where this connection's events go (a subclass gets its own namespace).
+    log = Logger()
 
     def __init__(
         self,
@@ -286,11 +288,7 @@ class AMQPConnection(Protocol):
             return
         method = decode_method(self.version.methods, payload)
         if method.NAME.startswith("connection."):
-            raise ChannelError(
-                f"{method.NAME} must be sent on channel 0, not {channel}",
-                method.CLASS_ID,
-                method.METHOD_ID,
-            )
+            raise self.misplacedMethod(channel, method)
         self._deliver(channel, self._assembler(channel).method(method))
 
     def _channelLimit(self) -> int:
@@ -320,12 +318,29 @@ class AMQPConnection(Protocol):
         """Dispatch a channel-0 method to its ``connection_<name>`` handler."""
         handler = self._handlers.get(type(method))
         if handler is None:
+            if not method.NAME.startswith("connection."):
+                raise self.misplacedMethod(0, method)
             raise CommandInvalid(
                 f"{method.NAME} is not valid from this peer on channel 0",
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
         handler(method)
+
+    def misplacedMethod(self, channel: int, method: Method) -> AMQPError:
+        """The error for a connection method on *channel* (not 0), or for a
+        method of another class on channel 0 (*channel* is 0)."""
+        if channel:
+            return ChannelError(
+                f"{method.NAME} must be sent on channel 0, not {channel}",
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        return CommandInvalid(
+            f"{method.NAME} is not valid from this peer on channel 0",
+            method.CLASS_ID,
+            method.METHOD_ID,
+        )
 
     def commandReceived(self, channel: int, command: Command) -> None:
         """A complete command arrived on a channel other than 0."""
@@ -344,11 +359,15 @@ class AMQPConnection(Protocol):
             channel,
             self.version.spec.ChannelClose(
                 reply_code=error.reply_code,
-                reply_text=error.reply_text[:255],
+                reply_text=self.replyText(error),
                 class_id=error.class_id,
                 method_id=error.method_id,
             ),
         )
+
+    def replyText(self, error: AMQPError) -> str:
+        """The reply text (at most 255 characters) *error* is sent with."""
+        return error.full_text[:255]
 
     def channelClosed(self, channel: int) -> None:
         """Forget *channel*'s framing state; it may be opened again."""
@@ -361,7 +380,8 @@ class AMQPConnection(Protocol):
         """Close the whole connection because of *error*."""
         if not error.hard:
             error = ConnectionLevelError(
-                error.reply_text, error.class_id, error.method_id, reply_code=error.reply_code
+                error.reply_text, error.class_id, error.method_id, reply_code=error.reply_code,
+                hint=error.hint,
             )
         self.close(error)
 
@@ -387,7 +407,7 @@ class AMQPConnection(Protocol):
             0,
             self.version.spec.ConnectionClose(
                 reply_code=error.reply_code,
-                reply_text=error.reply_text[:255],
+                reply_text=self.replyText(error),
                 class_id=error.class_id,
                 method_id=error.method_id,
             ),
@@ -464,7 +484,9 @@ class AMQPConnection(Protocol):
 
     def heartbeatTimedOut(self) -> None:
         """The peer missed its heartbeats: drop the transport without a handshake."""
-        log.msg(f"AMQP peer silent for {2 * self._heartbeat_interval} s; disconnecting")
+        self.log.warn(
+            "AMQP peer silent for {seconds} s; disconnecting", seconds=2 * self._heartbeat_interval
+        )
         self.close_reason = ConnectionLevelError(
             f"missed heartbeats for {2 * self._heartbeat_interval} seconds", reply_code=320
         )

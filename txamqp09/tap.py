@@ -18,11 +18,12 @@ explains them.
 from __future__ import annotations
 
 import os
+import platform
+import sys
 from pathlib import Path
 from typing import Any, ClassVar, Optional, cast
 
 from twisted.application import service
-from twisted.application.internet import StreamServerEndpointService
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import (
     IProtocolFactory,
@@ -30,13 +31,18 @@ from twisted.internet.interfaces import (
     IReactorTime,
     IStreamServerEndpoint,
 )
+import twisted
 from twisted.python import usage
 
+from txamqp09 import __version__
+from txamqp09.broker import oplog
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
 from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor
+from txamqp09.broker.memory import DEFAULT_MEMORY_HIGH_WATERMARK, parse_watermark
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
+from txamqp09.broker.classes.staging import DEFAULT_STAGING_TTL
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
 from txamqp09.broker.service import BrokerService
 from txamqp09.management import Node, RecordingEndpoint, make_site
@@ -55,16 +61,35 @@ class Options(SecurityOptions):
         "Run an AMQP broker that speaks AMQP 0-9, 0-8 and 0-9-1 on the same "
         "port, chosen per connection by the protocol header. Without "
         "--definitions it has one virtual host, /, and one user, guest "
-        "(password guest), who may connect only from this machine."
+        "(password guest), who may connect only from this machine. --port "
+        "listens on every interface; --listen tcp:5672:interface=127.0.0.1 "
+        "listens on this machine only. twistd writes its process id to "
+        "twistd.pid in the current directory: give a second broker started "
+        "from the same directory its own --pidfile (a twistd option, before "
+        "amqp09), or --pidfile= for none."
     )
     optParameters: ClassVar[list[list[Any]]] = [
         ["port", "p", None, "TCP port to listen on, on every interface (e.g. 5672)."],
         ["frame-max", None, 131072, "Largest frame the broker accepts (a size: 131072, 128KiB).", parse_size],
-        ["channel-max", None, 2047, "Highest channel number a connection may use.", int],
+        ["channel-max", None, 2047,
+         "Channels a 0-9-1 connection may have open at once (RabbitMQ's channel_max); "
+         "the highest channel number on 0-8 and 0-9.", int],
         ["heartbeat", None, 60, "Heartbeat interval the broker proposes, in seconds (0: off).", int],
         ["high-watermark", None, DEFAULT_HIGH_WATERMARK,
          "Bytes of ready messages above which publishers are blocked (a size: 512MiB, 1GB).",
          parse_size],
+        ["memory-high-watermark", None, DEFAULT_MEMORY_HIGH_WATERMARK,
+         "Memory the broker may use before publishers are blocked (the memory alarm): "
+         "a fraction of the machine's memory (0.4) or a size (768MiB).", parse_watermark],
+        ["consumer-timeout", None, 1800000,
+         "Milliseconds a delivery may stay unacknowledged before its channel is closed "
+         "with 406 and its messages requeued (RabbitMQ's consumer_timeout; 0: never).", int],
+        ["handshake-timeout", None, 10000,
+         "Milliseconds a client has to open its connection (RabbitMQ's handshake_timeout).",
+         int],
+        ["connection-max", None, None,
+         "Connections open at once beyond which new ones are refused (RabbitMQ's "
+         "connection_max; default: no limit).", int],
         ["data-dir", None, None,
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
@@ -75,6 +100,13 @@ class Options(SecurityOptions):
         ["disk-free-limit", None, DEFAULT_DISK_FREE_LIMIT,
          "Free space on the data directory's file system below which publishers are "
          "blocked (a size: 50MB, 1GiB; RabbitMQ's disk_free_limit.absolute).", parse_size],
+        ["staging-ttl", None, DEFAULT_STAGING_TTL,
+         "Seconds a file or message staging entry nobody touches is kept before it is "
+         "abandoned (0: kept until the staging limit needs its room).", float],
+        ["log-level", None, "info",
+         f"The broker's log lines of this level and above: {', '.join(oplog.LEVELS)} "
+         "(info: connections opened and closed; warn: refused logins and vhosts, "
+         "handshake timeouts).", oplog.check_level],
         ["freeze-backlog", None, DEFAULT_FREEZE_THRESHOLD,
          "Queued messages from which the garbage collector's full passes skip the "
          "objects that survived the last one (0: never).", int],
@@ -88,6 +120,21 @@ class Options(SecurityOptions):
         super().__init__()
         self["listen"] = []
         self["management"] = []
+
+    def opt_version(self) -> None:
+        """Print txamqp09's version (and Twisted's and Python's), then exit."""
+        print(f"txamqp09 {__version__} (Twisted {twisted.__version__}, Python {platform.python_version()})")
+        sys.exit(0)
+
+    def parseOptions(self, options: Optional[list[str]] = None) -> None:
+        """Parse *options*; under twistd (a subcommand), a usage error is one
+        line on stderr and exit status 1 rather than twistd's whole help."""
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as error:
+            if getattr(self, "parent", None) is None:
+                raise
+            raise SystemExit(f"amqp09: {error} (see twistd amqp09 --help)") from None
 
     def opt_listen(self, endpoint: str) -> None:
         """Listen on a Twisted server endpoint description, e.g.
@@ -111,6 +158,12 @@ class Options(SecurityOptions):
             self["listen"].append("tcp:5672")
         if self["frame-max"] < 4096:
             raise usage.UsageError("--frame-max must be at least 4096")
+        if self["consumer-timeout"] < 0:
+            raise usage.UsageError("--consumer-timeout must be 0 (off) or a number of milliseconds")
+        if self["handshake-timeout"] <= 0:
+            raise usage.UsageError("--handshake-timeout must be a positive number of milliseconds")
+        if self["connection-max"] is not None and self["connection-max"] < 1:
+            raise usage.UsageError("--connection-max must be at least 1")
         if self["transient"] and self["data-dir"] is not None:
             raise usage.UsageError("--transient keeps nothing on disk: it takes no --data-dir")
         if self["data-dir"] is None:
@@ -144,6 +197,11 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         channel_max=options["channel-max"],
         heartbeat=options["heartbeat"],
         high_watermark=options["high-watermark"],
+        memory_high_watermark=options["memory-high-watermark"],
+        consumer_timeout=options["consumer-timeout"] / 1000,
+        negotiation_timeout=options["handshake-timeout"] / 1000,
+        connection_max=options["connection-max"],
+        staging_ttl=options["staging-ttl"],
     )
     monitor = None
     if store is not None:
@@ -153,7 +211,13 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         )
         monitor.watch(store)
     definitions = options.definitions.source if options["definitions"] else None
-    broker: Any = BrokerService(factory, store, options["freeze-backlog"], definitions, monitor)
+    broker: Any = BrokerService(
+        factory, store, options["freeze-backlog"], definitions, monitor,
+        data_dir=None if options["transient"] else options["data-dir"],
+        definitions_file=options["definitions"],
+    )
+    broker.exit_on_startup_error = True
+    oplog.set_level(options["log-level"])
     listeners: list[tuple[IStreamServerEndpoint, IProtocolFactory, str]] = [
         (serverFromString(reactor, description), factory, "amqp") for description in options["listen"]
     ]
@@ -162,8 +226,8 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         listeners.append((tls, factory, "amqp/ssl"))
     if options["management"]:
         listeners = _with_management(broker, Node(factory, store), listeners, options["management"])
-    for endpoint, served, _ in listeners:
-        StreamServerEndpointService(endpoint, served).setServiceParent(broker)
+    for endpoint, served, protocol in listeners:
+        broker.add_listener(endpoint, served, protocol)
     return broker
 
 

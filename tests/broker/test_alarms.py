@@ -175,20 +175,23 @@ class BlockingTests(SynchronousTestCase):
         self.assertEqual(peer.transport.producerState, "producing")
 
 
-class RealClientTests(LoopbackTestCase):
-    """pika and this package's client see connection.blocked and connection.unblocked."""
+class BlockedClientTests(LoopbackTestCase):
+    """pika and this package's client see connection.blocked and connection.unblocked.
 
-    def setUp(self) -> None:
-        super().setUp()
-        self.alarms = self.server.factory.alarms
+    A subclass says how the alarm is raised and cleared (:meth:`block` and
+    :meth:`release`, called from any thread) and the reason clients see.
+    """
+
+    reason = "low on disk"
+
+    def block(self) -> None:
+        reactor.callFromThread(self.server.factory.alarms.raise_alarm, "disk")
+
+    def release(self) -> None:
+        reactor.callFromThread(self.server.factory.alarms.clear_alarm, "disk")
 
     @defer.inlineCallbacks
     def test_pika(self) -> Any:
-        raised: defer.Deferred[None] = defer.Deferred()
-        cleared: defer.Deferred[None] = defer.Deferred()
-        raised.addCallback(lambda _: self.alarms.raise_alarm("memory"))
-        cleared.addCallback(lambda _: self.alarms.clear_alarm("memory"))
-
         def scenario() -> Any:
             parameters = pika.ConnectionParameters("127.0.0.1", self.port)
             publisher = pika.BlockingConnection(parameters)
@@ -202,13 +205,11 @@ class RealClientTests(LoopbackTestCase):
                 )
                 channel = publisher.channel()
                 channel.queue_declare("alarmed")
-                reactor.callFromThread(raised.callback, None)
-                while not self.alarms.active():
-                    publisher.process_data_events(time_limit=0.01)
+                self.block()
                 channel.basic_publish("", "alarmed", b"held")
                 while not events:
                     publisher.process_data_events(time_limit=0.1)
-                reactor.callFromThread(cleared.callback, None)
+                self.release()
                 while len(events) < 2:
                     publisher.process_data_events(time_limit=0.1)
                 channel.confirm_delivery()
@@ -217,7 +218,7 @@ class RealClientTests(LoopbackTestCase):
             finally:
                 publisher.close()
 
-        self.assertEqual((yield self.inThread(scenario)), ["low on memory", "unblocked"])
+        self.assertEqual((yield self.inThread(scenario)), [self.reason, "unblocked"])
         self.assertEqual(self.queue("alarmed").message_count, 2)
 
     @inline
@@ -228,14 +229,15 @@ class RealClientTests(LoopbackTestCase):
         connection.addBlockedListener(changes.append)
         channel = await connection.channel()
         await channel.queue_declare("alarmed")
-        self.alarms.raise_alarm("disk")
+        self.block()
         channel.basic_publish(b"held", routing_key="alarmed")
         while not changes:
             await deferLater(reactor, 0.01, lambda: None)
-        self.assertEqual((changes, connection.blocked), (["low on disk"], "low on disk"))
-        self.assertEqual(self.queue("alarmed").message_count, 0)
-        self.alarms.clear_alarm("disk")
+        self.assertEqual((changes, connection.blocked), ([self.reason], self.reason))
+        self.release()
+        while len(changes) < 2:
+            await deferLater(reactor, 0.01, lambda: None)
         await channel.confirm_select()
         await channel.basic_publish(b"after", routing_key="alarmed")
-        self.assertEqual((changes, connection.blocked), (["low on disk", None], None))
+        self.assertEqual((changes, connection.blocked), ([self.reason, None], None))
         self.assertEqual(self.queue("alarmed").message_count, 2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from base64 import b64encode
+from io import BytesIO
 from typing import Any, Optional
 
 from twisted.internet import reactor
@@ -12,7 +13,6 @@ from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.interfaces import IListeningPort
 from twisted.web.client import Agent, FileBodyProducer, readBody
 from twisted.web.http_headers import Headers
-from io import BytesIO
 
 from txamqp09.broker.auth import Security, UserDatabase
 from txamqp09.broker.auth.permissions import Permissions
@@ -44,6 +44,8 @@ class ManagementBroker:
         self.factory = ServerFactory(reactor, security=Security(self.database, reactor))
         self.node = Node(self.factory)
         self.ports: list[IListeningPort] = []
+        #: HTTP connections the site accepted (closed by :meth:`stop`).
+        self.http_connections: list[Any] = []
         self.amqp_port = 0
         self.http_port = 0
 
@@ -53,9 +55,18 @@ class ManagementBroker:
         amqp = yield RecordingEndpoint(
             TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1"), self.node, "amqp"
         ).listen(self.factory)
+        site = make_site(self.node)
+        build = site.buildProtocol
+
+        def remember(address: Any) -> Any:
+            protocol = build(address)
+            self.http_connections.append(protocol)
+            return protocol
+
+        site.buildProtocol = remember  # type: ignore[method-assign]
         http = yield RecordingEndpoint(
             TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1"), self.node, "http"
-        ).listen(make_site(self.node))
+        ).listen(site)
         self.ports = [amqp, http]
         self.amqp_port = amqp.getHost().port
         self.http_port = http.getHost().port
@@ -64,8 +75,10 @@ class ManagementBroker:
     def stop(self) -> Any:
         """Stop listening and close every AMQP connection."""
         self.node.stop()
-        for connection in list(self.factory.connections):
-            connection.transport.loseConnection()
+        for connection in list(self.factory.connections) + self.http_connections:
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.abortConnection()
         for port in self.ports:
             yield port.stopListening()
 
@@ -80,32 +93,37 @@ class ManagementBroker:
         """The API's base URL."""
         return f"http://127.0.0.1:{self.http_port}"
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        user: Optional[str] = "guest",
-        password: str = "guest",
-        raw: Optional[bytes] = None,
-        headers: Optional[dict[str, str]] = None,
-    ) -> Deferred[Answer]:
-        """Send one request; *body* is sent as JSON, *raw* as it is."""
-        sent = Headers({"Content-Type": ["application/json"]})
-        if user is not None:
-            token = b64encode(f"{user}:{password}".encode()).decode()
-            sent.addRawHeader("Authorization", f"Basic {token}")
-        for name, value in (headers or {}).items():
-            sent.addRawHeader(name, value)
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        producer = FileBodyProducer(BytesIO(data)) if data is not None else None
-        sending = Agent(reactor).request(method.encode(), (self.url + path).encode(), sent, producer)
+    def request(self, method: str, path: str, body: Any = None, **options: Any) -> Deferred[Answer]:
+        """Send one request to this broker's API (see :func:`http_request`)."""
+        return http_request(self.url, method, path, body, **options)
 
-        def read(response: Any) -> Deferred[Answer]:
-            received = {
-                name.decode().lower(): values[-1].decode() for name, values in response.headers.getAllRawHeaders()
-            }
-            return readBody(response).addCallback(lambda data: Answer(response.code, received, data))
 
-        return sending.addCallback(read)
+def http_request(
+    url: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    user: Optional[str] = "guest",
+    password: str = "guest",
+    raw: Optional[bytes] = None,
+    headers: Optional[dict[str, str]] = None,
+) -> Deferred[Answer]:
+    """Send one request to the API at *url*; *body* is sent as JSON, *raw* as it is."""
+    sent = Headers({"Content-Type": ["application/json"]})
+    if user is not None:
+        token = b64encode(f"{user}:{password}".encode()).decode()
+        sent.addRawHeader("Authorization", f"Basic {token}")
+    for name, value in (headers or {}).items():
+        sent.addRawHeader(name, value)
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    producer = FileBodyProducer(BytesIO(data)) if data is not None else None
+    sending = Agent(reactor).request(method.encode(), (url + path).encode(), sent, producer)
+
+    def read(response: Any) -> Deferred[Answer]:
+        received = {
+            name.decode().lower(): values[-1].decode() for name, values in response.headers.getAllRawHeaders()
+        }
+        return readBody(response).addCallback(lambda data: Answer(response.code, received, data))
+
+    return sending.addCallback(read)

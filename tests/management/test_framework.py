@@ -9,7 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from txamqp09.broker.auth import UserDatabase
 from txamqp09.broker.auth.cred import AMQPUser
-from txamqp09.management.api import ApiError, ApiRequest, Router, listing, split_path
+from txamqp09.management.api import ApiError, ApiRequest, Basic, Router, listing, split_path
 from tests.management.support import ManagementBroker
 
 
@@ -74,6 +74,22 @@ class ListingTests(SynchronousTestCase):
         )
         self.assertRefused({"page": "5"}, "page_out_of_range", "Page out of range, page: 5 page size: 100, len: 3")
         self.assertRefused({"page": "x"}, "bad_request", "Pagination parameters are invalid")
+
+    def test_basic_rows_expand_only_the_page_when_sorting_on_their_columns(self) -> None:
+        expanded: list[str] = []
+
+        def expand(row: dict[str, Any]) -> dict[str, Any]:
+            expanded.append(row["name"])
+            return row
+
+        rows = [Basic(row, name=row["name"], vhost=row["vhost"]) for row in ROWS]
+        page = listing(_request({"page": "1", "page_size": "1", "columns": "name"}), rows, expand=expand)
+        self.assertEqual((page["items"], expanded), ([{"name": "alpha"}], ["alpha"]))
+        expanded.clear()
+        everything = listing(_request({"page": "1", "sort": "messages"}), rows, expand=expand)
+        self.assertEqual(sorted(expanded), ["Gamma", "alpha", "beta"])
+        self.assertEqual([row["messages"] for row in everything["items"]], [1, 2, 10])
+        self.assertEqual(len(listing(_request({}), rows, expand=expand)), 3)
 
     def test_a_regex_that_does_not_compile_is_refused(self) -> None:
         self.assertRefused({"page": "1", "name": "(", "use_regex": "true"}, "bad_request",
@@ -208,6 +224,19 @@ class HttpTests(TestCase):
         answer = yield self.broker.request("GET", "/api/health/checks/local-alarms")
         self.assertEqual(answer.status, 503)
         self.assertEqual(answer.body["alarms"], [{"node": self.broker.node.name, "resource": "memory"}])
+
+    @inlineCallbacks
+    def test_disk_alarm_fails_the_alarm_checks(self) -> Any:
+        self.broker.factory.alarms.raise_alarm("disk")
+        answer = yield self.broker.request("GET", "/api/health/checks/alarms")
+        self.assertEqual(answer.status, 503)
+        self.assertEqual(answer.body["reason"], "There are alarms in effect in the cluster")
+        self.assertEqual(answer.body["alarms"], [{"node": self.broker.node.name, "resource": "disk"}])
+        answer = yield self.broker.request("GET", "/api/nodes")
+        self.assertEqual((answer.body[0]["disk_free_alarm"], answer.body[0]["mem_alarm"]), (True, False))
+        self.broker.factory.alarms.clear_alarm("disk")
+        answer = yield self.broker.request("GET", "/api/health/checks/alarms")
+        self.assertEqual((answer.status, answer.body), (200, {"status": "ok"}))
 
     @inlineCallbacks
     def test_aliveness_test_publishes_and_gets(self) -> Any:

@@ -65,14 +65,15 @@ class _Errors(SynchronousTestCase):
     def assertAMQPError(
         self, error: type[AMQPError], code: int, words: Iterable[str], call: Any, *args: Any
     ) -> AMQPError:
-        """*call(*args)* raises *error* with *code* and all of *words* in its text."""
+        """*call(*args)* raises *error* with *code* and all of *words* in its
+        text or hint (RabbitMQ's wording is the text, the detail the hint)."""
         with self.assertRaises(error) as caught:
             call(*args)
         exc = caught.exception
         self.assertEqual(exc.reply_code, code)
         self.assertTrue(exc.hard if code >= 500 or code in (320, 402) else not exc.hard)
         for word in words:
-            self.assertIn(word, exc.reply_text)
+            self.assertIn(word, exc.full_text)
         self.assertIn(str(code), str(exc))
         return exc
 

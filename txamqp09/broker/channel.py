@@ -27,12 +27,15 @@ import struct
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from txamqp09.broker.classes import ChannelClasses, class_handler
+from txamqp09.broker.dialects import Dialect
 from txamqp09.broker.held import HeldOutput
-from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
+from txamqp09.broker.model import Client, Consumer, ISink, Message, Session, VirtualHost
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import CONTENT_HEADER, Method
+from txamqp09.wire.bodies import BodyBuffer
 from txamqp09.wire.errors import (
     AMQPError,
     AMQPNotImplemented,
@@ -40,6 +43,7 @@ from txamqp09.wire.errors import (
     CommandInvalid,
     FrameError,
     InternalError,
+    NotAllowed,
     NotFound,
     PreconditionFailed,
     ResourceError,
@@ -48,7 +52,7 @@ from txamqp09.wire.errors import (
 from txamqp09.store.interface import WriteFailed
 from txamqp09.wire.fields import encode_shortstr
 from txamqp09.wire.frames import FRAME_OVERHEAD, Command, method_frame
-from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
+from txamqp09.wire.versions import ProtocolVersion
 
 if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
@@ -86,6 +90,7 @@ def _decode_name(raw: bytes | bytearray) -> str:
         raise AMQPSyntaxError("basic.publish: exchange or routing key is not UTF-8", 60, 40) from None
 
 
+@implementer(ISink)
 class ServerChannel:
     """One open channel of a :class:`~txamqp09.broker.server.ServerConnection`.
 
@@ -111,7 +116,8 @@ class ServerChannel:
         self.vhost = vhost
         self.client = client
         self.session = Session(
-            vhost, client, self, per_consumer_qos=self.version is AMQP0_9_1
+            vhost, client, self, per_consumer_qos=connection.dialect.per_consumer_qos,
+            rollback_redelivers=not connection.dialect.rollback_keeps_acked,
         )
         self.handlers = handlers_for(self.version)
         self._write = connection.write
@@ -125,7 +131,8 @@ class ServerChannel:
         self._max_body_size = connection.max_body_size
         self._raw_properties: Optional[bytes] = None
         self._remaining = 0
-        self._parts: list[bytes] = []
+        #: The body frames so far of a body that spans several.
+        self._body: Optional[BodyBuffer] = None
         #: basic.publish's (ticket, exchange, routing key) bytes -> decoded
         #: and checked content, valid while the stamp below is current.
         self._envelopes: dict[bytes, tuple[str, str, bytes]] = {}
@@ -170,6 +177,17 @@ class ServerChannel:
             raise
 
     @property
+    def awaits_header(self) -> bool:
+        """basic.publish waits for its content header (not for body frames)."""
+        return self._raw_properties is None
+
+    @property
+    def dialect(self) -> Dialect:
+        """The rules of the connection's protocol version (not an attribute:
+        see the class's note)."""
+        return self.connection.dialect
+
+    @property
     def guard(self) -> AccessGuard:
         """The connection's access guard (not an attribute: see the class's note)."""
         guard = self.connection.guard
@@ -187,7 +205,9 @@ class ServerChannel:
         """
         if getattr(method, "queue", None) != "":
             return None
-        if method.NAME == "queue.declare" and not method.passive:
+        if method.NAME == "queue.declare":
+            if method.passive:
+                return self.last_queue or None
             if self._next_queue_name is None:
                 self._next_queue_name = unique_name("amq.gen-")
             return self._next_queue_name
@@ -205,6 +225,11 @@ class ServerChannel:
             (0-9's channel.resume may take it over).
         """
         self.content = None
+        body = self._body
+        if body is not None:
+            self._body = None
+            self.connection.bodyReleased(body.held, dropped=True)
+            body.discard()
         self._confirms_pending = 0
         self._output.clear()
         if self.classes is not None:
@@ -256,7 +281,10 @@ class ServerChannel:
     def headerFrame(self, buf: bytearray, start: int, end: int) -> None:
         """The content header of the pending basic.publish."""
         if self._raw_properties is not None:
-            raise UnexpectedFrame("a second content header arrived for one basic.publish")
+            raise UnexpectedFrame(
+                "expected content body, got non content body frame instead",
+                hint="a second content header arrived for one basic.publish",
+            )
         if end - start < _CONTENT_HEADER_SIZE + 2:
             raise FrameError(f"content header of {end - start} bytes is too short")
         class_id, _weight, size = CONTENT_HEADER.unpack_from(buf, start)
@@ -277,22 +305,30 @@ class ServerChannel:
     def bodyFrame(self, buf: bytearray, start: int, end: int) -> None:
         """A body frame of the pending basic.publish."""
         if self._raw_properties is None:
-            raise UnexpectedFrame("body frame before the content header of basic.publish")
+            raise UnexpectedFrame(
+                "expected content header for class 60, got non content header frame instead",
+                hint="a body frame came before the content header of basic.publish",
+            )
         size = end - start
         remaining = self._remaining - size
         if remaining < 0:
             raise FrameError(
                 f"body frames carry {-remaining} bytes more than the content header announced"
             )
-        if remaining == 0 and not self._parts:
-            self._published(bytes(buf[start:end]))
-            return
-        self._parts.append(bytes(buf[start:end]))
+        body = self._body
+        if body is None:
+            if remaining == 0:
+                self._published(bytes(buf[start:end]))
+                return
+            body = self._body = BodyBuffer(self._remaining)
+        body.add(buf, start, end)
         self._remaining = remaining
-        if remaining == 0:
-            body = b"".join(self._parts)
-            self._parts = []
-            self._published(body)
+        if remaining:
+            self.connection.bodyBuffered(size)
+        else:
+            self._body = None
+            self.connection.bodyReleased(body.held - size, dropped=False)
+            self._published(body.take())
 
     def _published(self, body: bytes) -> None:
         content = self.content
@@ -403,6 +439,15 @@ class ServerChannel:
                 _CONFIRM_FRAME.pack(1, self.number, 13, 60, 120, tag, multiple, _FRAME_END),
             )
 
+    def oldestUnacked(self) -> Optional[int]:
+        """The delivery tag of the oldest delivery not yet acknowledged, or None."""
+        return next(iter(self.session.unacked), None)
+
+    def ackTimedOut(self, error: PreconditionFailed) -> None:
+        """A delivery stayed unacknowledged too long: close the channel with
+        *error* (what it had unacknowledged is requeued)."""
+        self.connection.channelError(self.number, error)
+
     def _storeFailed(self, failure: Failure) -> None:
         """The store could not write what a method changed (the disk is full
         or failing: 506), or cannot make anything durable any more (541):
@@ -447,12 +492,13 @@ class ServerChannel:
             auto_delete=method.auto_delete,
             internal=method.internal,
             arguments=method.arguments,
+            dialect=self.dialect,
         )
         if not method.nowait:
             self._reply(self.spec.ExchangeDeclareOk())
 
     def exchange_delete(self, method: Any) -> None:
-        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
+        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused, dialect=self.dialect)
         if not method.nowait:
             self._reply(self.spec.ExchangeDeleteOk())
 
@@ -469,11 +515,16 @@ class ServerChannel:
     # -- queue ---------------------------------------------------------------
 
     def _queue_name(self, name: str) -> str:
-        """*name*, or the queue last declared on this channel when it is empty."""
+        """*name*, or the queue last declared on this channel when it is empty.
+
+        :raises NotFound: none was declared (RabbitMQ's dialect, 404).
+        :raises NotAllowed: none was declared (the specifications' dialect, 530).
+        """
         if name:
             return name
         if not self.last_queue:
-            raise NotFound("no previously declared queue on this channel; name the queue")
+            refusal = NotFound if self.dialect.empty_queue_name_not_found else NotAllowed
+            raise refusal("no previously declared queue", hint="name the queue: none was declared on this channel")
         return self.last_queue
 
     def queue_declare(self, method: Any) -> None:
@@ -484,7 +535,7 @@ class ServerChannel:
             assert self._next_queue_name is not None
             name, self._next_queue_name = self._next_queue_name, None
         elif method.passive:
-            name = self._queue_name(name)
+            name = name or self.last_queue
         queue = self.vhost.declare_queue(
             name,
             self.client,
@@ -494,6 +545,7 @@ class ServerChannel:
             auto_delete=method.auto_delete,
             arguments=method.arguments,
             server_named=server_named,
+            dialect=self.dialect,
         )
         self.last_queue = queue.name
         if not method.nowait:
@@ -513,13 +565,13 @@ class ServerChannel:
 
     def queue_bind(self, method: Any) -> None:
         queue, routing_key = self._binding_names(method)
-        self.vhost.bind_queue(queue, method.exchange, routing_key, method.arguments, self.client)
+        self.vhost.bind_queue(queue, method.exchange, routing_key, method.arguments, self.client, self.dialect)
         if not method.nowait:
             self._reply(self.spec.QueueBindOk())
 
     def queue_unbind(self, method: Any) -> None:
         queue, routing_key = self._binding_names(method)
-        self.vhost.unbind_queue(queue, method.exchange, routing_key, method.arguments, self.client)
+        self.vhost.unbind_queue(queue, method.exchange, routing_key, method.arguments, self.client, self.dialect)
         self._reply(self.spec.QueueUnbindOk())
 
     def queue_purge(self, method: Any) -> None:
@@ -533,6 +585,7 @@ class ServerChannel:
             self.client,
             if_unused=method.if_unused,
             if_empty=method.if_empty,
+            dialect=self.dialect,
         )
         if not method.nowait:
             self._reply(self.spec.QueueDeleteOk(message_count=count))
@@ -585,13 +638,19 @@ class ServerChannel:
 
     def basic_recover(self, method: Any) -> None:
         """basic.recover; 0-9-1 answers recover-ok, 0-8 and 0-9 have no answer."""
-        self.session.recover(method.requeue)
+        self._recover(method.requeue)
         recover_ok = getattr(self.spec, "BasicRecoverOk", None)
         if recover_ok is not None:
             self._reply(recover_ok())
 
     def basic_recover_async(self, method: Any) -> None:
-        self.session.recover(method.requeue)
+        self._recover(method.requeue)
+
+    def _recover(self, requeue: bool) -> None:
+        """basic.recover, refused on a transactional channel where the dialect says so."""
+        if self.session.tx is not None and not self.dialect.recover_in_tx:
+            raise PreconditionFailed("basic.recover is not allowed on a transactional channel")
+        self.session.recover(requeue)
 
     # -- tx and confirm ------------------------------------------------------
 
@@ -630,7 +689,8 @@ def _refusal(method: Method) -> Exception:
     """The error for a method no handler serves."""
     if "server" not in method.CHASSIS:
         return CommandInvalid(
-            f"{method.NAME} is sent by servers, not clients", method.CLASS_ID, method.METHOD_ID
+            "unimplemented method", method.CLASS_ID, method.METHOD_ID,
+            hint=f"{method.NAME} is sent by servers, not clients",
         )
     return AMQPNotImplemented(
         f"{method.NAME} is not implemented by this broker", method.CLASS_ID, method.METHOD_ID

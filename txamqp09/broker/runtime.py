@@ -6,7 +6,7 @@ and user limits and runtime parameters change. It changes them where the
 broker reads them — the users database (:class:`~.auth.users.UserDatabase`,
 which AMQP logins and the management API's basic authentication both check)
 and the model's virtual hosts (policies, ``max-queues``) — and writes every
-change to the message store as settings (:meth:`~txamqp09.store.interface.MessageStore.put_setting`),
+change to the message store as settings (:meth:`~txamqp09.store.interface.IMessageStore.put_setting`),
 each setting being the entry a RabbitMQ definitions export holds for it. A
 restarted broker (after a clean stop or ``kill -9``) reads them back with
 :meth:`RuntimeConfig.restore`.
@@ -27,6 +27,7 @@ and no file gets RabbitMQ's defaults: vhost ``/`` and user ``guest``.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ from txamqp09.broker.model.exchange import EXCHANGE_TYPES
 from txamqp09.broker.model.policy import Policy, PolicyError
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.vhost import Broker
-from txamqp09.store.interface import MessageStore, Settings
+from txamqp09.store.interface import IMessageStore, Settings
 from txamqp09.wire.errors import AMQPError
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "ImportReport",
     "MAX_NAME_BYTES",
     "RuntimeConfig",
+    "jsonable",
     "queue_policy_fields",
 ]
 
@@ -143,14 +145,18 @@ def queue_policy_fields(queue: Any) -> dict[str, Any]:
     }
 
 
-def _json_value(value: Any) -> Any:
-    """An argument value (bytes, numbers, tables, arrays) as JSON shows it."""
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
+def jsonable(value: Any) -> Any:
+    """*value* (an argument: bytes, numbers, tables, arrays) as JSON shows it:
+    bytes as text (UTF-8, else base64), tuples as lists."""
     if isinstance(value, Mapping):
-        return {str(key): _json_value(item) for key, item in value.items()}
+        return {str(key): jsonable(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_value(item) for item in value]
+        return [jsonable(item) for item in value]
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(value).decode("ascii")
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
@@ -179,7 +185,7 @@ class RuntimeConfig:
 
     log = Logger()
 
-    def __init__(self, database: UserDatabase, broker: Broker, store: Optional[MessageStore] = None) -> None:
+    def __init__(self, database: UserDatabase, broker: Broker, store: Optional[IMessageStore] = None) -> None:
         self.database = database
         self.broker = broker
         self.store = store
@@ -331,14 +337,14 @@ class RuntimeConfig:
                     continue
                 queues.append({
                     "name": queue.name, "vhost": vhost.name, "durable": queue.durable,
-                    "auto_delete": queue.auto_delete, "arguments": _json_value(queue.arguments),
+                    "auto_delete": queue.auto_delete, "arguments": jsonable(queue.arguments),
                 })
             for exchange in vhost.exchanges.values():
                 if exchange.name and not exchange.name.startswith("amq."):
                     exchanges.append({
                         "name": exchange.name, "vhost": vhost.name, "type": exchange.kind,
                         "durable": exchange.durable, "auto_delete": exchange.auto_delete,
-                        "internal": exchange.internal, "arguments": _json_value(exchange.arguments),
+                        "internal": exchange.internal, "arguments": jsonable(exchange.arguments),
                     })
                 for binding in exchange.bindings.values():
                     destination = binding.destination
@@ -349,7 +355,7 @@ class RuntimeConfig:
                     bindings.append({
                         "source": exchange.name, "vhost": vhost.name, "destination": destination.name,
                         "destination_type": "queue" if isinstance(destination, Queue) else "exchange",
-                        "routing_key": binding.routing_key, "arguments": _json_value(binding.arguments),
+                        "routing_key": binding.routing_key, "arguments": jsonable(binding.arguments),
                     })
         return {"queues": queues, "exchanges": exchanges, "bindings": bindings}
 
@@ -404,10 +410,6 @@ class RuntimeConfig:
 
     def _check_sections(self, data: Mapping[str, Any], database: UserDatabase) -> _Checked:
         checked = _Checked()
-        for where, entry in _entries(data, "vhosts"):
-            limits = entry.get("limits")
-            if isinstance(limits, Mapping) and limits:
-                checked.vhost_limits.append((entry["name"], self._limits("vhost", limits, where)))
         for where, entry in _entries(data, "policies"):
             name = _field(entry, "vhost", where)
             self._require(database, name, where)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import platform
 import struct
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Factory
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 import twisted
@@ -28,14 +27,25 @@ from txamqp09.broker.auth import (
     Security,
     UserDatabase,
 )
+from txamqp09.broker import oplog
 from txamqp09.broker.alarms import PublishGate, ResourceAlarms, block_publishers
 from txamqp09.broker.auth.errors import LoginRefused
 from txamqp09.broker.channel import ServerChannel
 from txamqp09.broker.classes import channel as classes
+from txamqp09.broker.classes.registry import vhost_classes
+from txamqp09.broker.classes.staging import DEFAULT_STAGING_TTL
+from txamqp09.broker.dialects import RABBITMQ, Dialect, dialect_for
 from txamqp09.broker.flow import PublisherThrottle
+from txamqp09.broker.memory import (
+    DEFAULT_MEMORY_HIGH_WATERMARK,
+    MemoryMonitor,
+    resident_memory,
+    watermark_bytes,
+)
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
 from txamqp09.broker.runtime import RuntimeConfig
+from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT, AckTimeouts
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
@@ -43,18 +53,23 @@ from txamqp09.wire.errors import (
     ChannelError,
     ChannelLevelError,
     CommandInvalid,
+    ConnectionForced,
     ConnectionLevelError,
     FrameError,
     InternalError,
+    InvalidPath,
     NotAllowed,
+    ResourceError,
     UnexpectedFrame,
 )
+from txamqp09.wire.bodies import MAPPED_BODY_SIZE
 from txamqp09.wire.frames import (
     FRAME_BODY,
     FRAME_END,
     FRAME_HEADER,
     FRAME_HEARTBEAT,
     FRAME_METHOD,
+    HEARTBEAT_FRAME,
     FRAME_MIN_SIZE,
     FRAME_OVERHEAD,
     Command,
@@ -63,12 +78,15 @@ from txamqp09.wire.versions import (
     CAPABILITIES,
     AMQP0_9_1,
     PREFERRED,
-    ProtocolVersion,
     version_for_header,
 )
 
 #: Ready message bytes above which publishers are held back, by default.
 DEFAULT_HIGH_WATERMARK = 512 * 1024 * 1024
+#: Seconds between two heartbeat frames to a client the broker does not read.
+PAUSED_PROBE_INTERVAL = 2.0
+#: Bytes of unfinished messages one connection may hold across its channels, by default.
+DEFAULT_PARTIAL_CONTENT_MAX = 256 * 1024 * 1024
 
 _FRAME_HEADER = struct.Struct(">BHI")
 _METHOD_IDS = struct.Struct(">I")
@@ -80,6 +98,7 @@ _WATERMARK_HOLD = "high watermark"
 
 __all__ = [
     "DEFAULT_HIGH_WATERMARK",
+    "DEFAULT_PARTIAL_CONTENT_MAX",
     "ServerConnection",
     "ServerFactory",
     "server_properties",
@@ -87,8 +106,13 @@ __all__ = [
 
 
 
-def server_properties(version: ProtocolVersion) -> dict[str, Any]:
-    """The server-properties table of connection.start."""
+def _address(address: Any) -> str:
+    """``host:port`` of a peer's address."""
+    return f"{getattr(address, 'host', address)}:{getattr(address, 'port', '')}"
+
+
+def server_properties(dialect: Dialect) -> dict[str, Any]:
+    """The server-properties table of connection.start on a connection of *dialect*."""
     properties: dict[str, Any] = {
         "product": "txamqp09",
         "version": __version__,
@@ -96,7 +120,7 @@ def server_properties(version: ProtocolVersion) -> dict[str, Any]:
         "copyright": "Copyright (c) 2026 The txamqp09 authors",
         "information": "AMQP 0-9, 0-8 and 0-9-1 for Twisted; MIT licensed",
     }
-    if version is AMQP0_9_1:
+    if dialect.announces_capabilities:
         properties["capabilities"] = dict(CAPABILITIES)
     return properties
 
@@ -118,9 +142,12 @@ class ServerConnection(AMQPConnection):
     :param alarms: the broker's resource alarms (none ever raised if omitted);
         while any is active, the connection is blocked when it publishes
         (see :mod:`txamqp09.broker.alarms`).
+    :param memory: the memory monitor told about the bodies the connection
+        buffers (none if omitted).
+    :param partial_content_max: bytes of unfinished message bodies the
+        connection may hold across all its channels; beyond, it is closed
+        with 506 resource-error.
     """
-
-    log = Logger()
 
     def __init__(
         self,
@@ -130,10 +157,15 @@ class ServerConnection(AMQPConnection):
         security: Optional[Security] = None,
         negotiation_timeout: float = 10.0,
         alarms: Optional[ResourceAlarms] = None,
+        memory: Optional[MemoryMonitor] = None,
+        partial_content_max: int = DEFAULT_PARTIAL_CONTENT_MAX,
+        staging_ttl: float = DEFAULT_STAGING_TTL,
         **options: Any,
     ) -> None:
         super().__init__(clock, **options)
         self._reader.frame_max = self.frame_max
+        #: Seconds an untouched file or message staging entry is kept (0: always).
+        self.staging_ttl = staging_ttl
         self.broker = broker if broker is not None else Broker()
         self.broker.use_clock(clock)
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
@@ -142,12 +174,17 @@ class ServerConnection(AMQPConnection):
         self.peer = PeerInfo()
         #: The login under way (start-ok received, not yet decided).
         self._pending_login: Optional[Deferred[Login]] = None
+        #: When the transport connected (the clock's seconds).
+        self.connected_at = clock.seconds()
         self.login: Optional[Login] = None
         self.user: Optional[IAMQPUser] = None
         #: Checks the channels' methods, once the vhost is open.
         self.guard: Optional[AccessGuard] = None
         self.vhost: Optional[str] = None
         self.client_properties: dict[str, Any] = {}
+        #: The SASL mechanism the client chose, and when it connected (clock seconds).
+        self.auth_mechanism = ""
+        self.connected_at = 0.0
         #: The client asked for server-sent basic.cancel (consumer_cancel_notify).
         self.cancel_notify = False
         #: The client understands connection.blocked (else it gets channel.flow).
@@ -156,6 +193,11 @@ class ServerConnection(AMQPConnection):
         self.publishing_blocked = False
         #: Whether the client is read: paused by alarms and the throttle.
         self.gate = PublishGate(self, alarms if alarms is not None else ResourceAlarms())
+        self.memory = memory
+        self.partial_content_max = partial_content_max
+        #: Bytes of unfinished message bodies held across the channels.
+        self.partial_bytes = 0
+        self._probe_call: Optional[IDelayedCall] = None
         #: The connection's model counterpart (exclusive queues, global qos).
         self.client = Client()
         #: Bytes and reads/writes (see :mod:`txamqp09.broker.model.stats`).
@@ -163,6 +205,8 @@ class ServerConnection(AMQPConnection):
         self.model_vhost: Optional[VirtualHost] = None
         #: Open channels by number (closing ones are not here).
         self.channels: dict[int, ServerChannel] = {}
+        #: The rules the protocol header chose (RabbitMQ's until it arrives).
+        self.dialect: Dialect = RABBITMQ
         self._input = bytearray()
         self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
@@ -172,6 +216,9 @@ class ServerConnection(AMQPConnection):
         """Handle the client's *data*. A fault of the broker's own (an
         exception that is not an AMQP error, such as a failed message store)
         is logged and closes the connection with 541 internal-error."""
+        stats = self.stats
+        stats.recv_oct += len(data)
+        stats.recv_cnt += 1
         try:
             super().dataReceived(data)
         except Exception as error:
@@ -181,7 +228,9 @@ class ServerConnection(AMQPConnection):
     def connectionMade(self) -> None:
         assert self.transport is not None
         peer = self.transport.getPeer()
-        self.client.name = f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+        self.client.name = _address(peer)
+        self.connected_at = self.clock.seconds()
+        self.broker.churn.connection_created += 1
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         if hasattr(self.transport, "setTcpNoDelay"):
             # Output is already gathered per read: Nagle would only add delay.
@@ -193,6 +242,7 @@ class ServerConnection(AMQPConnection):
     def _negotiationTimedOut(self) -> None:
         self._negotiation_call = None
         if self.state in (ConnectionState.AWAITING_HEADER, ConnectionState.NEGOTIATING):
+            oplog.handshake_timeout(self.client.name, self.negotiation_timeout)
             self.close_reason = ConnectionLevelError(
                 f"connection not opened within {self.negotiation_timeout} seconds",
                 reply_code=320,
@@ -206,12 +256,13 @@ class ServerConnection(AMQPConnection):
             self.dropConnection(abort=False)
             return
         self.useVersion(version)
+        self.dialect = dialect_for(version)
         assert self.transport is not None
         self.peer = PeerInfo.from_transport(self.transport)
         self.sendMethod(
             0,
             version.spec.ConnectionStart(
-                server_properties=server_properties(version),
+                server_properties=server_properties(self.dialect),
                 mechanisms=self.security.mechanisms_field(self.peer),
                 locales=b"en_US",
             ),
@@ -230,19 +281,19 @@ class ServerConnection(AMQPConnection):
     def connection_start_ok(self, method: Any) -> None:
         """Start the login; connection.tune follows once it succeeds.
 
-        The login may wait (repeated failures from the client's host are
-        slowed down); methods arriving meanwhile are out of order.
+        A refusal may wait (repeated failures of a user from a host are
+        answered more and more slowly); methods arriving meanwhile are out
+        of order.
         """
         self._expect(method, self._pending_login is not None or self.user is not None)
         self.client_properties = method.client_properties
+        self.auth_mechanism = method.mechanism
         capabilities = self.client_properties.get("capabilities")
         if isinstance(capabilities, dict):
             self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
             self.blocked_notify = bool(capabilities.get("connection.blocked"))
-        login = self.security.login(method.mechanism, method.response, self.peer)
-        if not login.called:
-            self._pending_login = login
-        login.addCallbacks(self._loggedIn, self._loginRefused)
+        self._pending_login = self.security.login(method.mechanism, method.response, self.peer)
+        self._pending_login.addCallbacks(self._loggedIn, self._loginRefused)
 
     def _loggedIn(self, login: Login) -> None:
         """The client is authenticated: tune the connection."""
@@ -291,19 +342,50 @@ class ServerConnection(AMQPConnection):
         """Open the virtual host: 402 if it does not exist, 403 without permissions on it."""
         self._expect(method, self.user is None or self.vhost is not None)
         assert self.version is not None and self.user is not None
-        self.guard = self.security.open_vhost(
-            self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
-        )
+        try:
+            self.guard = self.security.open_vhost(
+                self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
+            )
+        except AMQPError as refused:
+            oplog.vhost_refused(self.client.name, self.user.name, method.virtual_host, refused.reply_text)
+            if isinstance(refused, InvalidPath) and self.dialect.unknown_vhost_not_allowed:
+                raise NotAllowed(f"vhost {method.virtual_host} not found", 10, 40) from None
+            raise
         self.vhost = method.virtual_host
         # The security database says which vhosts exist; it may have gained
         # this one after the broker started.
         self.model_vhost = self.broker.add_vhost(method.virtual_host)
+        vhost_classes(self.model_vhost).staging.ttl = self.staging_ttl
         self.guard.exchanges = self.model_vhost.exchanges
         self.state = ConnectionState.OPEN
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
         self._negotiation_call = None
         self.sendMethod(0, self.version.spec.ConnectionOpenOk())
+        oplog.connection_opened(
+            self.client.name, self.user.name, self.vhost, self.version.name, self.client_properties
+        )
+
+    def connection_update_secret(self, method: Any) -> None:
+        """0-9-1: check the client's new secret (a refreshed token, say) through
+        the same cred checkers as its login; update-secret-ok, or 530."""
+        if self.state is not ConnectionState.OPEN:
+            raise CommandInvalid(
+                "connection.update-secret before the connection was opened",
+                method.CLASS_ID, method.METHOD_ID,
+            )
+        assert self.user is not None
+        checked = self.security.check_secret(self.user, method.new_secret, self.peer)
+        checked.addCallbacks(self._secretAccepted, self._secretRefused)
+
+    def _secretAccepted(self, _: None) -> None:
+        assert self.version is not None
+        if self.state is ConnectionState.OPEN:
+            self.sendMethod(0, self.version.spec.ConnectionUpdateSecretOk())
+
+    def _secretRefused(self, failure: Failure) -> None:
+        failure.trap(NotAllowed)
+        self.close(failure.value)  # type: ignore[arg-type]
 
     # -- frames --------------------------------------------------------------
 
@@ -349,8 +431,11 @@ class ServerConnection(AMQPConnection):
                                 continue
                             if frame_type == FRAME_METHOD:
                                 raise UnexpectedFrame(
-                                    "a method frame arrived while basic.publish still waited for "
-                                    "its content"
+                                    "expected content header for class 60, got non content "
+                                    "header frame instead" if channel.awaits_header else
+                                    "expected content body, got non content body frame instead",
+                                    hint="a method frame arrived while basic.publish still waited "
+                                    "for its content",
                                 )
                         elif frame_type == FRAME_METHOD and length >= 4:
                             ids = _METHOD_IDS.unpack_from(buf, start)[0]
@@ -393,19 +478,50 @@ class ServerConnection(AMQPConnection):
         server_channel = self.channels.get(channel)
         if server_channel is None:
             raise ChannelError(
-                f"{method.NAME} on channel {channel}, which is not open; send channel.open first",
+                "expected 'channel.open'",
                 method.CLASS_ID,
                 method.METHOD_ID,
+                hint=f"{method.NAME} came on channel {channel}, which is not open",
             )
         server_channel.methodReceived(method, command if method.CONTENT else None)
+
+    def _channelLimit(self) -> int:
+        """The highest channel number (RabbitMQ's dialect counts open channels instead)."""
+        return 65535 if self.dialect.channel_max_counts_open else super()._channelLimit()
+
+    def misplacedMethod(self, channel: int, method: Any) -> AMQPError:
+        """RabbitMQ's dialect: 504 for another class on channel 0, 503 for a
+        connection method elsewhere (the other way round otherwise)."""
+        if not self.dialect.misplaced_methods_as_rabbitmq:
+            return super().misplacedMethod(channel, method)
+        if channel:
+            return CommandInvalid(
+                "unimplemented method", method.CLASS_ID, method.METHOD_ID,
+                hint=f"{method.NAME} must be sent on channel 0, not {channel}",
+            )
+        return ChannelError(
+            "unexpected method in connection state running", method.CLASS_ID, method.METHOD_ID,
+            hint=f"{method.NAME} must be sent on a channel other than 0",
+        )
+
+    def replyText(self, error: AMQPError) -> str:
+        """The reply text as the connection's dialect words it."""
+        return self.dialect.reply_text(error)
 
     def _channelOpen(self, number: int, method: Any) -> None:
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
-            raise ChannelError(f"channel {number} is already open", 20, 10)
+            raise ChannelError("second 'channel.open' seen", 20, 10, hint=f"channel {number} is already open")
+        if self.dialect.channel_max_counts_open and 0 < self.channel_max <= len(self.channels):
+            raise NotAllowed(
+                f"number of channels opened ({len(self.channels)}) has reached the "
+                f"negotiated channel_max ({self.channel_max})",
+                20, 10,
+            )
         assert self.user is not None
         self.security.check_channel_limit(self.user.name)
         channel = self.channels[number] = ServerChannel(self, number, self.model_vhost, self.client)
+        self.broker.churn.channel_created += 1
         self.sendMethod(number, classes.open_ok(channel))
 
     def _channelResume(self, number: int, method: Any) -> None:
@@ -420,6 +536,7 @@ class ServerConnection(AMQPConnection):
             channel.close()
             raise
         self.channels[number] = channel
+        self.broker.churn.channel_created += 1
         self.sendMethod(number, ok)
 
     def _channelClose(self, number: int, method: Any) -> None:
@@ -429,12 +546,20 @@ class ServerConnection(AMQPConnection):
         self.sendMethod(number, self.version.spec.ChannelCloseOk())
 
     def _channelCloseOk(self, number: int, method: Any) -> None:
+        """The client confirms the channel.close the broker sent (503 for a
+        channel the broker did not close)."""
+        if number not in self.closing_channels:
+            raise CommandInvalid(
+                "unimplemented method", 20, 41,
+                hint=f"channel.close-ok came on channel {number}, which the server did not close",
+            )
         self._forgetChannel(number)
         self.channelClosed(number)
 
     def _forgetChannel(self, number: int) -> None:
         channel = self.channels.pop(number, None)
         if channel is not None:
+            self.broker.churn.channel_closed += 1
             channel.close()
 
     def channelError(self, channel: int, error: ChannelLevelError) -> None:
@@ -458,6 +583,11 @@ class ServerConnection(AMQPConnection):
             channels, self._confirming = self._confirming, []
             for channel in channels:
                 channel.flushConfirms()
+        output = self._output
+        if output and self.transport is not None:
+            stats = self.stats
+            stats.send_oct += sum(map(len, output))
+            stats.send_cnt += 1
         super().flush()
 
     def pauseProducing(self) -> None:
@@ -475,6 +605,31 @@ class ServerConnection(AMQPConnection):
     def stopProducing(self) -> None:
         """The transport is going away; :meth:`connectionLost` cleans up."""
 
+    # -- unfinished messages ---------------------------------------------------
+
+    def bodyBuffered(self, size: int) -> None:
+        """A channel buffered *size* more bytes of an unfinished message body.
+
+        :raises ResourceError: the connection's unfinished bodies exceed
+            :attr:`partial_content_max`.
+        """
+        held = self.partial_bytes = self.partial_bytes + size
+        if held > self.partial_content_max:
+            raise ResourceError(
+                f"unfinished messages on this connection hold {held} bytes across its "
+                f"channels, above the limit of {self.partial_content_max}; finish a "
+                "message before starting the next"
+            )
+        if self.memory is not None:
+            self.memory.buffered(size)
+
+    def bodyReleased(self, size: int, dropped: bool) -> None:
+        """A channel no longer holds *size* bytes of an unfinished body: the
+        message is complete, or was *dropped* (its memory goes back to the system)."""
+        self.partial_bytes -= size
+        if dropped and size >= MAPPED_BODY_SIZE and self.memory is not None:
+            self.memory.released()
+
     # -- holding publishers back ----------------------------------------------
 
     @property
@@ -489,12 +644,32 @@ class ServerConnection(AMQPConnection):
         )
 
     def pauseReading(self) -> None:
-        """Stop reading from the client (TCP pushes back on it)."""
+        """Stop reading from the client (TCP pushes back on it).
+
+        Until reading resumes, a heartbeat frame goes to the client every
+        :data:`PAUSED_PROBE_INTERVAL` seconds: a connection that is not read
+        would otherwise never notice that its client went away (the end of
+        the stream waits behind what the client sent), and would keep what
+        it holds, unfinished messages included.
+        """
         if self.state is not ConnectionState.CLOSED and self.transport is not None:
             self.transport.pauseProducing()  # type: ignore[attr-defined]
+            self._probe_call = self.clock.callLater(PAUSED_PROBE_INTERVAL, self._probePaused)
+
+    def _probePaused(self) -> None:
+        self._probe_call = None
+        if self.gate.paused and self.state is not ConnectionState.CLOSED:
+            self.write(HEARTBEAT_FRAME)
+            self._probe_call = self.clock.callLater(PAUSED_PROBE_INTERVAL, self._probePaused)
+
+    def _stopProbing(self) -> None:
+        if self._probe_call is not None and self._probe_call.active():
+            self._probe_call.cancel()
+        self._probe_call = None
 
     def resumeReading(self) -> None:
         """Read from the client again, starting with what was read but not handled."""
+        self._stopProbing()
         if self.state is ConnectionState.CLOSED or self.transport is None:
             return
         self._last_received = self.clock.seconds()
@@ -556,23 +731,40 @@ class ServerConnection(AMQPConnection):
         self._closeChannels()
         super().connection_close(method)
 
+    def _keepCutOffContent(self) -> None:
+        """The transport broke: content cut off mid-way goes to its class, which
+        may keep what arrived (file.stage: resumable staging)."""
+        for number, channel in self.channels.items():
+            assembler = self._assemblers.get(number)
+            command = assembler.partial() if assembler is not None else None
+            if command is not None and channel.classes is not None:
+                channel.classes.cut_off(command)
+
     def _closeChannels(self) -> None:
         channels = list(self.channels.values())
         self.channels.clear()  # in place: a running frame loop holds this dict
+        self.broker.churn.channel_closed += len(channels)
         for channel in channels:
             channel.close(interrupted=True)
 
     def connectionLost(self, reason: Any = None) -> None:
+        self._stopProbing()
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
         self._negotiation_call = None
         if self._pending_login is not None:
             self._pending_login.cancel()
+        self._keepCutOffContent()
         self._closeChannels()
         self.client.close()
+        self.broker.churn.connection_closed += 1
         if self.login is not None:
             self.login.logout()
         super().connectionLost(reason)
+        oplog.connection_closed(
+            self.client.name, self.user.name if self.user is not None else None,
+            self.close_reason, self.clock.seconds() - self.connected_at,
+        )
         factory = getattr(self, "factory", None)
         if factory is not None:
             factory.connections.discard(self)
@@ -611,6 +803,15 @@ class ServerFactory(Factory):
         are blocked (see :class:`~txamqp09.broker.flow.PublisherThrottle`).
     :param alarms: the broker's resource alarms (a new set if omitted): while
         any is active, publishing connections are blocked.
+    :param memory_high_watermark: the memory alarm's watermark: a fraction
+        of the machine's memory (a float) or bytes (an int).
+    :param memory_probe: what the memory monitor measures (the process's
+        resident memory if omitted; see :class:`~txamqp09.broker.memory.MemoryMonitor`).
+    :param consumer_timeout: seconds a delivery may stay unacknowledged
+        before its channel is closed (RabbitMQ's ``consumer_timeout``; 0: never;
+        see :mod:`txamqp09.broker.timeouts`).
+    :param connection_max: connections open at once beyond which new ones
+        are refused (RabbitMQ's ``connection_max``; None: no limit).
     """
 
     def __init__(
@@ -621,6 +822,10 @@ class ServerFactory(Factory):
         security: Optional[Security] = None,
         high_watermark: int = DEFAULT_HIGH_WATERMARK,
         alarms: Optional[ResourceAlarms] = None,
+        memory_high_watermark: float | int = DEFAULT_MEMORY_HIGH_WATERMARK,
+        memory_probe: Optional[Callable[[], Optional[int]]] = None,
+        consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT,
+        connection_max: Optional[int] = None,
         **options: Any,
     ) -> None:
         self.clock = clock
@@ -633,6 +838,8 @@ class ServerFactory(Factory):
         #: The runtime configuration (users, vhosts, policies, limits ...);
         #: the broker service gives it the store and starts it.
         self.config = RuntimeConfig(self.security.database, self.broker)
+        self.config.vhost_deleted.append(self._vhost_deleted)
+        self.config.user_deleted.append(self._user_deleted)
         self.options = options
         self.batch = OutputBatch()
         #: The connections that are currently up.
@@ -641,6 +848,32 @@ class ServerFactory(Factory):
         #: Memory and disk alarms; publishers are blocked while any is active.
         self.alarms = alarms if alarms is not None else ResourceAlarms()
         block_publishers(self.alarms, lambda: [connection.gate for connection in self.connections])
+        self.memory = MemoryMonitor(
+            self.alarms,
+            clock,
+            watermark_bytes(memory_high_watermark),
+            memory_probe if memory_probe is not None else resident_memory,
+        )
+        self.ack_timeouts = AckTimeouts(clock, consumer_timeout, self._openChannels)
+        self.connection_max = connection_max
+
+    def _openChannels(self) -> Iterator[tuple[str, ServerChannel]]:
+        """(the client's address, channel) for every open channel."""
+        for connection in list(self.connections):
+            for channel in list(connection.channels.values()):
+                yield connection.client.name, channel
+
+    def _vhost_deleted(self, name: str) -> None:
+        """Close the connections to a deleted vhost (320, as RabbitMQ)."""
+        for connection in list(self.connections):
+            if connection.vhost == name:
+                connection.close(ConnectionForced(f"vhost '{name}' is deleted"))
+
+    def _user_deleted(self, name: str) -> None:
+        """Close the connections of a deleted user (320, as RabbitMQ)."""
+        for connection in list(self.connections):
+            if connection.user is not None and connection.user.name == name:
+                connection.close(ConnectionForced(f"user '{name}' is deleted"))
 
     def vhost_connections(self, vhost: str) -> int:
         """Open connections on *vhost* (for its ``max-connections`` limit)."""
@@ -654,17 +887,27 @@ class ServerFactory(Factory):
 
     def startFactory(self) -> None:
         self.throttle.start()
+        self.memory.start()
+        self.ack_timeouts.start()
 
     def stopFactory(self) -> None:
         self.throttle.stop()
+        self.memory.stop()
+        self.ack_timeouts.stop()
 
-    def buildProtocol(self, addr: Any) -> ServerConnection:
+    def buildProtocol(self, addr: Any) -> Optional[ServerConnection]:  # type: ignore[override]
+        """A connection for the client at *addr*, or None (the socket is
+        closed at once) when :attr:`connection_max` connections are open."""
+        if self.connection_max is not None and len(self.connections) >= self.connection_max:
+            oplog.connection_refused(_address(addr), self.connection_max)
+            return None
         connection = ServerConnection(
             self.clock,
             broker=self.broker,
             security=self.security,
             batch=self.batch,
             alarms=self.alarms,
+            memory=self.memory,
             **self.options,
         )
         connection.factory = self

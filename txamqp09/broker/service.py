@@ -5,8 +5,7 @@ listening services. Starting, it opens the message store and rebuilds the
 broker from what the store recovered before any listener starts, so no
 client sees a half-restored broker; then it starts the runtime
 configuration (:mod:`txamqp09.broker.runtime`) from the store's settings
-and the ``--definitions`` file. It closes the connections of a vhost or a
-user deleted at run time. Stopping, it stops the listeners, closes
+and the ``--definitions`` file. Stopping, it stops the listeners, closes
 every client connection (320 CONNECTION_FORCED, as RabbitMQ does on
 shutdown) so that nothing more reaches the store, and then closes the store,
 whose Deferred fires once everything written so far is on disk.
@@ -23,19 +22,49 @@ import gc
 import time
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
+from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred
-from twisted.logger import Logger
+from twisted.internet.error import CannotListenError
+from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IStreamServerEndpoint
+from zope.interface import implementer
+
+from txamqp09.broker import oplog
 
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD, CollectorPolicy
 from txamqp09.broker.disk import DiskMonitor
 from txamqp09.broker.server import ServerFactory
-from txamqp09.store.interface import MessageStore, Settings
+from txamqp09.broker.runtime import ConfigError
+from txamqp09.store.interface import IMessageStore, Settings
+from txamqp09.store.sqlite import StoreInUse
 from txamqp09.wire.errors import ConnectionForced
 
-__all__ = ["BrokerService"]
+__all__ = ["BrokerService", "StartupError"]
 
 _T = TypeVar("_T")
+
+
+class StartupError(Exception):
+    """The broker cannot start; the message says why, in one line."""
+
+
+@implementer(IStreamServerEndpoint)
+class _LoggedEndpoint:
+    """A server endpoint that logs where it listens once it does."""
+
+    def __init__(self, endpoint: IStreamServerEndpoint, protocol: str) -> None:
+        self.endpoint = endpoint
+        self.protocol = protocol
+
+    def listen(self, protocolFactory: IProtocolFactory) -> Deferred[IListeningPort]:
+        """Listen on the wrapped endpoint and log the port's address."""
+        listening: Deferred[IListeningPort] = self.endpoint.listen(protocolFactory)
+
+        def log(port: IListeningPort) -> IListeningPort:
+            oplog.listening(self.protocol, port.getHost())
+            return port
+
+        return listening.addCallback(log)
 
 
 def _without_collector(work: Callable[[], _T]) -> _T:
@@ -64,43 +93,91 @@ class BrokerService(MultiService):
         stored runtime configuration at every start (``--definitions``).
     :param disk_monitor: watches the store's free space (started once the
         store is open, before the listeners).
+    :param data_dir: the store's directory, for the log (None: transient).
+    :param definitions_file: where *definitions* came from, for the log.
+
+    Starting, it logs (:mod:`txamqp09.broker.oplog`) each listener as it is
+    bound, its data directory, the definitions it applied, the users and
+    vhosts it knows and what it restored, and last that it accepts
+    connections. A start that cannot succeed (a port in use, a data
+    directory in use, definitions that cannot be applied) raises
+    :class:`StartupError`; with :attr:`exit_on_startup_error` (``twistd
+    amqp09``) it is one log line and exit status 1 instead.
     """
 
-    log = Logger()
+    #: Log a :class:`StartupError` and exit with status 1 rather than raise it.
+    exit_on_startup_error = False
 
     def __init__(
         self,
         factory: ServerFactory,
-        store: Optional[MessageStore],
+        store: Optional[IMessageStore],
         freeze_threshold: int = DEFAULT_FREEZE_THRESHOLD,
         definitions: Optional[Mapping[str, Any]] = None,
         disk_monitor: Optional[DiskMonitor] = None,
+        *,
+        data_dir: Optional[str] = None,
+        definitions_file: Optional[str] = None,
     ) -> None:
         super().__init__()
         self.factory = factory
         self.store = store
         self.definitions = definitions
         self.disk_monitor = disk_monitor
+        self.data_dir = data_dir
+        self.definitions_file = definitions_file
         factory.config.store = store
-        factory.config.vhost_deleted.append(self._vhost_deleted)
-        factory.config.user_deleted.append(self._user_deleted)
         self.collector = CollectorPolicy(factory.broker, factory.clock, freeze_threshold)
+
+    def add_listener(self, endpoint: IStreamServerEndpoint, factory: IProtocolFactory, protocol: str) -> None:
+        """Listen on *endpoint* with *factory* while the broker runs; the
+        operator log names *protocol* (``amqp``, ``http``...) and the address."""
+        listener = StreamServerEndpointService(_LoggedEndpoint(endpoint, protocol), factory)
+        # A port that cannot be bound fails the start instead of being logged.
+        listener._raiseSynchronously = True
+        listener.setServiceParent(self)
+
+    def privilegedStartService(self) -> None:
+        """Bind the listeners (before privileges are shed, under twistd)."""
+        self._starting(super().privilegedStartService)
 
     def startService(self) -> None:
         """Open the store and restore the broker, then start the listeners."""
+        self._starting(self._start)
+        oplog.accepting(sum(isinstance(child, StreamServerEndpointService) for child in self))
+
+    def _start(self) -> None:
+        oplog.data_directory(self.data_dir)
         settings: Settings = {}
         if self.store is not None:
             settings = _without_collector(self._restore)
             # What was restored lives until it is consumed: keep it out of the
             # collector's full passes, which would walk every message each time.
             self.collector.freeze()
-        report = self.factory.config.start(settings, self.definitions)
-        for item in report.unsupported:
-            self.log.warn("--definitions: not applied: {item}", item=item)
+        try:
+            report = self.factory.config.start(settings, self.definitions)
+        except ConfigError as error:
+            raise StartupError(f"--definitions {self.definitions_file}: {error}") from None
+        oplog.definitions_applied(self.definitions_file, self.definitions, report.unsupported)
+        database = self.factory.security.database
+        oplog.known_names(database.users, database.vhosts)
         self.collector.start()
         if self.disk_monitor is not None:
             self.disk_monitor.startService()
         super().startService()
+
+    def _starting(self, step: Callable[[], None]) -> None:
+        """Run a step of the start; a failure is a :class:`StartupError`."""
+        try:
+            try:
+                step()
+            except (CannotListenError, StoreInUse, OSError) as error:
+                raise StartupError(str(error)) from error
+        except StartupError as error:
+            if not self.exit_on_startup_error:
+                raise
+            oplog.startup_failed(str(error))
+            raise SystemExit(1) from None
 
     def _restore(self) -> Settings:
         """Open the store and rebuild the broker from what it recovered; the
@@ -111,29 +188,11 @@ class BrokerService(MultiService):
         recovered = self.store.open(body_budget=persistence.memory_budget)
         count = sum(len(messages) for messages in recovered.messages.values())
         self.factory.broker.restore(recovered)
-        self.log.info(
-            "message store opened: {queues} durable queues, {exchanges} durable exchanges, "
-            "{messages} persistent messages restored in {seconds:.2f} s "
-            "({paged} bytes of bodies left on disk)",
-            queues=len(recovered.queues),
-            exchanges=len(recovered.exchanges),
-            messages=count,
-            seconds=time.monotonic() - started,
-            paged=persistence.paged_bytes,
+        oplog.restored(
+            len(recovered.queues), len(recovered.exchanges), count, time.monotonic() - started,
+            persistence.paged_bytes,
         )
         return recovered.settings
-
-    def _vhost_deleted(self, name: str) -> None:
-        """Close the connections to a deleted vhost (320, as RabbitMQ)."""
-        for connection in list(self.factory.connections):
-            if connection.vhost == name:
-                connection.close(ConnectionForced(f"vhost '{name}' is deleted"))
-
-    def _user_deleted(self, name: str) -> None:
-        """Close the connections of a deleted user (320, as RabbitMQ)."""
-        for connection in list(self.factory.connections):
-            if connection.user is not None and connection.user.name == name:
-                connection.close(ConnectionForced(f"user '{name}' is deleted"))
 
     def stopService(self) -> Deferred[Any]:
         """Stop listening, close every connection, then close the store."""

@@ -50,7 +50,7 @@ from txamqp09.wire.errors import (
     CommandInvalid,
     ConnectionLevelError,
 )
-from txamqp09.wire.fields import TableCodec
+from txamqp09.wire.fields import TableCodec, field_text
 from txamqp09.wire.frames import (
     FRAME_BODY,
     FRAME_HEADER,
@@ -624,8 +624,7 @@ def _heartbeat(ours: Optional[int], theirs: int) -> int:
 
 
 def _words(value: Union[bytes, str]) -> list[str]:
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-    return text.split()
+    return str(field_text(value)).split()
 
 
 class ClientFactory(Factory):

@@ -82,6 +82,7 @@ __all__ = [
     "Route",
     "Router",
     "has_tag",
+    "Basic",
     "listing",
     "MAX_NAME_BYTES",
 ]
@@ -388,8 +389,22 @@ def _columns(row: Any, wanted: list[list[str]]) -> Any:
     return kept
 
 
+class Basic(dict):  # type: ignore[type-arg]
+    """A cheap row standing for an object in :func:`listing`: the columns to
+    sort and filter on, and the object (:attr:`object`) its full row is made
+    from."""
+
+    def __init__(self, obj: Any, **columns: Any) -> None:
+        super().__init__(columns)
+        self.object = obj
+
+
 def listing(
-    request: ApiRequest, rows: Iterable[Mapping[str, Any]], default_sort: tuple[str, ...] = ("vhost", "name")
+    request: ApiRequest,
+    rows: Iterable[Mapping[str, Any]],
+    default_sort: tuple[str, ...] = ("vhost", "name"),
+    *,
+    expand: Optional[Callable[[Any], Mapping[str, Any]]] = None,
 ) -> Any:
     """A list answer with RabbitMQ's query parameters applied.
 
@@ -400,21 +415,31 @@ def listing(
     (a case-insensitive substring, or a regular expression with
     ``use_regex=true``).
 
+    With *expand*, *rows* are :class:`Basic` rows and ``expand(obj)`` makes
+    an object's full row. Only the rows of the page asked for are expanded
+    when the sort keys are among the basic rows' columns (as RabbitMQ
+    builds only one page of a paginated list); otherwise every row is.
+
     :raises ApiError: 400 with RabbitMQ's texts for bad page parameters, a
         page past the end, or a regular expression that does not compile.
     """
     query = request.query
     page = _query_int(query, "page")
     page_size = _query_int(query, "page_size")
-    items = list(rows)
+    items: list[Any] = list(rows)
     total = len(items)
-    columns = query.get("columns")
-    if columns:
-        wanted = [column.split(".") for column in columns.split(",") if column]
-        items = [_columns(item, wanted) for item in items]
     sort = query.get("sort")
-    if sort != "":
-        keys = ((sort,) if sort else ()) + default_sort
+    keys = (((sort,) if sort else ()) + default_sort) if sort != "" else ()
+    late = expand is not None and page is not None and all(
+        key.split(".")[0] in row for key in keys for row in items[:1]
+    )
+    if expand is not None and not late:
+        items = [expand(row.object) for row in items]
+    columns = query.get("columns")
+    wanted = [column.split(".") for column in columns.split(",") if column] if columns else None
+    if wanted and not late:
+        items = [_columns(item, wanted) for item in items]
+    if keys:
         items.sort(key=lambda row: [_sort_value(_dotted(row, key)) for key in keys])
     if query.get("sort_reverse") == "true":
         items.reverse()
@@ -437,6 +462,11 @@ def listing(
             f"Page out of range, page: {page} page size: {size}, len: {len(filtered)}",
         )
     chosen = filtered[start:start + size]
+    if late:
+        assert expand is not None
+        chosen = [expand(row.object) for row in chosen]
+        if wanted:
+            chosen = [_columns(item, wanted) for item in chosen]
     return {
         "filtered_count": len(filtered),
         "item_count": len(chosen),

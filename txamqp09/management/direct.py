@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from txamqp09.broker.model import Client, Consumer, Message, Queue, Session, VirtualHost
-from txamqp09.wire.fields import encode_shortstr
+from zope.interface import implementer
+
+from txamqp09.broker.model import Client, Consumer, ISink, Message, Queue, Session, VirtualHost
+from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 
 __all__ = ["DirectSession"]
@@ -29,6 +31,7 @@ __all__ = ["DirectSession"]
 _PROPERTIES = AMQP0_9_1.properties[60]
 
 
+@implementer(ISink)
 class _Sink:
     """Notes returned messages; a direct session has no consumers and no confirms."""
 
@@ -87,8 +90,7 @@ class DirectSession:
             internal exchange, 406 bad expiration).
         """
         raw = _PROPERTIES(**dict(properties or {})).encode()
-        envelope = encode_shortstr(exchange) + encode_shortstr(routing_key)
-        message = Message(exchange, routing_key, envelope, raw, body, _PROPERTIES)
+        message = Message(exchange, routing_key, envelope(exchange, routing_key), raw, body, _PROPERTIES)
         before = len(self._sink.returned_messages)
         self.session.publish(exchange, message, True, False)
         return len(self._sink.returned_messages) == before

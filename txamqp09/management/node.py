@@ -30,7 +30,7 @@ from txamqp09.management.stats import Statistics
 
 if TYPE_CHECKING:
     from txamqp09.broker.server import ServerConnection, ServerFactory
-    from txamqp09.store.interface import MessageStore
+    from txamqp09.store.interface import IMessageStore
 
 __all__ = ["Listener", "Node", "RecordingEndpoint", "StatisticsService"]
 
@@ -59,7 +59,7 @@ class Node:
     """
 
     def __init__(
-        self, factory: ServerFactory, store: Optional[MessageStore] = None, name: Optional[str] = None
+        self, factory: ServerFactory, store: Optional[IMessageStore] = None, name: Optional[str] = None
     ) -> None:
         self.factory = factory
         self.broker = factory.broker
@@ -112,8 +112,12 @@ class Node:
         return held
 
     def alarms(self) -> list[str]:
-        """The resources in alarm (``memory`` while publishers are held back)."""
-        return ["memory"] if self.factory.throttle.blocked else []
+        """The resources in alarm: the broker's memory and disk alarms, and
+        ``memory`` while the ready-bytes throttle holds publishers back."""
+        active = set(self.factory.alarms.active())
+        if self.factory.throttle.blocked:
+            active.add("memory")
+        return sorted(active)
 
     def listening(self, protocol: str, port: IListeningPort) -> None:
         """Note that *port* listens for *protocol*."""

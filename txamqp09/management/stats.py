@@ -9,14 +9,11 @@ the live channels' counters and of what closed channels counted; they are
 sampled like any other counters object.
 
 The JSON shapes are RabbitMQ's: each counter ``x`` comes with
-``x_details: {"rate": r}``. With ``?msg_rates_age=S&msg_rates_incr=I`` on a
-request the totals' details also carry the retained ``samples`` (the last
-:attr:`Statistics.history` samples are kept for the totals only).
+``x_details: {"rate": r}``.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Optional
 from weakref import WeakKeyDictionary
@@ -34,8 +31,6 @@ __all__ = ["DEFAULT_INTERVAL", "Statistics", "with_details"]
 
 #: Seconds between two samples.
 DEFAULT_INTERVAL = 5.0
-#: Samples of the totals kept for ``samples`` histories (10 minutes at 5 s).
-DEFAULT_HISTORY = 120
 
 
 class _Sample:
@@ -64,26 +59,16 @@ class Statistics:
     :param node: the broker facade whose objects are sampled.
     :param clock: drives the sampling timer.
     :param interval: seconds between samples.
-    :param history: samples of the totals kept.
     """
 
-    def __init__(
-        self,
-        node: Node,
-        clock: IReactorTime,
-        interval: float = DEFAULT_INTERVAL,
-        history: int = DEFAULT_HISTORY,
-    ) -> None:
+    def __init__(self, node: Node, clock: IReactorTime, interval: float = DEFAULT_INTERVAL) -> None:
         self.node = node
         self.clock = clock
         self.interval = interval
-        self.history = history
         self._samples: WeakKeyDictionary[Counters, _Sample] = WeakKeyDictionary()
         #: Per-vhost totals, refreshed at each sample and on demand.
         self._vhost_totals: dict[str, ChannelCounters] = {}
         self._node_totals = ChannelCounters()
-        #: (time, values) of the node totals, newest last.
-        self.samples: deque[tuple[float, tuple[int, ...]]] = deque(maxlen=history)
         self._loop = LoopingCall(self.sample)
         self._loop.clock = clock
 
@@ -117,7 +102,6 @@ class Statistics:
         for name in broker.vhosts:
             self._take(self.vhost(name), now)
         self._take(self.totals(), now)
-        self.samples.append((now, self._node_totals.values()))
 
     def _take(self, counters: Counters, now: float) -> None:
         values = counters.values()

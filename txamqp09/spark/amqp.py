@@ -20,6 +20,7 @@ from twisted.python.failure import Failure
 
 from txamqp09.client import Channel, ClientConnection, Consumer, Message, connect
 from txamqp09.spark.rows import STREAM_OFFSET_HEADER, Publication
+from txamqp09.wire.fields import field_text
 
 __all__ = [
     "StreamRange",
@@ -196,7 +197,7 @@ async def stream_tail(url: str, queue: str) -> int:
 def _product(connection: ClientConnection) -> str:
     """The ``product`` the server named in connection.start."""
     product = connection.server_properties.get("product", "")
-    return product.decode("utf-8", "replace") if isinstance(product, bytes) else str(product)
+    return str(field_text(product))
 
 
 async def _last_chunk_end(channel: Channel, queue: str) -> int:

@@ -102,9 +102,13 @@ class RabbitMQ:
     :param tls: when given, a TLS listener on :attr:`tls_port` as well.
     :param config: extra ``rabbitmq.conf`` settings, key to value.
     :param start_timeout: seconds :meth:`start` waits for the node.
+    :param management: enable the ``rabbitmq_management`` plugin, its HTTP
+        API listening on :attr:`management_port`.
 
     :ivar port: the AMQP port on 127.0.0.1 (known once constructed).
     :ivar tls_port: the AMQPS port, or None without *tls*.
+    :ivar management_port: the management API's port on 127.0.0.1, or None
+        without *management*.
     """
 
     def __init__(
@@ -114,6 +118,7 @@ class RabbitMQ:
         tls: Optional[TLSFiles] = None,
         config: Mapping[str, str] = {},
         start_timeout: float = 60.0,
+        management: bool = False,
     ) -> None:
         self.base_dir = os.path.abspath(base_dir)
         self.tls = tls
@@ -121,6 +126,7 @@ class RabbitMQ:
         self.start_timeout = start_timeout
         self.port = free_port()
         self.tls_port: Optional[int] = free_port() if tls is not None else None
+        self.management_port: Optional[int] = free_port() if management else None
         self.dist_port = free_port()
         self.epmd_port = free_port()
         self.node_name = f"txamqp09-{os.getpid()}-{self.port}@localhost"
@@ -178,6 +184,8 @@ class RabbitMQ:
                 "ssl_options.verify = " + ("verify_peer" if self.tls.verify_peer else "verify_none"),
                 "ssl_options.fail_if_no_peer_cert = " + str(self.tls.require_peer_cert).lower(),
             ]
+        if self.management_port is not None:
+            lines += [f"management.tcp.ip = {_LOOPBACK}", f"management.tcp.port = {self.management_port}"]
         lines += [f"{key} = {value}" for key, value in self.extra_config.items()]
         return lines
 
@@ -185,7 +193,7 @@ class RabbitMQ:
         for directory in ("home", "mnesia", "log"):
             os.makedirs(self._path(directory), exist_ok=True)
         files = {
-            "enabled_plugins": "[].\n",
+            "enabled_plugins": "[rabbitmq_management].\n" if self.management_port is not None else "[].\n",
             "rabbitmq.conf": "\n".join(self._config_lines()) + "\n",
             "advanced.config": "[].\n",
             "rabbitmq-env.conf": "",
@@ -243,7 +251,7 @@ class RabbitMQ:
         while time.monotonic() < deadline:
             if not self.running:
                 raise RabbitMQError(f"RabbitMQ exited during start-up:\n{self.log_tail()}")
-            if _answers_amqp(self.port):
+            if _answers_amqp(self.port) and (self.management_port is None or _listens(self.management_port)):
                 return
             time.sleep(0.1)
         raise RabbitMQError(
@@ -322,6 +330,15 @@ def _end_process(process: subprocess.Popen[bytes], timeout: float) -> None:
             continue
 
 
+def _listens(port: int) -> bool:
+    """Something accepts TCP connections on *port*."""
+    try:
+        with socket.create_connection((_LOOPBACK, port), timeout=2.0):
+            return True
+    except OSError:
+        return False
+
+
 def _answers_amqp(port: int) -> bool:
     """A server on *port* answers a 0-9-1 header with a method frame."""
     try:
@@ -333,31 +350,33 @@ def _answers_amqp(port: int) -> bool:
     return first == b"\x01"
 
 
-_shared: Optional[RabbitMQ] = None
-_shared_failure: Optional[RabbitMQError] = None
+_shared: dict[bool, RabbitMQ] = {}
+_shared_failure: dict[bool, RabbitMQError] = {}
 
 
-def shared_rabbitmq() -> RabbitMQ:
+def shared_rabbitmq(*, management: bool = False) -> RabbitMQ:
     """The node this process shares: started on first use, stopped at exit.
 
+    :param management: the node with the management plugin (a second one,
+        so that the plugin's statistics cost nothing to the plain node's
+        benchmarks).
     :raises RabbitMQError: it could not be started (again on every later
         call, without retrying).
     """
-    global _shared, _shared_failure
-    if _shared_failure is not None:
-        raise _shared_failure
-    if _shared is None:
+    if management in _shared_failure:
+        raise _shared_failure[management]
+    if management not in _shared:
         base_dir = tempfile.mkdtemp(prefix="txamqp09-rabbitmq-")
-        node = RabbitMQ(base_dir)
+        node = RabbitMQ(base_dir, management=management)
         try:
             node.start()
         except RabbitMQError as failure:
-            _shared_failure = failure
+            _shared_failure[management] = failure
             shutil.rmtree(base_dir, ignore_errors=True)
             raise
         atexit.register(_stop_and_remove, node)
-        _shared = node
-    return _shared
+        _shared[management] = node
+    return _shared[management]
 
 
 def _stop_and_remove(node: RabbitMQ) -> None:

@@ -52,6 +52,8 @@ class AMQPError(Exception):
     :ivar reply_text: what went wrong, in words a person can act on.
     :ivar class_id: class id of the offending method, or 0.
     :ivar method_id: method id of the offending method, or 0.
+    :ivar hint: what the client may do about it, or empty; a dialect
+        decides whether the reply text carries it (RabbitMQ's texts do not).
     """
 
     reply_code: int = 541
@@ -64,16 +66,23 @@ class AMQPError(Exception):
         method_id: int = 0,
         *,
         reply_code: int | None = None,
+        hint: str = "",
     ) -> None:
         super().__init__(reply_text)
         self.reply_text = reply_text
         self.class_id = class_id
         self.method_id = method_id
+        self.hint = hint
         if reply_code is not None:
             self.reply_code = reply_code
 
+    @property
+    def full_text(self) -> str:
+        """The reply text followed by the hint, if any."""
+        return f"{self.reply_text}; {self.hint}" if self.hint else self.reply_text
+
     def __str__(self) -> str:
-        return f"{self.reply_code} {self.reply_text}"
+        return f"{self.reply_code} {self.full_text}"
 
     def __repr__(self) -> str:
         return (

@@ -92,6 +92,7 @@ __all__ = [
     "encode_content",
     "decode_content",
     "check_end",
+    "field_text",
 ]
 
 #: How deep tables and arrays may nest inside one another.
@@ -115,6 +116,10 @@ _DECIMAL = struct.Struct(">Bi")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+#: What decoding raises when the bytes end inside a fixed-size value.
+_CUT_SHORT = (struct.error, IndexError)
 
 
 def _truncated(what: str) -> AMQPSyntaxError:
@@ -219,6 +224,16 @@ def check_end(buf: bytes, offset: int) -> None:
 
 
 # -- 0-9 message content ---------------------------------------------------
+
+
+def field_text(value: Any) -> Any:
+    """A field-table value with text read as :class:`str`; other values as they are.
+
+    Tables decode long strings (``S``) as :class:`bytes`, whatever they hold;
+    where a header or an argument is meant as text, this reads it as UTF-8,
+    undecodable bytes becoming U+FFFD, so that a reply text can show it.
+    """
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 class Content:
@@ -504,12 +519,24 @@ class TableCodec:
     # decoding
 
     def decode_table(self, buf: bytes, offset: int) -> tuple[dict[str, FieldValue], int]:
-        """Decode a table (with its length) at *offset*."""
-        return self._decode_nested_table(buf, offset, 1)
+        """Decode a table (with its length) at *offset*.
+
+        :raises AMQPSyntaxError: the table is malformed or *buf* ends inside it.
+        """
+        try:
+            return self._decode_nested_table(buf, offset, 1)
+        except _CUT_SHORT:
+            raise _truncated("field table") from None
 
     def decode_array(self, buf: bytes, offset: int) -> tuple[list[FieldValue], int]:
-        """Decode an array (with its length) at *offset*."""
-        return self._decode_nested_array(buf, offset, 1)
+        """Decode an array (with its length) at *offset*.
+
+        :raises AMQPSyntaxError: the array is malformed or *buf* ends inside it.
+        """
+        try:
+            return self._decode_nested_array(buf, offset, 1)
+        except _CUT_SHORT:
+            raise _truncated("field array") from None
 
     def _bounds(self, buf: bytes, offset: int, depth: int, what: str) -> tuple[int, int]:
         if depth > MAX_DEPTH:

@@ -304,13 +304,27 @@ class ContentAssembler:
             self._parts = []
         self._received = 0
 
+    def partial(self) -> Optional[Command]:
+        """The content method under way with the body received so far (for a
+        connection that broke mid-content), or None when no content header
+        has arrived."""
+        command = self._command
+        if command is None or self._size < 0:
+            return None
+        return Command(command.method, command.raw_properties, b"".join(self._parts), command._cls)
+
     def method(self, method: Method) -> Optional[Command]:
         """Take a method frame's method; a complete command if it has no content."""
         if self._command is not None:
-            name = self._command.method.NAME
+            waiting = self._command.method
+            expected = (
+                f"expected content header for class {waiting.CLASS_ID}, got non content header "
+                "frame instead" if self._size < 0 else
+                "expected content body, got non content body frame instead"
+            )
             self.reset()
             raise UnexpectedFrame(
-                f"{method.NAME} arrived while {name} still waited for its content"
+                expected, hint=f"{method.NAME} arrived while {waiting.NAME} still waited for its content"
             )
         command = Command(method)
         if method.CONTENT:
@@ -321,8 +335,16 @@ class ContentAssembler:
     def header(self, payload: bytes) -> Optional[Command]:
         """Take a content header payload; the command if its body is empty."""
         command = self._command
-        if command is None or self._size >= 0:
-            raise UnexpectedFrame("content header frame without a content method before it")
+        if command is None:
+            raise UnexpectedFrame(
+                "expected method frame, got non method frame instead",
+                hint="a content header frame came without a content method before it",
+            )
+        if self._size >= 0:
+            raise UnexpectedFrame(
+                "expected content body, got non content body frame instead",
+                hint=f"a second content header frame came for one {command.method.NAME}",
+            )
         if len(payload) < 14:  # class id, weight, body size, one flag word
             raise FrameError(f"content header of {len(payload)} bytes is too short")
         class_id, _weight, size = _unpack_content_header(payload)
@@ -357,7 +379,16 @@ class ContentAssembler:
         received = self._received + len(payload)
         if received != size:
             if size < 0:
-                raise UnexpectedFrame("body frame without a content header before it")
+                if self._command is None:
+                    raise UnexpectedFrame(
+                        "expected method frame, got non method frame instead",
+                        hint="a body frame came without a content method before it",
+                    )
+                raise UnexpectedFrame(
+                    f"expected content header for class {self._command.method.CLASS_ID}, "
+                    "got non content header frame instead",
+                    hint="a body frame came before the content header",
+                )
             if received > size:
                 raise FrameError(
                     f"body frames carry {received} bytes but the content "

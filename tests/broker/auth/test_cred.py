@@ -6,7 +6,7 @@ from typing import Any
 
 from twisted.cred.error import UnauthorizedLogin
 from twisted.internet.address import IPv4Address, IPv6Address
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
@@ -150,43 +150,61 @@ class AvatarTests(SynchronousTestCase):
 class ThrottleTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
-        self.throttle = LoginThrottle(self.clock, base=1.0, cap=8.0, window=60.0, max_hosts=3)
+        self.throttle = LoginThrottle(self.clock, base=1.0, cap=8.0, window=60.0, max_pending=2, max_records=3)
+
+    def fail(self, user: str | None, host: str) -> None:
+        """Record a failure and let its refusal go."""
+        self.throttle.failed(user, host)
+        self.clock.advance(self.throttle.cap)
 
     def test_delay_doubles_per_failure_up_to_the_cap(self) -> None:
         delays = []
         for _ in range(6):
-            delays.append(self.throttle.delay("h"))
-            self.throttle.failed("h")
-        self.assertEqual(delays, [0.0, 1.0, 2.0, 4.0, 8.0, 8.0])
+            self.fail("u", "h")
+            delays.append(self.throttle.delay("u", "h"))
+        self.assertEqual(delays, [1.0, 2.0, 4.0, 8.0, 8.0, 8.0])
 
-    def test_hosts_are_counted_separately(self) -> None:
-        self.throttle.failed("a")
-        self.assertEqual((self.throttle.delay("a"), self.throttle.delay("b")), (1.0, 0.0))
+    def test_users_and_hosts_are_counted_separately(self) -> None:
+        self.fail("u", "a")
+        self.fail("u", "a")
+        self.assertEqual(
+            [self.throttle.delay(*key) for key in [("u", "a"), ("v", "a"), ("u", "b"), (None, "a")]],
+            [2.0, 0.0, 0.0, 0.0],
+        )
 
-    def test_wait_fires_after_the_delay(self) -> None:
-        self.throttle.failed("h")
-        self.throttle.failed("h")
+    def test_refusal_fires_after_the_delay(self) -> None:
+        self.fail("u", "h")
         fired: list[None] = []
-        self.throttle.wait("h").addCallback(fired.append)
+        self.throttle.failed("u", "h").addCallback(fired.append)
         self.clock.advance(1.9)
         self.assertEqual(fired, [])
         self.clock.advance(0.1)
         self.assertEqual(fired, [None])
 
+    def test_waiting_refusals_per_host_are_bounded(self) -> None:
+        first = self.throttle.failed("u", "h")
+        self.throttle.failed("v", "h")
+        self.assertEqual((self.throttle.admits("h"), self.throttle.admits("other")), (False, True))
+        first.cancel()
+        self.failureResultOf(first, CancelledError)
+        self.assertEqual((self.throttle.pending("h"), self.throttle.admits("h")), (1, True))
+        self.clock.advance(1.0)
+        self.assertEqual(self.throttle.pending("h"), 0)
+
     def test_quiet_window_forgives(self) -> None:
-        self.throttle.failed("h")
-        self.clock.advance(60.0)
-        self.assertEqual(self.throttle.delay("h"), 1.0)
+        self.fail("u", "h")
+        self.clock.advance(60.0 - self.throttle.cap)
+        self.assertEqual(self.throttle.delay("u", "h"), 1.0)
         self.clock.advance(0.1)
-        self.assertEqual(self.throttle.delay("h"), 0.0)
-        self.throttle.failed("h")
-        self.assertEqual(self.throttle.delay("h"), 1.0)
+        self.assertEqual(self.throttle.delay("u", "h"), 0.0)
+        self.fail("u", "h")
+        self.assertEqual(self.throttle.delay("u", "h"), 1.0)
 
     def test_memory_is_bounded(self) -> None:
         for host in ["a", "b", "c", "d"]:
-            self.throttle.failed(host)
-        self.assertEqual(self.throttle.delay("a"), 0.0)
-        self.assertEqual(self.throttle.delay("d"), 1.0)
+            self.fail("u", host)
+        self.assertEqual(self.throttle.delay("u", "a"), 0.0)
+        self.assertEqual(self.throttle.delay("u", "d"), 1.0)
 
 
 class SecurityLoginTests(SynchronousTestCase):
@@ -231,15 +249,19 @@ class SecurityLoginTests(SynchronousTestCase):
         self.assertEqual(error.reply_text, "ACCESS_REFUSED - user 'guest' can only connect via localhost")
         self.successResultOf(self.login("PLAIN", b"\x00guest\x00guest", LOCAL))
 
-    def test_failures_slow_down_later_attempts_from_that_host(self) -> None:
+    def test_refusals_wait_but_a_correct_password_does_not(self) -> None:
         self.refused(self.login("PLAIN", b"\x00alice\x00wrong"))
-        self.refused(self.login("PLAIN", b"garbage"))
-        pending = self.login("PLAIN", b"\x00alice\x00wonderland")
-        self.assertNoResult(pending)
-        self.assertEqual(self.security.throttle.delay(REMOTE.host), 1.0)
-        self.clock.advance(1.0)
-        self.assertEqual(self.successResultOf(pending).user.name, "alice")
-        self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland", LOCAL))
+        waiting = self.login("PLAIN", b"\x00alice\x00wrong")
+        malformed = self.login("PLAIN", b"garbage")
+        self.assertEqual(self.security.throttle.delay("alice", REMOTE.host), 1.0)
+        self.assertEqual(self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland")).user.name, "alice")
+        self.assertNoResult(waiting)
+        self.assertNoResult(malformed)
+        self.clock.advance(0.5)
+        self.failureResultOf(malformed, LoginRefused)
+        self.assertNoResult(waiting)
+        self.clock.advance(0.5)
+        self.failureResultOf(waiting, LoginRefused)
 
     def test_unexpected_errors_are_not_disguised_as_refusals(self) -> None:
         def broken(*args: Any) -> Any:

@@ -50,3 +50,33 @@ class StagingAreaTests(SynchronousTestCase):
         self.assertIsNot(copy.chunks, original.chunks)
         self.assertTrue(all(a is b for a, b in zip(copy.chunks, original.chunks)))
         self.assertEqual(area.size, 4)
+
+
+class StagingExpiryTests(SynchronousTestCase):
+    """Entries nobody touches for the ttl are abandoned."""
+
+    def setUp(self) -> None:
+        self.now = 0.0
+        self.area = StagingArea(100, ttl=60, now=lambda: self.now)
+
+    def test_untouched_entries_expire(self) -> None:
+        self.area.append("old", self.area.open("old", 10), b"12345")
+        self.now = 30
+        self.area.append("young", self.area.open("young", 10), b"12")
+        self.now = 60
+        self.assertIsNone(self.area.get("old"))
+        self.assertEqual(self.area.get("young").size, 2)  # type: ignore[union-attr]
+        self.assertEqual(self.area.size, 2)
+
+    def test_appending_keeps_an_entry_alive(self) -> None:
+        staged = self.area.open("busy", 10)
+        for _ in range(5):
+            self.now += 50
+            self.area.append("busy", staged, b"x")
+        self.assertIs(self.area.get("busy"), staged)
+
+    def test_zero_ttl_keeps_entries(self) -> None:
+        self.area.ttl = 0
+        self.area.append("kept", self.area.open("kept", 10), b"1")
+        self.now = 10**9
+        self.assertIsNotNone(self.area.get("kept"))

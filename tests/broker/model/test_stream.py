@@ -16,41 +16,11 @@ from txamqp09.broker.model.stream import (
     StreamQueue,
     parse_interval,
     parse_offset,
-    stamp_offset,
 )
 from txamqp09.store.memory import MemoryStore
-from txamqp09.wire import _amqp0_9_1 as spec
 from txamqp09.wire.errors import AMQPNotImplemented, PreconditionFailed
-from txamqp09.wire.fields import encode_shortstr
 
 STREAM = {"x-queue-type": b"stream"}
-
-
-class StampTests(SynchronousTestCase):
-    """The x-stream-offset header is added to the publisher's properties."""
-
-    def stamped(self, properties: Any, offset: int) -> Any:
-        return spec.BasicProperties.decode(stamp_offset(properties.encode(), offset), 0)
-
-    def test_added_to_properties_without_headers(self) -> None:
-        result = self.stamped(
-            spec.BasicProperties(content_type="text/plain", content_encoding="gzip", priority=3), 7
-        )
-        self.assertEqual(result.headers, {"x-stream-offset": 7})
-        self.assertEqual((result.content_type, result.content_encoding, result.priority), ("text/plain", "gzip", 3))
-
-    def test_appended_to_existing_headers(self) -> None:
-        result = self.stamped(spec.BasicProperties(headers={"a": b"x"}, message_id="m"), 2**40)
-        self.assertEqual(result.headers, {"a": b"x", "x-stream-offset": 2**40})
-        self.assertEqual(result.message_id, "m")
-
-    def test_a_published_x_stream_offset_is_replaced(self) -> None:
-        result = self.stamped(spec.BasicProperties(headers={"x-stream-offset": 99, "b": 1}), 3)
-        self.assertEqual(result.headers, {"b": 1, "x-stream-offset": 3})
-
-    def test_encoded_as_a_long(self) -> None:
-        raw = stamp_offset(spec.BasicProperties().encode(), 1)
-        self.assertIn(encode_shortstr("x-stream-offset") + b"l" + (1).to_bytes(8, "big"), raw)
 
 
 class ParsingTests(SynchronousTestCase):

@@ -150,6 +150,33 @@ class ConsumerTests(SynchronousTestCase):
         consumer.start()
         self.assertEqual(sink.deliveries, [(consumer.tag, 1, False, b"1"), (consumer.tag, 2, False, b"2")])
 
+    def test_one_tag_sequence_per_channel(self) -> None:
+        """Consumers with and without acks, basic.get and basic.recover all
+        draw from the channel's one sequence of delivery tags; only what
+        awaits an ack is kept."""
+        free = self.vhost.declare_queue("free", self.client)
+        got = self.vhost.declare_queue("got", self.client)
+        consumer_session, sink = session(self.vhost)
+        acked = consumer_session.consume(self.queue, "acked")
+        acked.start()
+        consumer_session.consume(free, "free", no_ack=True).start()
+        self.publish(b"1")
+        self.publish(b"2", routing_key="free")
+        self.publish(b"3", routing_key="got")
+        result = consumer_session.get(got, no_ack=False)
+        assert result is not None
+        tag, redelivered, got_message = result
+        self.assertEqual((tag, redelivered, got_message.body), (3, False, b"3"))
+        self.assertEqual(list(consumer_session.unacked), [1, 3])
+        self.assertEqual([d.consumer for d in consumer_session.unacked.values()], [acked, None])
+        consumer_session.recover(requeue=False)
+        self.assertEqual(
+            sink.deliveries,
+            [("acked", 1, False, b"1"), ("free", 2, False, b"2"), ("acked", 4, True, b"1")],
+        )
+        self.assertEqual(list(consumer_session.unacked), [4])
+        self.assertEqual([entry[1] for entry in got.messages], [got_message])
+
     def test_duplicate_tag_and_exclusive(self) -> None:
         consumer_session, _ = session(self.vhost)
         consumer_session.consume(self.queue, "c", exclusive=True)

@@ -120,7 +120,8 @@ class LoopbackOnly(UnauthorizedLogin):
     """The password was right, but this user may only connect from this machine."""
 
 
-def _username(credentials: Any) -> str:
+def username_of(credentials: Any) -> str:
+    """The user name *credentials* carry, as text."""
     name = credentials.username
     return name.decode("utf-8") if isinstance(name, bytes) else str(name)
 
@@ -158,7 +159,7 @@ class PasswordChecker(_LoopbackPolicy):
 
     def requestAvatarId(self, credentials: Any) -> Deferred[_AvatarId]:
         """The user's name if the password matches its hash; the same failure otherwise."""
-        name = _username(credentials)
+        name = username_of(credentials)
         user = self.database.users.get(name)
         password = credentials.password
         if isinstance(password, bytes):
@@ -184,7 +185,7 @@ class ExternalChecker(_LoopbackPolicy):
 
     def requestAvatarId(self, credentials: Any) -> Deferred[_AvatarId]:
         """The certificate's user if they exist."""
-        name = _username(credentials)
+        name = username_of(credentials)
         if name not in self.database.users:
             return fail(UnauthorizedLogin("no user for the certificate"))
         return self.admit(name, credentials)

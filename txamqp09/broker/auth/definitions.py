@@ -175,7 +175,11 @@ def _read_user(database: UserDatabase, entry: Mapping[str, Any]) -> None:
 
 
 def _read_vhost(database: UserDatabase, entry: Mapping[str, Any]) -> None:
-    database.add_vhost(VirtualHost(_text(entry, "name"), _extra(entry, ("name",))))
+    limits = entry.get("limits")
+    known = ("name", "limits") if isinstance(limits, Mapping) else ("name",)
+    vhost = database.add_vhost(VirtualHost(_text(entry, "name"), _extra(entry, known)))
+    if isinstance(limits, Mapping):
+        database.set_limits("vhost", vhost.name, check_limits("vhost", limits))
 
 
 def _read_permission(database: UserDatabase, entry: Mapping[str, Any]) -> None:
@@ -224,7 +228,15 @@ def _write_users(database: UserDatabase) -> list[dict[str, Any]]:
 
 
 def _write_vhosts(database: UserDatabase) -> list[dict[str, Any]]:
-    return [{"name": vhost.name, **vhost.extra} for vhost in database.vhosts.values()]
+    return [
+        {"name": vhost.name, **vhost.extra, **_limits_entry(database.vhost_limits.get(vhost.name))}
+        for vhost in database.vhosts.values()
+    ]
+
+
+def _limits_entry(limits: Mapping[str, int] | None) -> dict[str, Any]:
+    """A vhost's ``limits`` field: only when it has some (a file's empty list stays as it was)."""
+    return {"limits": dict(limits)} if limits else {}
 
 
 def _write_permissions(database: UserDatabase) -> list[dict[str, Any]]:

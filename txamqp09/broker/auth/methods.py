@@ -50,6 +50,7 @@ from txamqp09.broker.auth.permissions import Permission, ResourceKind, checked_n
 from txamqp09.broker.auth.realms import Right
 from txamqp09.broker.auth.tickets import TicketTable
 from txamqp09.wire.errors import AccessRefused, AMQPError, PreconditionFailed
+from txamqp09.wire.fields import field_text
 
 __all__ = [
     "ALTERNATE_EXCHANGE",
@@ -180,11 +181,9 @@ def _resource(method: Any, source: str, queue: str | None) -> str | None:
     """The resource name ``source`` gives for ``method``, or None if absent."""
     if source.startswith(_ARGUMENT):
         key = source[len(_ARGUMENT):]
-        value = (method.arguments or {}).get(key)
+        value = field_text((method.arguments or {}).get(key))
         if value is None or isinstance(value, str):
             return value
-        if isinstance(value, bytes):
-            return value.decode("utf-8", "replace")
         raise PreconditionFailed(
             f"argument {key!r} must be a string naming an exchange, not {value!r}",
             method.CLASS_ID,

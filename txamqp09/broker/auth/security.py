@@ -10,6 +10,8 @@
     mechanisms = security.mechanisms_field(peer)
     # connection.start-ok
     login = yield security.login(method.mechanism, method.response, peer)
+    # connection.update-secret (0-9-1)
+    yield security.check_secret(login.user, method.new_secret, peer)
     # connection.open
     guard = security.open_vhost(login.user, method.virtual_host, tickets=version_has_tickets)
     # every channel method; basic.publish on the fast path; channel closed
@@ -31,16 +33,16 @@ from typing import Any, Protocol
 from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IReactorTime
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly, make_portal
+from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly, make_portal, username_of
 from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused
 from txamqp09.broker.auth.methods import AccessGuard
-from txamqp09.broker.auth.sasl import MechanismRegistry, PeerInfo
+from txamqp09.broker.auth.sasl import MechanismRegistry, PasswordCredentials, PeerInfo
 from txamqp09.broker.auth.throttle import LoginThrottle
 from txamqp09.broker.auth.tickets import RealmUsage, TicketTable
 from txamqp09.broker.auth.users import GUEST, UserDatabase
+from txamqp09.broker import oplog
 from txamqp09.wire.errors import InvalidPath, NotAllowed
 
 __all__ = ["Login", "Security", "refusal_text"]
@@ -90,8 +92,6 @@ class Security:
     :param throttle: the login throttle (a default one on ``clock`` if None).
     """
 
-    log = Logger()
-
     def __init__(
         self,
         database: UserDatabase,
@@ -119,41 +119,77 @@ class Security:
     def login(self, mechanism: str, response: bytes, peer: PeerInfo) -> Deferred[Login]:
         """Authenticate a connection.start-ok.
 
-        Attempts from a host with recent failures wait first (see
-        :class:`LoginThrottle`). Fails with :class:`LoginRefused` (403, a
-        connection exception): for an unoffered mechanism or a malformed
-        response with a text saying so, for a wrong user or password with
-        :func:`refusal_text`, which does not tell which.
+        The password is checked at once: a correct one is let in whatever
+        failed before. A refusal is answered after the delay the throttle
+        gives it (see :class:`LoginThrottle`): per user and host, so one
+        client's failures slow down nobody else. A host holding too many
+        refusals waiting for their reply is refused unchecked. Fails with
+        :class:`LoginRefused` (403, a connection exception): for an unoffered
+        mechanism or a malformed response with a text saying so, for a wrong
+        user or password with :func:`refusal_text`, which does not tell
+        which. Every refusal is logged with the user name and the host.
         """
         try:
             credentials = self.mechanisms.credentials(mechanism, response, peer)
         except LoginRefused as error:
-            self._failed(mechanism, peer, error.reply_text)
-            return fail(error)
-        waited = self.throttle.wait(peer.host)
-        waited.addCallback(lambda _: self.portal.login(credentials, None, IAMQPUser))
-        return waited.addCallbacks(self._logged_in, self._refused, errbackArgs=(mechanism, peer))
+            malformed: LoginRefused | None = error
+            user = None
+        else:
+            malformed, user = None, username_of(credentials)
+        if not self.throttle.admits(peer.host):
+            pending = self.throttle.pending(peer.host)
+            oplog.login_refused(user, peer.host, mechanism, f"not checked: {pending} refusals from this host wait")
+            return fail(LoginRefused(
+                f"ACCESS_REFUSED - {pending} refused logins from {peer.host} are still "
+                "waiting for their reply; try again later"
+            ))
+        if malformed is not None:
+            return self._failed(None, mechanism, peer, malformed.reply_text, Failure(malformed))
+        checked = self.portal.login(credentials, None, IAMQPUser)
+        return checked.addCallbacks(self._logged_in, self._refused, errbackArgs=(user, mechanism, peer))
 
     def _logged_in(self, result: tuple[Any, IAMQPUser, Callable[[], None]]) -> Login:
         _, user, logout = result
         return Login(user, logout)
 
-    def _refused(self, failure: Failure, mechanism: str, peer: PeerInfo) -> Failure:
+    def _refused(
+        self, failure: Failure, user: str | None, mechanism: str, peer: PeerInfo
+    ) -> Deferred[Login] | Failure:
         failure.trap(UnauthorizedLogin, UnhandledCredentials)
         reason = str(failure.value)
-        self._failed(mechanism, peer, reason)
         if failure.check(LoopbackOnly):
-            return Failure(LoginRefused(f"ACCESS_REFUSED - {reason}"))
-        return Failure(LoginRefused(refusal_text(mechanism)))
+            refusal = LoginRefused(f"ACCESS_REFUSED - {reason}")
+        else:
+            refusal = LoginRefused(refusal_text(mechanism))
+        return self._failed(user, mechanism, peer, reason, Failure(refusal))
 
-    def _failed(self, mechanism: str, peer: PeerInfo, reason: str) -> None:
-        self.throttle.failed(peer.host)
-        self.log.info(
-            "login refused from {host} using {mechanism}: {reason}",
-            host=peer.host,
-            mechanism=mechanism,
-            reason=reason,
-        )
+    def _failed(
+        self, user: str | None, mechanism: str, peer: PeerInfo, reason: str, refusal: Failure
+    ) -> Deferred[Login]:
+        """Log a refused login and answer it with *refusal* once the throttle lets it."""
+        oplog.login_refused(user, peer.host, mechanism, reason)
+        answered: Deferred[Any] = self.throttle.failed(user, peer.host)
+        return answered.addCallback(lambda _: refusal)
+
+    def check_secret(self, user: IAMQPUser, secret: bytes, peer: PeerInfo) -> Deferred[None]:
+        """connection.update-secret: check *user*'s new *secret* through the
+        same portal and checkers as a login, without keeping the new login.
+
+        Fails with :class:`~txamqp09.wire.errors.NotAllowed` (530, as
+        RabbitMQ) when the checkers refuse it.
+        """
+        credentials = PasswordCredentials(user.name, secret.decode("utf-8", "replace"), "PLAIN", peer)
+        checked = self.portal.login(credentials, None, IAMQPUser)
+
+        def accepted(result: tuple[Any, IAMQPUser, Callable[[], None]]) -> None:
+            result[2]()
+
+        def refused(failure: Failure) -> Failure:
+            failure.trap(UnauthorizedLogin, UnhandledCredentials)
+            oplog.secret_update_refused(user.name, peer.host, str(failure.value))
+            return Failure(NotAllowed(f"Secret update was refused for user '{user.name}'", 10, 70))
+
+        return checked.addCallbacks(accepted, refused)
 
     def open_vhost(self, user: IAMQPUser, vhost: str, *, tickets: bool) -> AccessGuard:
         """Check connection.open and make the connection's :class:`AccessGuard`.

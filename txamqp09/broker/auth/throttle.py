@@ -1,24 +1,43 @@
-"""Slowing down repeated failed logins from one address.
+"""Slowing down password guessing without holding back correct logins.
 
-Each failed login from a host makes the next attempts from that host wait
-longer before they are checked: ``base * 2 ** (failures - 1)`` seconds,
-at most ``cap``. A host that has not failed for ``window`` seconds starts
-afresh. A successful login does not clear the record: otherwise one account
-an attacker knows would reset the count for guessing at every other. At most ``max_hosts``
-hosts are remembered (the least recently failing are forgotten first), so a
-flood of addresses cannot grow memory without bound.
+Every login is checked as soon as it arrives, so a correct password is let
+in at once however many failures its user or its host has had. What is
+slowed down is the answer to a *wrong* one:
+
+- A refused login's reply waits ``base * 2 ** (failures - 1)`` seconds, at
+  most ``cap``, where ``failures`` counts the recent failures of that user
+  name from that host (a user from a source), this one included. One misconfigured client
+  therefore slows itself down, not the other clients on its host, and not
+  other hosts' clients of the same user. A (user, host) that has not failed
+  for ``window`` seconds starts afresh; a successful login does not clear
+  the count (it would reset it for a guesser who knows one password).
+- While its reply waits, a refused login's connection stays open, held by
+  the throttle: at most ``max_pending`` per host. An attempt from a host
+  that already holds that many is refused unchecked. So one host can make
+  the broker check at most ``max_pending / base`` passwords a second (far
+  fewer as its delays grow), and keep at most ``max_pending`` refused
+  connections open; a client that fails one login at a time never comes
+  near the bound.
+- At most ``max_records`` (user, host) pairs are remembered (the least
+  recently failing are forgotten first), so a flood of names or addresses
+  cannot grow memory without bound.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from typing import Optional
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 
 __all__ = ["LoginThrottle"]
+
+#: Whom a failure is counted against: the user name (None when the
+#: response named none: malformed, or an unoffered mechanism) and the host.
+_Key = tuple[Optional[str], str]
 
 
 @dataclass
@@ -28,13 +47,14 @@ class _Record:
 
 
 class LoginThrottle:
-    """Delays login attempts from hosts with recent failures.
+    """Delays the refusals of repeated failed logins per (user, host).
 
     :param clock: the reactor's time and scheduling (a ``Clock`` in tests).
-    :param base: delay after the first failure, in seconds.
+    :param base: delay of the refusal after a first failure, in seconds.
     :param cap: the longest delay, in seconds.
-    :param window: seconds without failures after which a host is forgiven.
-    :param max_hosts: how many hosts are remembered at most.
+    :param window: seconds without failures after which a (user, host) is forgiven.
+    :param max_pending: refused logins per host whose reply may wait at once.
+    :param max_records: how many (user, host) pairs are remembered at most.
     """
 
     def __init__(
@@ -44,41 +64,62 @@ class LoginThrottle:
         base: float = 0.5,
         cap: float = 8.0,
         window: float = 300.0,
-        max_hosts: int = 10_000,
+        max_pending: int = 16,
+        max_records: int = 10_000,
     ) -> None:
         self.clock = clock
         self.base = base
         self.cap = cap
         self.window = window
-        self.max_hosts = max_hosts
-        self._records: OrderedDict[str, _Record] = OrderedDict()
+        self.max_pending = max_pending
+        self.max_records = max_records
+        self._records: OrderedDict[_Key, _Record] = OrderedDict()
+        self._pending: Counter[str] = Counter()
 
-    def _recent(self, host: str) -> _Record | None:
-        record = self._records.get(host)
+    def _recent(self, key: _Key) -> _Record | None:
+        record = self._records.get(key)
         if record is not None and self.clock.seconds() - record.last > self.window:
-            del self._records[host]
+            del self._records[key]
             return None
         return record
 
-    def delay(self, host: str) -> float:
-        """Seconds an attempt from ``host`` waits now (0 without recent failures)."""
-        record = self._recent(host)
+    def delay(self, user: Optional[str], host: str) -> float:
+        """Seconds the refusal of the last failed login by *user* from *host*
+        waited (0 without recent failures); the next one waits twice as long,
+        up to ``cap``."""
+        record = self._recent((user, host))
         if record is None:
             return 0.0
         return min(self.cap, self.base * 2 ** min(record.failures - 1, 64))
 
-    def wait(self, host: str) -> Deferred[None]:
-        """A Deferred that fires when an attempt from ``host`` may be checked (now, if no delay)."""
-        delay = self.delay(host)
-        if not delay:
-            return succeed(None)
-        return deferLater(self.clock, delay, lambda: None)
+    def pending(self, host: str) -> int:
+        """Refused logins from *host* whose reply is waiting."""
+        return self._pending[host]
 
-    def failed(self, host: str) -> None:
-        """Record a failed login from ``host``."""
-        record = self._recent(host)
-        failures = record.failures + 1 if record is not None else 1
-        self._records.pop(host, None)
-        self._records[host] = _Record(failures, self.clock.seconds())
-        while len(self._records) > self.max_hosts:
+    def admits(self, host: str) -> bool:
+        """Whether a login from *host* may be checked now: False while the host
+        holds ``max_pending`` refusals waiting for their reply."""
+        return self._pending[host] < self.max_pending
+
+    def failed(self, user: Optional[str], host: str) -> Deferred[None]:
+        """Record a failed login by *user* from *host*.
+
+        :return: a Deferred that fires when its refusal may be sent, after
+            :meth:`delay`. Until then, or until it is cancelled (the
+            connection was lost), it counts against the host's ``max_pending``.
+        """
+        key = (user, host)
+        record = self._recent(key)
+        self._records.pop(key, None)
+        self._records[key] = _Record(record.failures + 1 if record is not None else 1, self.clock.seconds())
+        while len(self._records) > self.max_records:
             self._records.popitem(last=False)
+        self._pending[host] += 1
+        waited = deferLater(self.clock, self.delay(user, host), lambda: None)
+        return waited.addBoth(self._released, host)
+
+    def _released(self, result: object, host: str) -> object:
+        self._pending[host] -= 1
+        if not self._pending[host]:
+            del self._pending[host]
+        return result

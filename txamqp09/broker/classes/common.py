@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from txamqp09.broker.model import Consumer, Message, Session, Sink
+from zope.interface import implementer
+
+from txamqp09.broker.model import Consumer, ISink, Message, Session
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import Properties
-from txamqp09.wire.fields import encode_shortstr
-from txamqp09.wire.frames import content_frames, method_frame
+from txamqp09.wire.fields import field_text
+from txamqp09.wire.forwarding import envelope
+from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
@@ -49,7 +52,7 @@ class ClassSession(Session):
     :param sink: what delivers this class's messages to the client.
     """
 
-    def __init__(self, main: Session, sink: Sink) -> None:
+    def __init__(self, main: Session, sink: ISink) -> None:
         self._main = main
         super().__init__(main.vhost, main.client, sink, per_consumer_qos=False)
         self.flow_active = main.flow_active
@@ -86,6 +89,10 @@ class ClassState:
     def interrupted(self) -> None:
         """The channel ended; release what this class holds for it."""
 
+    def cut_off(self, command: Command) -> None:
+        """The connection broke while *command*'s content arrived; *command*
+        holds the body received so far (this class may keep it)."""
+
     def kept(self) -> Any:
         """What channel.resume gives back of this class's state (None: nothing)."""
         return None
@@ -118,10 +125,11 @@ class ClassState:
         )
 
 
+@implementer(ISink)
 class DeliveringState(ClassState):
     """A class with consumers, deliveries and returns of its own.
 
-    It is the :class:`~txamqp09.broker.model.Sink` of its
+    It is the :class:`~txamqp09.broker.model.ISink` of its
     :class:`ClassSession`.
 
     :ivar session: this class's session on the channel.
@@ -233,7 +241,7 @@ def from_basic(message: Message, target: type[Properties]) -> Properties:
     if "filename" in names and headers and FILENAME_HEADER in headers:
         headers = dict(headers)
         filename = headers.pop(FILENAME_HEADER)
-        values["filename"] = filename.decode("utf-8", "replace") if isinstance(filename, bytes) else str(filename)
+        values["filename"] = str(field_text(filename))
         values["headers"] = headers or None
     return target(**values)
 
@@ -245,7 +253,7 @@ def basic_message(
     return Message(
         exchange,
         routing_key,
-        encode_shortstr(exchange) + encode_shortstr(routing_key),
+        envelope(exchange, routing_key),
         raw_properties,
         body,
         channel.version.properties[60],

@@ -133,6 +133,20 @@ class FileState(DeliveringState):
         self._staging.append(key, staged, command.body)
         staged.raw_properties = command.raw_properties
 
+    def cut_off(self, command: Command) -> None:
+        """A file.stage cut off by a broken connection: keep the bytes that
+        arrived (within the staging limit), so that file.open on a new
+        connection reports them in staged-size and the sender resumes there."""
+        if command.method.NAME != "file.stage" or self._open is None or not command.body:
+            return
+        key, staged = self._open
+        if self._staging.get(key) is staged and staged.size + len(command.body) <= staged.expected:
+            try:
+                self._staging.append(key, staged, command.body)
+            except PreconditionFailed:
+                return  # beyond the staging limit: the stage is lost, not the rest
+            staged.raw_properties = command.raw_properties
+
     def file_publish(self, method: Any) -> None:
         """Publish the content staged under the identifier; the staging entry goes.
 

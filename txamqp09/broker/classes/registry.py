@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 from txamqp09.broker.classes.common import ClassState
 from txamqp09.broker.classes.staging import StagingArea
 from txamqp09.broker.model import VirtualHost
+from txamqp09.wire.frames import Command
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
@@ -44,10 +45,13 @@ class ResumableChannel(NamedTuple):
 
 
 class VhostClasses:
-    """A virtual host's staging area and its interrupted channels."""
+    """A virtual host's staging area and its interrupted channels.
 
-    def __init__(self) -> None:
-        self.staging = StagingArea()
+    :param now: the current time in seconds (staging entries expire by it).
+    """
+
+    def __init__(self, now: Callable[[], float] = lambda: 0.0) -> None:
+        self.staging = StagingArea(now=now)
         self._interrupted: OrderedDict[tuple[str, bytes], ResumableChannel] = OrderedDict()
 
     def interrupted(self, user: str, channel_id: bytes, state: ResumableChannel) -> None:
@@ -68,8 +72,19 @@ def vhost_classes(vhost: VirtualHost) -> VhostClasses:
     """The class state of *vhost*."""
     found = _VHOSTS.get(vhost)
     if found is None:
-        found = _VHOSTS[vhost] = VhostClasses()
+        found = _VHOSTS[vhost] = VhostClasses(_clock_of(weakref.ref(vhost)))
     return found
+
+
+def _clock_of(vhost: weakref.ref[VirtualHost]) -> Callable[[], float]:
+    """The current time by *vhost*'s clock (0 without one), without keeping it alive."""
+
+    def now() -> float:
+        host = vhost()
+        clock = host.clock if host is not None else None
+        return clock.seconds() if clock is not None else 0.0
+
+    return now
 
 
 class ChannelClasses:
@@ -112,6 +127,11 @@ class ChannelClasses:
             )
         for state in self._states.values():
             state.interrupted()
+
+    def cut_off(self, command: Command) -> None:
+        """The connection broke during *command*'s content: let its class keep what arrived."""
+        for state in self._states.values():
+            state.cut_off(command)
 
     def resumed(self, state: ResumableChannel) -> None:
         """channel.resume: take over what an interrupted channel kept."""

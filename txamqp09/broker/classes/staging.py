@@ -9,20 +9,24 @@ joined once, when the message is published.
 
 The area holds at most *limit* bytes in memory. When new content would
 pass the limit, the entries touched longest ago are dropped first; content
-that cannot fit even then is refused with 406 precondition-failed.
+that cannot fit even then is refused with 406 precondition-failed. With a
+*ttl*, an entry nobody touched for that many seconds is abandoned: it is
+dropped at the next use of the area.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Hashable, Optional
+from typing import Callable, Hashable, Optional
 
 from txamqp09.wire.errors import PreconditionFailed
 
-__all__ = ["DEFAULT_STAGING_LIMIT", "Staged", "StagingArea"]
+__all__ = ["DEFAULT_STAGING_LIMIT", "DEFAULT_STAGING_TTL", "Staged", "StagingArea"]
 
 #: Bytes of staged content a virtual host holds, by default.
 DEFAULT_STAGING_LIMIT = 256 * 1024 * 1024
+#: Seconds an untouched staging entry is kept, by default (one hour).
+DEFAULT_STAGING_TTL = 3600.0
 
 
 class Staged:
@@ -33,15 +37,17 @@ class Staged:
     :ivar expected: the announced total size (file.open's content-size;
         -1 when not announced, as for message references).
     :ivar raw_properties: the content properties of the latest stage.
+    :ivar touched: when the entry was last opened or added to (the area's clock).
     """
 
-    __slots__ = ("chunks", "size", "expected", "raw_properties")
+    __slots__ = ("chunks", "size", "expected", "raw_properties", "touched")
 
     def __init__(self, expected: int = -1, chunks: Optional[list[bytes]] = None) -> None:
         self.chunks: list[bytes] = list(chunks or ())
         self.size = sum(len(chunk) for chunk in self.chunks)
         self.expected = expected
         self.raw_properties = b""
+        self.touched = 0.0
 
     @property
     def complete(self) -> bool:
@@ -59,11 +65,22 @@ class Staged:
 class StagingArea:
     """Staged content of one virtual host, by key, within a memory limit.
 
+    The entries are kept in the order they were touched, oldest first.
+
     :param limit: the bytes the area may hold.
+    :param ttl: seconds after which an untouched entry is dropped (0: never).
+    :param now: the current time in seconds (the virtual host's clock).
     """
 
-    def __init__(self, limit: int = DEFAULT_STAGING_LIMIT) -> None:
+    def __init__(
+        self,
+        limit: int = DEFAULT_STAGING_LIMIT,
+        ttl: float = DEFAULT_STAGING_TTL,
+        now: Callable[[], float] = lambda: 0.0,
+    ) -> None:
         self.limit = limit
+        self.ttl = ttl
+        self.now = now
         #: Bytes held by all entries.
         self.size = 0
         self._entries: OrderedDict[Hashable, Staged] = OrderedDict()
@@ -72,17 +89,19 @@ class StagingArea:
         return len(self._entries)
 
     def get(self, key: Hashable) -> Optional[Staged]:
-        """The content staged under *key*, or None."""
+        """The content staged under *key*, or None (also once it expired)."""
+        self._expire()
         return self._entries.get(key)
 
     def open(self, key: Hashable, expected: int) -> Staged:
         """The entry for *key*, kept if it announced the same size, else new and empty."""
-        staged = self._entries.get(key)
+        staged = self.get(key)
         if staged is not None and staged.expected == expected:
-            self._entries.move_to_end(key)
+            self._touch(key, staged)
             return staged
         self.remove(key)
         staged = self._entries[key] = Staged(expected)
+        staged.touched = self.now()
         return staged
 
     def put(self, key: Hashable, staged: Staged) -> None:
@@ -90,9 +109,11 @@ class StagingArea:
 
         :raises PreconditionFailed: it does not fit in the area.
         """
+        self._expire()
         self.remove(key)
         self._make_room(staged.size, None)
         self._entries[key] = staged
+        staged.touched = self.now()
         self.size += staged.size
 
     def append(self, key: Hashable, staged: Staged, chunk: bytes) -> None:
@@ -100,12 +121,28 @@ class StagingArea:
 
         :raises PreconditionFailed: the chunk does not fit in the area.
         """
+        self._expire()
         self._make_room(len(chunk), staged)
         staged.chunks.append(chunk)
         staged.size += len(chunk)
         if self._entries.get(key) is staged:
             self.size += len(chunk)
-            self._entries.move_to_end(key)
+            self._touch(key, staged)
+
+    def _touch(self, key: Hashable, staged: Staged) -> None:
+        staged.touched = self.now()
+        self._entries.move_to_end(key)
+
+    def _expire(self) -> None:
+        """Drop the entries untouched for :attr:`ttl` seconds (the oldest come first)."""
+        if self.ttl <= 0:
+            return
+        oldest = self.now() - self.ttl
+        while self._entries:
+            key, staged = next(iter(self._entries.items()))
+            if staged.touched > oldest:
+                return
+            self.remove(key)
 
     def remove(self, key: Hashable) -> Optional[Staged]:
         """Forget the entry of *key*; the entry, or None."""

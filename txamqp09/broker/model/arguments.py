@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence
 
 from txamqp09.wire.errors import PreconditionFailed
+from txamqp09.wire.fields import field_text
 
 __all__ = [
     "choice_argument",
@@ -57,14 +58,38 @@ _REFUSED = {
 def _kind(value: Any) -> str:
     """*value* and its type as an error text shows them (``'10' (a string)``)."""
     if isinstance(value, (bytes, str)):
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        return f"{text!r} (a string)"
+        return f"{field_text(value)!r} (a string)"
     return f"{value!r} ({type(value).__name__})"
 
 
-def _invalid(name: str, subject: str, reason: str) -> PreconditionFailed:
+def field_type(value: Any) -> str:
+    """The AMQP field type RabbitMQ names for a decoded argument *value*."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "signedint" if -(1 << 31) <= value < (1 << 31) else "long"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, (str, bytes)):
+        return "longstr"
+    if isinstance(value, dict):
+        return "table"
+    if isinstance(value, list):
+        return "array"
+    return "void"
+
+
+def _invalid(name: str, subject: str, reason: str, hint: str = "") -> PreconditionFailed:
+    """406 for argument *name*: *reason* in RabbitMQ's terms, *hint* in plain words."""
     where = f" for {subject}" if subject else ""
-    return PreconditionFailed(f"invalid arg {name!r}{where}: {reason}")
+    return PreconditionFailed(f"invalid arg {name!r}{where}: {reason}", hint=hint)
+
+
+#: RabbitMQ's reason for a value outside the choices, by argument.
+_CHOICE_REASONS = {
+    "x-overflow": "invalid_overflow",
+    "x-queue-type": "\"unsupported queue type '{value}'\"",
+}
 
 
 def choice_argument(
@@ -76,11 +101,10 @@ def choice_argument(
         (``queue 'q' in vhost '/'``).
     :raises PreconditionFailed: any other value (406).
     """
-    value = arguments.get(name, default)
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
+    value = field_text(arguments.get(name, default))
     if value not in choices:
-        raise _invalid(name, subject, f"{value!r}; expected one of {', '.join(choices)}")
+        reason = _CHOICE_REASONS.get(name, "{value!r}").format(value=value)
+        raise _invalid(name, subject, reason, f"expected one of {', '.join(choices)}")
     return str(value)
 
 
@@ -101,11 +125,12 @@ def count_argument(
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise _invalid(
-            name, subject, f"expected an integer, got {_kind(value)}"
+            name, subject, f'"expected integer, got {field_type(value)}"', f"got {_kind(value)}"
         )
     if value < minimum:
         wanted = "a non-negative integer" if minimum == 0 else f"an integer of at least {minimum}"
-        raise _invalid(name, subject, f"{value} is too small; expected {wanted}")
+        reason = "value_zero" if value == 0 else "value_negative"
+        raise _invalid(name, subject, f"{{{reason},{value}}}", f"expected {wanted}")
     if maximum is not None and value > maximum:
         raise _invalid(name, subject, f"{value} exceeds the maximum of {maximum}")
     return value
@@ -116,11 +141,9 @@ def string_argument(arguments: Mapping[str, Any], name: str, subject: str = "") 
 
     :raises PreconditionFailed: any other type (406).
     """
-    value = arguments.get(name)
+    value = field_text(arguments.get(name))
     if value is None:
         return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
     if not isinstance(value, str):
         raise _invalid(name, subject, f"expected a string, got {_kind(value)}")
     return str(value)

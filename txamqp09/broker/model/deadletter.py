@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from txamqp09.broker.model.message import Message
 from txamqp09.wire.base import decode_properties
+from txamqp09.wire.fields import field_text
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.queue import Queue
@@ -43,11 +44,6 @@ REJECTED = "rejected"
 EXPIRED = "expired"
 MAXLEN = "maxlen"
 DELIVERY_LIMIT = "delivery_limit"
-
-
-def _text(value: Any) -> Any:
-    """A header value as str when it is a string (tables decode them as bytes)."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def dead_letter(queue: Queue, messages: Iterable[Message], reason: str, exchange_name: str) -> None:
@@ -99,7 +95,7 @@ def _deaths(
         headers["x-first-death-reason"] = reason
         previous = []
     for index, entry in enumerate(previous):
-        if isinstance(entry, dict) and _text(entry.get("queue")) == queue and _text(entry.get("reason")) == reason:
+        if isinstance(entry, dict) and field_text(entry.get("queue")) == queue and field_text(entry.get("reason")) == reason:
             updated = dict(entry)
             updated["count"] = int(updated.get("count") or 0) + 1
             return [dict(sorted(updated.items()))] + previous[:index] + previous[index + 1 :]
@@ -121,8 +117,8 @@ def is_cycle(queue: str, deaths: list[Any], reason: str) -> bool:
     if reason == REJECTED:
         return False
     for entry in deaths:
-        if not isinstance(entry, dict) or _text(entry.get("reason")) == REJECTED:
+        if not isinstance(entry, dict) or field_text(entry.get("reason")) == REJECTED:
             return False
-        if _text(entry.get("queue")) == queue:
+        if field_text(entry.get("queue")) == queue:
             return True
     return False

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from txamqp09.broker.model.arguments import MAX_EXPIRY
 from txamqp09.wire.base import Properties, decode_properties
 from txamqp09.wire.errors import AMQPSyntaxError, PreconditionFailed
-from txamqp09.wire.fields import encode_shortstr
+from txamqp09.wire.forwarding import envelope
 
 __all__ = [
     "Message", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
@@ -159,7 +159,7 @@ class Message:
         *routing_key* and *raw_properties* (the body must be in memory)."""
         assert self.body is not None, "read a paged-out body back before copying the message"
         return Message(
-            exchange, routing_key, encode_shortstr(exchange) + encode_shortstr(routing_key),
+            exchange, routing_key, envelope(exchange, routing_key),
             raw_properties, self.body, self._properties_class,
         )
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
 from txamqp09.broker.model.arguments import CLASSIC, MAX_EXPIRY, QUORUM, STREAM, Overflow
+from txamqp09.wire.fields import field_text
 
 __all__ = [
     "APPLY_TO",
@@ -277,7 +278,7 @@ def exchange_alternate(arguments: Mapping[str, Any], effective: Mapping[str, Any
     """An exchange's alternate exchange: its argument, else the policy's."""
     own = arguments.get("alternate-exchange")
     if own is not None:
-        return own.decode("utf-8", "replace") if isinstance(own, bytes) else str(own)
+        return str(field_text(own))
     value = effective.get("alternate-exchange")
     return value if isinstance(value, str) else None
 

@@ -100,89 +100,6 @@ class Prefetch:
         self.used_bytes -= size
 
 
-class Consumer:
-    """A subscription of a session to a queue (basic.consume).
-
-    :ivar tag: the consumer tag, unique within its session.
-    :ivar limits: the prefetch windows that apply (none when no-ack).
-    :ivar priority: its ``x-priority``: consumers of a higher priority get
-        messages first; lower ones only while the higher ones have no room.
-    """
-
-    __slots__ = (
-        "tag", "queue", "session", "no_ack", "no_local", "exclusive", "limits", "priority", "_simple"
-    )
-
-    def __init__(
-        self,
-        tag: str,
-        queue: Queue,
-        session: Session,
-        *,
-        no_ack: bool = False,
-        no_local: bool = False,
-        exclusive: bool = False,
-        limits: tuple[Prefetch, ...] = (),
-        priority: int = 0,
-    ) -> None:
-        self.tag = tag
-        self.queue = queue
-        self.session = session
-        self.no_ack = no_ack
-        self.no_local = no_local
-        self.exclusive = exclusive
-        self.limits = () if no_ack else limits
-        self.priority = priority
-        self._simple = not self.limits and not no_local
-
-    def can_take(self, message: Message) -> bool:
-        """Whether *message* may be delivered to this consumer now."""
-        if self._simple:
-            return self.session.sending
-        if not self.session.sending:
-            return False
-        if self.no_local and message.publisher is self.session.client:
-            return False
-        size = message.size
-        for limit in self.limits:
-            if not limit.room(size):
-                return False
-        return True
-
-    def start(self) -> None:
-        """Deliver what waits in the queue (once the client knows the consumer)."""
-        self.queue.drain()
-
-    def deliver(
-        self, queue: Queue, sequence: int, message: Message, redelivered: bool,
-        deadline: Optional[float] = None,
-    ) -> None:
-        """Send *message* to the client, remembering it until it is settled."""
-        session = self.session
-        tag = session.last_tag = session.last_tag + 1
-        if not self.no_ack:
-            session.unacked[tag] = Delivery(queue, sequence, message, self, deadline)
-            size = message.size
-            for limit in self.limits:
-                limit.take(size)
-        elif message.paging:
-            queue.discard((message,))
-        session.sink.deliver(self, tag, redelivered, message)
-
-    def __repr__(self) -> str:
-        return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
-
-
-def consumer_priority(arguments: Mapping[str, Any], queue: Queue) -> int:
-    """The ``x-priority`` of basic.consume *arguments* on *queue* (0 when absent).
-
-    :raises PreconditionFailed: not an integer (406).
-    """
-    low, high = _CONSUMER_PRIORITY_RANGE
-    subject = f"queue {queue.name!r} in vhost {queue.vhost.name!r}"
-    return count_argument(arguments, "x-priority", subject, minimum=low, maximum=high) or 0
-
-
 class Delivery:
     """A message sent to a client and not yet acknowledged.
 
@@ -208,6 +125,80 @@ class Delivery:
             size = self.message.size
             for limit in self.consumer.limits:
                 limit.release(size)
+
+
+class Consumer:
+    """A subscription of a session to a queue (basic.consume).
+
+    :ivar tag: the consumer tag, unique within its session.
+    :ivar limits: the prefetch windows that apply (none when no-ack).
+    :ivar priority: its ``x-priority``: consumers of a higher priority get
+        messages first; lower ones only while the higher ones have no room.
+    """
+
+    __slots__ = (
+        "tag", "queue", "session", "no_ack", "no_local", "exclusive", "limits", "priority", "arguments",
+        "_simple",
+    )
+
+    #: What a delivery to this consumer is kept as until it is settled.
+    delivery_type: type[Delivery] = Delivery
+
+    def __init__(
+        self,
+        tag: str,
+        queue: Queue,
+        session: Session,
+        *,
+        no_ack: bool = False,
+        no_local: bool = False,
+        exclusive: bool = False,
+        limits: tuple[Prefetch, ...] = (),
+        priority: int = 0,
+        arguments: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        self.tag = tag
+        self.queue = queue
+        self.session = session
+        self.no_ack = no_ack
+        self.no_local = no_local
+        self.exclusive = exclusive
+        self.limits = () if no_ack else limits
+        self.priority = priority
+        #: basic.consume's arguments, as given.
+        self.arguments = dict(arguments or {})
+        self._simple = not self.limits and not no_local
+
+    def can_take(self, message: Message) -> bool:
+        """Whether *message* may be delivered to this consumer now."""
+        if self._simple:
+            return self.session.sending
+        if not self.session.sending:
+            return False
+        if self.no_local and message.publisher is self.session.client:
+            return False
+        size = message.size
+        for limit in self.limits:
+            if not limit.room(size):
+                return False
+        return True
+
+    def start(self) -> None:
+        """Deliver what waits in the queue (once the client knows the consumer)."""
+        self.queue.drain()
+
+    def __repr__(self) -> str:
+        return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
+
+
+def consumer_priority(arguments: Mapping[str, Any], queue: Queue) -> int:
+    """The ``x-priority`` of basic.consume *arguments* on *queue* (0 when absent).
+
+    :raises PreconditionFailed: not an integer (406).
+    """
+    low, high = _CONSUMER_PRIORITY_RANGE
+    subject = f"queue {queue.name!r} in vhost {queue.vhost.name!r}"
+    return count_argument(arguments, "x-priority", subject, minimum=low, maximum=high) or 0
 
 
 class Queue:
@@ -397,7 +388,7 @@ class Queue:
         if self.consumers and not self.messages:
             consumer = self._pick(message)
             if consumer is not None:
-                consumer.deliver(self, sequence, message, False)
+                consumer.session.deliver(consumer, self, sequence, message, False, None)
                 return True
         self.messages.append((sequence, message, False, None))
         self.ready_bytes += message.size
@@ -415,7 +406,7 @@ class Queue:
         if self.consumers and not self.messages:
             consumer = self._pick(message)
             if consumer is not None:
-                consumer.deliver(self, sequence, message, False, deadline)
+                consumer.session.deliver(consumer, self, sequence, message, False, deadline)
                 return True
         if deadline is not None and deadline <= self.clock.seconds():
             self.drop((message,), EXPIRED)
@@ -439,7 +430,7 @@ class Queue:
             return False
         sequence = self._next_sequence
         self._next_sequence = sequence + 1
-        consumer.deliver(self, sequence, message, False, self._deadline(message))
+        consumer.session.deliver(consumer, self, sequence, message, False, self._deadline(message))
         return True
 
     def _deadline(self, message: Message, entered: Optional[float] = None) -> Optional[float]:
@@ -525,7 +516,7 @@ class Queue:
                 self._page_in()
             messages.popleft()
             self.ready_bytes -= message.size
-            consumer.deliver(self, sequence, message, redelivered, deadline)
+            consumer.session.deliver(consumer, self, sequence, message, redelivered, deadline)
         if self._expiring:
             self._schedule_expiry()
 
@@ -542,7 +533,7 @@ class Queue:
                     self.read_back([message])
                 del self.messages[index]
                 self.ready_bytes -= message.size
-                consumer.deliver(self, sequence, message, redelivered, deadline)
+                consumer.session.deliver(consumer, self, sequence, message, redelivered, deadline)
                 return True
         return False
 
@@ -740,7 +731,7 @@ class Queue:
         """
         return Consumer(
             tag, self, session, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
-            limits=limits, priority=consumer_priority(arguments, self),
+            limits=limits, priority=consumer_priority(arguments, self), arguments=arguments,
         )
 
     def add_consumer(self, consumer: Consumer) -> None:

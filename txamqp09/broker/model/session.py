@@ -4,7 +4,7 @@ A :class:`Client` stands for one connection: its exclusive queues and the
 connection-wide prefetch window. A :class:`Session` stands for one channel:
 its consumers, the messages delivered to it and not yet settled, its
 prefetch windows, flow state, transaction and publisher confirms. Sessions
-talk back to the server layer through a :class:`Sink`.
+talk back to the server layer through an :class:`ISink`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 import os
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
+
+from zope.interface import Interface
 
 from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.deadletter import REJECTED
@@ -26,7 +28,7 @@ from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, Preconditi
 if TYPE_CHECKING:
     from txamqp09.broker.model.vhost import VirtualHost
 
-__all__ = ["Sink", "Client", "Session", "Transaction", "NO_ROUTE", "NO_CONSUMERS", "unique_name"]
+__all__ = ["ISink", "Client", "Session", "Transaction", "NO_ROUTE", "NO_CONSUMERS", "unique_name"]
 
 #: basic.return reply code and text for a mandatory message no queue took.
 NO_ROUTE = (312, "NO_ROUTE")
@@ -41,19 +43,19 @@ def unique_name(prefix: str) -> str:
     return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
 
 
-class Sink(Protocol):
-    """How a session reaches its client (implemented by the server channel)."""
+class ISink(Interface):
+    """How a session reaches its client (provided by the server channel)."""
 
-    def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
+    def deliver(consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
         """Send basic.deliver with *message* to *consumer*."""
 
-    def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
+    def returned(reply_code: int, reply_text: str, message: Message) -> None:
         """Send basic.return: *message* could not be routed or delivered."""
 
-    def confirmed(self, sequence: int, ack: bool) -> None:
+    def confirmed(sequence: int, ack: bool) -> None:
         """Send a publisher confirm (basic.ack, or basic.nack when not *ack*)."""
 
-    def cancelled(self, consumer: Consumer) -> None:
+    def cancelled(consumer: Consumer) -> None:
         """*consumer* ended because its queue was deleted."""
 
 
@@ -122,15 +124,20 @@ class Session:
         consumer and ``global=true`` the channel (RabbitMQ's reading, for
         0-9-1); otherwise they limit the channel and the connection, as the
         0-8 and 0-9 specifications say.
+    :param rollback_redelivers: tx.rollback delivers again what the
+        transaction acknowledged, rejected or nacked (the 0-8/0-9 brokers'
+        reading); otherwise those deliveries stay unacknowledged (RabbitMQ).
     """
 
     def __init__(
-        self, vhost: VirtualHost, client: Client, sink: Sink, *, per_consumer_qos: bool = True
+        self, vhost: VirtualHost, client: Client, sink: ISink, *, per_consumer_qos: bool = True,
+        rollback_redelivers: bool = False,
     ) -> None:
         self.vhost = vhost
         self.client = client
         self.sink = sink
         self.per_consumer_qos = per_consumer_qos
+        self.rollback_redelivers = rollback_redelivers
         self.consumers: dict[str, Consumer] = {}
         #: Delivered, unsettled messages by delivery tag, in tag order.
         self.unacked: dict[int, Delivery] = {}
@@ -180,6 +187,11 @@ class Session:
         else:
             self.refill()
 
+    @property
+    def consumer_prefetch_count(self) -> int:
+        """The prefetch count each new consumer gets (basic.qos global=false on 0-9-1)."""
+        return self._consumer_window[0]
+
     def refill(self) -> None:
         """Deliver waiting messages of this session's queues while there is room."""
         if not self.sending:
@@ -213,12 +225,12 @@ class Session:
         """
         tag = tag or unique_name("amq.ctag-")
         if tag in self.consumers:
-            raise NotAllowed(f"attempt to reuse consumer tag {tag!r} on this channel")
+            raise NotAllowed(f"attempt to reuse consumer tag {tag!r}", hint="it is in use on this channel")
         if queue.has_exclusive_consumer or (exclusive and queue.consumers):
             raise AccessRefused(
-                f"queue {queue.name!r} in vhost {self.vhost.name!r} in exclusive use: "
-                + ("another consumer holds it exclusively" if queue.has_exclusive_consumer
-                   else "it has consumers already")
+                f"queue {queue.name!r} in vhost {self.vhost.name!r} in exclusive use",
+                hint="another consumer holds it exclusively" if queue.has_exclusive_consumer
+                else "it has consumers already",
             )
         consumer = queue.new_consumer(
             tag, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
@@ -263,7 +275,8 @@ class Session:
         if exchange.internal:
             raise AccessRefused(
                 f"cannot publish to internal exchange {exchange_name!r} in vhost "
-                f"{self.vhost.name!r}; bind it to another exchange and publish there"
+                f"{self.vhost.name!r}",
+                hint="bind it to another exchange and publish there",
             )
         if message.raw_properties[0] & EXPIRATION_FLAG:
             message_ttl(message)
@@ -313,7 +326,7 @@ class Session:
         :raises PreconditionFailed: the channel is transactional (406).
         """
         if self.tx is not None:
-            raise PreconditionFailed("cannot switch from tx to confirm mode on this channel")
+            raise PreconditionFailed("cannot switch from tx to confirm mode", hint="the channel is transactional")
         self.confirming = True
 
     # -- getting -------------------------------------------------------------
@@ -324,12 +337,50 @@ class Session:
         if entry is None:
             return None
         sequence, message, redelivered, deadline = entry
+        if no_ack:
+            if message.paging:
+                queue.discard((message,))
+            return self.issue_tag(None), redelivered, message
+        return self.issue_tag(Delivery(queue, sequence, message, None, deadline)), redelivered, message
+
+    # -- delivery tags -------------------------------------------------------
+
+    def issue_tag(self, delivery: Optional[Delivery]) -> int:
+        """The channel's next delivery tag; *delivery* is kept under it until
+        the client settles it (None: a message sent without acknowledgement).
+
+        Every tag of the channel comes from here or from :meth:`deliver`,
+        which does the same in line because it runs for every message.
+        """
         tag = self.last_tag = self.last_tag + 1
-        if not no_ack:
-            self.unacked[tag] = Delivery(queue, sequence, message, None, deadline)
-        elif message.paging:
-            queue.discard((message,))
-        return tag, redelivered, message
+        if delivery is not None:
+            self.unacked[tag] = delivery
+        return tag
+
+    def deliver(
+        self, consumer: Consumer, queue: Queue, sequence: int, message: Message, redelivered: bool,
+        deadline: Optional[float] = None,
+    ) -> None:
+        """Send *message* from *queue* to *consumer* under the next delivery tag.
+
+        Unless the consumer takes messages without acknowledgement, the
+        delivery (of the consumer's :attr:`~Consumer.delivery_type`) is kept
+        until the client settles it, and its size counts against the
+        consumer's prefetch windows until then.
+
+        :param sequence: the message's place in *queue* (its offset in a stream).
+        :param deadline: when the message expires if it comes back to the queue.
+        """
+        tag = self.last_tag = self.last_tag + 1
+        if consumer.no_ack:
+            if message.paging:
+                queue.discard((message,))
+        else:
+            self.unacked[tag] = consumer.delivery_type(queue, sequence, message, consumer, deadline)
+            size = message.size
+            for limit in consumer.limits:
+                limit.take(size)
+        self.sink.deliver(consumer, tag, redelivered, message)
 
     # -- settling ------------------------------------------------------------
 
@@ -384,8 +435,9 @@ class Session:
 
     def _unknown(self, tag: int) -> PreconditionFailed:
         return PreconditionFailed(
-            f"unknown delivery tag {tag}: it was not delivered on this channel or is "
-            "already acknowledged, rejected or recovered"
+            f"unknown delivery tag {tag}",
+            hint="it was not delivered on this channel or is already acknowledged, rejected "
+            "or recovered",
         )
 
     def _select(self, tag: int, multiple: bool) -> list[int]:
@@ -445,11 +497,9 @@ class Session:
                 delivery.release()
                 back.append(delivery)
             else:
-                tag = self.last_tag = self.last_tag + 1
-                self.unacked[tag] = delivery
                 if delivery.message.body is None:
                     delivery.queue.read_back([delivery.message])
-                self.sink.deliver(consumer, tag, True, delivery.message)
+                self.sink.deliver(consumer, self.issue_tag(delivery), True, delivery.message)
         self._requeue(back)
         self.refill_shared()
 
@@ -461,13 +511,13 @@ class Session:
         :raises PreconditionFailed: the channel is in confirm mode (406).
         """
         if self.confirming:
-            raise PreconditionFailed("cannot switch from confirm to tx mode on this channel")
+            raise PreconditionFailed("cannot switch from confirm to tx mode", hint="the channel confirms publishes")
         if self.tx is None:
             self.tx = Transaction()
 
     def _transaction(self, verb: str) -> Transaction:
         if self.tx is None:
-            raise PreconditionFailed(f"channel is not transactional: send tx.select before tx.{verb}")
+            raise PreconditionFailed("channel is not transactional", hint=f"send tx.select before tx.{verb}")
         return self.tx
 
     def tx_commit(self) -> None:
@@ -480,9 +530,13 @@ class Session:
             self._route(exchange, message, mandatory, immediate)
 
     def tx_rollback(self) -> None:
-        """tx.rollback: forget held publishes and settlements."""
-        self._transaction("rollback")
+        """tx.rollback: forget held publishes and settlements; with
+        ``rollback_redelivers`` the settled deliveries go back to their
+        queues, marked redelivered, to be delivered again."""
+        tx = self._transaction("rollback")
         self.tx = Transaction()
+        if self.rollback_redelivers and tx.pending:
+            self._settle(sorted(tx.pending), True)
 
     # -- closing -------------------------------------------------------------
 

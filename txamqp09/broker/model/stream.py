@@ -24,7 +24,6 @@ behind reads pages of :data:`READ_PAGE` messages from the store.
 from __future__ import annotations
 
 import re
-import struct
 from bisect import bisect_left
 from collections import deque
 from datetime import datetime
@@ -36,7 +35,8 @@ from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.store.interface import LogRecord, LogSegment
 from txamqp09.wire.errors import AMQPNotImplemented, PreconditionFailed
-from txamqp09.wire.fields import RABBITMQ, encode_shortstr
+from txamqp09.wire.fields import field_text
+from txamqp09.wire.forwarding import LongHeader, envelope
 from txamqp09.wire.versions import AMQP0_9_1
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CACHE_BYTES",
     "DEFAULT_SEGMENT_SIZE",
+    "OFFSET_HEADER",
     "READ_PAGE",
     "StreamConsumer",
     "StreamQueue",
@@ -54,7 +55,6 @@ __all__ = [
     "parse_interval",
     "parse_offset",
     "rejection_refused",
-    "stamp_offset",
 ]
 
 #: Bytes of bodies per segment unless x-stream-max-segment-size-bytes says
@@ -64,9 +64,6 @@ DEFAULT_SEGMENT_SIZE = 500_000_000
 CACHE_BYTES = 16 * 1024 * 1024
 #: Messages read from the store at once by a consumer behind the memory cache.
 READ_PAGE = 256
-#: Distinct (exchange, routing key) encodings a stream remembers for messages
-#: read back from the store.
-_ENVELOPES_KEPT = 1024
 #: Queue arguments RabbitMQ knows that a stream refuses.
 REFUSED_ARGUMENTS = (
     "x-max-length",
@@ -93,11 +90,8 @@ _UNIT_MS = {
     "s": 1000,
 }
 _INTERVAL = re.compile(r"([0-9]+)([YMDhms])")
-_OFFSET_KEY = encode_shortstr("x-stream-offset")
-_OFFSET_ENTRY = struct.Struct(">16sBq")
-_LENGTH = struct.Struct(">I")
-_FLAGS = struct.Struct(">H")
-_CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS = 0x8000, 0x4000, 0x2000
+#: The header that tells a consumer the offset of each message it gets.
+OFFSET_HEADER = LongHeader("x-stream-offset")
 _OFFSET_HELP = (
     "expected 'first', 'last', 'next', a non-negative integer offset, a timestamp or an "
     "interval such as '1h'"
@@ -106,13 +100,6 @@ _OFFSET_HELP = (
 #: Where a consumer starts: (kind, value), kind one of first, last, next,
 #: offset, timestamp (value in milliseconds).
 OffsetSpec = tuple[str, int]
-
-
-def _text(value: Any) -> Optional[str]:
-    """*value* as a str when it is a string (field tables give longstrs as bytes)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else None
 
 
 def parse_interval(text: str) -> Optional[int]:
@@ -131,8 +118,8 @@ def parse_offset(value: Any, now_ms: int) -> OffsetSpec:
     """
     if value is None:
         return ("next", 0)
-    text = _text(value)
-    if text is not None:
+    text = field_text(value)
+    if isinstance(text, str):
         if text in ("first", "last", "next"):
             return (text, 0)
         interval = parse_interval(text)
@@ -142,12 +129,12 @@ def parse_offset(value: Any, now_ms: int) -> OffsetSpec:
         return ("timestamp", int(value.timestamp() * 1000))
     elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return ("offset", value)
-    raise PreconditionFailed(f"invalid x-stream-offset {text if text is not None else value!r}: {_OFFSET_HELP}")
+    raise PreconditionFailed(f"invalid x-stream-offset {text!r}: {_OFFSET_HELP}")
 
 
 def is_stream(arguments: Optional[Mapping[str, Any]]) -> bool:
     """Whether queue.declare *arguments* ask for a stream (``x-queue-type: stream``)."""
-    return arguments is not None and _text(arguments.get("x-queue-type")) == STREAM
+    return arguments is not None and field_text(arguments.get("x-queue-type")) == STREAM
 
 
 def _describe(vhost: VirtualHost, name: str) -> str:
@@ -190,11 +177,11 @@ def _max_age(arguments: Mapping[str, Any], what: str) -> Optional[int]:
     value = arguments.get("x-max-age")
     if value is None:
         return None
-    text = _text(value)
-    interval = parse_interval(text) if text is not None else None
+    text = field_text(value)
+    interval = parse_interval(text) if isinstance(text, str) else None
     if interval is None:
         raise PreconditionFailed(
-            f"invalid arg 'x-max-age' for {what}: {text if text is not None else value!r}; "
+            f"invalid arg 'x-max-age' for {what}: {text!r}; "
             "expected a number and one of the "
             "units Y, M, D, h, m, s, such as '7D'"
         )
@@ -210,37 +197,6 @@ def _size_argument(arguments: Mapping[str, Any], name: str, what: str, least: in
             f"invalid arg {name!r} for {what}: {value!r}; expected an integer of at least {least}"
         )
     return value
-
-
-def stamp_offset(raw_properties: bytes, offset: int) -> bytes:
-    """Basic content properties with the header ``x-stream-offset`` (a long) set to *offset*.
-
-    The header table is extended in place when the publisher's headers do not
-    hold that key already; otherwise the table is decoded and encoded again.
-    """
-    flags = _FLAGS.unpack_from(raw_properties)[0]
-    position = 2
-    if flags & _CONTENT_TYPE:
-        position += 1 + raw_properties[position]
-    if flags & _CONTENT_ENCODING:
-        position += 1 + raw_properties[position]
-    entry = _OFFSET_ENTRY.pack(_OFFSET_KEY, ord("l"), offset)
-    if not flags & _HEADERS:
-        return b"".join((
-            _FLAGS.pack(flags | _HEADERS), raw_properties[2:position], _LENGTH.pack(len(entry)),
-            entry, raw_properties[position:],
-        ))
-    length = _LENGTH.unpack_from(raw_properties, position)[0]
-    end = position + 4 + length
-    table = raw_properties[position + 4 : end]
-    if _OFFSET_KEY in table:
-        headers, _ = RABBITMQ.decode_table(raw_properties, position)
-        headers.pop("x-stream-offset", None)
-        table = RABBITMQ.encode_table(headers)[4:]
-    return b"".join((
-        raw_properties[:position], _LENGTH.pack(len(table) + len(entry)), table, entry,
-        raw_properties[end:],
-    ))
 
 
 #: The properties class of the messages streams hand out.
@@ -270,40 +226,9 @@ class _Entry:
             record = self.record
             message = self._message = Message(
                 record.exchange, record.routing_key, self.envelope,
-                stamp_offset(record.raw_properties, record.offset), record.body, _PROPERTIES,
+                OFFSET_HEADER.stamp(record.raw_properties, record.offset), record.body, _PROPERTIES,
             )
         return message
-
-
-class StreamConsumer(Consumer):
-    """A consumer reading a stream from its own position.
-
-    :ivar position: the offset it receives next.
-    :ivar page: messages read from the store ahead of *position*.
-    """
-
-    __slots__ = ("position", "page")
-
-    def __init__(
-        self, tag: str, queue: StreamQueue, session: Session, *, exclusive: bool,
-        limits: tuple[Prefetch, ...], position: int,
-    ) -> None:
-        super().__init__(tag, queue, session, exclusive=exclusive, limits=limits)
-        self.position = position
-        self.page: deque[_Entry] = deque()
-
-    def deliver(
-        self, queue: Queue, sequence: int, message: Message, redelivered: bool,
-        deadline: Optional[float] = None,
-    ) -> None:
-        """Send the message at offset *sequence*; its ack gives credit back."""
-        session = self.session
-        tag = session.last_tag = session.last_tag + 1
-        session.unacked[tag] = StreamDelivery(queue, sequence, message, self)
-        size = message.size
-        for limit in self.limits:
-            limit.take(size)
-        session.sink.deliver(self, tag, False, message)
 
 
 class StreamDelivery(Delivery):
@@ -321,6 +246,27 @@ class StreamDelivery(Delivery):
         queue = self.queue
         if consumer is not None and isinstance(queue, StreamQueue) and not queue.deleted:
             queue.serve(cast(StreamConsumer, consumer))
+
+
+class StreamConsumer(Consumer):
+    """A consumer reading a stream from its own position.
+
+    :ivar position: the offset it receives next.
+    :ivar page: messages read from the store ahead of *position*.
+    """
+
+    __slots__ = ("position", "page")
+
+    #: Settling a delivery of a stream gives credit back (see :class:`StreamDelivery`).
+    delivery_type = StreamDelivery
+
+    def __init__(
+        self, tag: str, queue: StreamQueue, session: Session, *, exclusive: bool,
+        limits: tuple[Prefetch, ...], position: int,
+    ) -> None:
+        super().__init__(tag, queue, session, exclusive=exclusive, limits=limits)
+        self.position = position
+        self.page: deque[_Entry] = deque()
 
 
 class StreamQueue(Queue):
@@ -360,7 +306,6 @@ class StreamQueue(Queue):
         self._cache_bytes = 0
         #: Appends not on disk yet: (store sequence, offset + 1), oldest first.
         self._uncommitted: deque[tuple[int, int]] = deque()
-        self._envelopes: dict[tuple[str, str], bytes] = {}
 
     def _retention(self, arguments: Mapping[str, Any]) -> None:
         """Take x-max-age and x-stream-max-segment-size-bytes from *arguments*."""
@@ -525,7 +470,7 @@ class StreamQueue(Queue):
             if not reader.can_take(message):
                 break
             reader.position = entry.offset + 1
-            reader.deliver(self, entry.offset, message, False)
+            reader.session.deliver(reader, self, entry.offset, message, False)
 
     def _entry(self, reader: StreamConsumer) -> _Entry:
         """The message at *reader*'s position (or the first kept after it)."""
@@ -552,13 +497,7 @@ class StreamQueue(Queue):
         return [self._entry_of(record) for record in records]
 
     def _entry_of(self, record: LogRecord) -> _Entry:
-        key = (record.exchange, record.routing_key)
-        envelope = self._envelopes.get(key)
-        if envelope is None:
-            if len(self._envelopes) >= _ENVELOPES_KEPT:
-                self._envelopes.clear()
-            envelope = self._envelopes[key] = encode_shortstr(key[0]) + encode_shortstr(key[1])
-        return _Entry(record, envelope)
+        return _Entry(record, envelope(record.exchange, record.routing_key))
 
     def start_position(self, spec: OffsetSpec) -> int:
         """The offset a consumer starting at *spec* reads first.
@@ -616,8 +555,8 @@ class StreamQueue(Queue):
             )
         if not any(limit.count for limit in limits):
             raise PreconditionFailed(
-                f"consumer prefetch count is not set for stream {what}: send basic.qos "
-                "with a prefetch count before consuming"
+                f"consumer prefetch count is not set for '{what}'",
+                hint="send basic.qos with a prefetch count before consuming from a stream",
             )
         spec = parse_offset(arguments.get("x-stream-offset"), int(self._seconds() * 1000))
         return StreamConsumer(

@@ -5,7 +5,10 @@ exchange and queue methods with the checks and reply codes RabbitMQ users
 know: 404 for what does not exist, 406 for an inequivalent redeclaration,
 405 for another connection's exclusive queue, 403 for the reserved ``amq.``
 names and the default exchange, 503 for an unknown exchange type. Deleting
-what does not exist succeeds, as in RabbitMQ.
+what does not exist succeeds, as in RabbitMQ. Where the 0-8/0-9
+specifications rule otherwise, the methods take the declaring connection's
+:class:`~txamqp09.broker.dialects.Dialect`. Texts are RabbitMQ's; advice
+goes into each error's ``hint``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from txamqp09.broker.model.exchange import (
     DirectExchange,
     Exchange,
 )
-from txamqp09.broker.model.arguments import CLASSIC, STREAM
+from txamqp09.broker.dialects import RABBITMQ, Dialect
+from txamqp09.broker.model.arguments import CLASSIC, STREAM, field_type
 from txamqp09.broker.model.clock import Clock
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.policy import PolicySet
@@ -42,11 +46,14 @@ from txamqp09.store.interface import (
     Recovered,
     StoredMessage,
 )
-from txamqp09.wire.fields import encode_shortstr
+from txamqp09.wire.fields import field_text
+from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 from txamqp09.wire.errors import (
     AccessRefused,
+    ChannelError,
     CommandInvalid,
+    NotAllowed,
     NotFound,
     PreconditionFailed,
     ResourceLocked,
@@ -96,17 +103,30 @@ class DefaultExchange(DirectExchange):
         return queue.route if queue is not None else ()
 
 
-def _shown(value: Any) -> str:
-    """An argument value as an error text shows it."""
+def _text(value: Any) -> str:
+    """A flag or argument value as RabbitMQ's texts print it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(field_text(value))
+
+
+def _typed(value: Any) -> str:
+    """An argument that one side lacks, as RabbitMQ's texts show it."""
     if value is None:
         return "none"
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    return repr(value)
+    return f"the value '{_text(value)}' of type '{field_type(value)}'"
 
 
 def _reserved(name: str) -> bool:
     return name.startswith("amq.")
+
+
+def _default_exchange_refused() -> AccessRefused:
+    """403 for a method the default exchange does not take."""
+    return AccessRefused(
+        "operation not permitted on the default exchange",
+        hint="every queue is bound to it by its name already",
+    )
 
 
 def _kept(binding: Binding) -> bool:
@@ -209,32 +229,49 @@ class VirtualHost:
         auto_delete: bool = False,
         internal: bool = False,
         arguments: Optional[Mapping[str, Any]] = None,
+        dialect: Dialect = RABBITMQ,
     ) -> Exchange:
-        """exchange.declare: the existing exchange if equivalent, else a new one."""
+        """exchange.declare: the existing exchange if equivalent, else a new one.
+
+        :param dialect: the rules of the declaring connection (how a
+            redeclaration is compared, whether the default exchange may be
+            declared passively).
+        """
         if passive:
+            if not name and dialect.passive_default_exchange_refused:
+                raise _default_exchange_refused()
             return self.exchange(name)
         if not name:
-            raise AccessRefused("operation not permitted on the default exchange")
+            raise _default_exchange_refused()
         cls = EXCHANGE_TYPES.get(kind)
         if cls is None:
             raise CommandInvalid(
-                f"invalid exchange type {kind!r}; this broker knows "
-                + ", ".join(sorted(EXCHANGE_TYPES))
+                f"unknown exchange type {kind!r}",
+                hint="this broker knows " + ", ".join(sorted(EXCHANGE_TYPES)),
             )
         existing = self.exchanges.get(name)
         if existing is not None:
             what = f"exchange {name!r}"
+            if kind != existing.kind and not dialect.exchange_type_conflict_soft:
+                raise NotAllowed(
+                    f"cannot redeclare {what} in vhost {self.name!r} of type "
+                    f"{existing.kind!r} with type {kind!r}"
+                )
             self._equivalent(what, "type", kind, existing.kind)
-            self._equivalent(what, "durable", durable, existing.durable)
-            self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
+            if dialect.redeclare_compares_flags:
+                self._equivalent(what, "durable", durable, existing.durable)
+                self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
             self._equivalent(what, "internal", internal, existing.internal)
             given = dict(arguments or {})
             for argument in _EQUIVALENT_EXCHANGE_ARGUMENTS:
-                self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
+                self._equivalent_argument(
+                    what, argument, given.get(argument), existing.arguments.get(argument)
+                )
             return existing
         if _reserved(name):
             raise AccessRefused(
-                f"exchange name {name!r} contains reserved prefix 'amq.'; choose another name"
+                f"exchange name {name!r} contains reserved prefix 'amq.*'",
+                hint="choose another name",
             )
         exchange = self.exchanges[name] = cls(
             name, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments
@@ -246,23 +283,42 @@ class VirtualHost:
         return exchange
 
     def _equivalent(self, what: str, argument: str, received: Any, current: Any) -> None:
+        """406 unless a flag or an argument present on both sides is the same."""
         if received != current:
-            raise PreconditionFailed(
-                f"inequivalent arg {argument!r} for {what} in vhost {self.name!r}: "
-                f"received {_shown(received)} but current is {_shown(current)}"
-            )
+            self._inequivalent(what, argument, f"'{_text(received)}'", f"'{_text(current)}'")
 
-    def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
-        """exchange.delete; an exchange that does not exist counts as deleted."""
-        if not name or _reserved(name):
-            raise AccessRefused(f"exchange {name!r} in vhost {self.name!r} cannot be deleted")
+    def _equivalent_argument(self, what: str, argument: str, received: Any, current: Any) -> None:
+        """406 unless an argument is the same (or absent) on both sides."""
+        if received is None or current is None:
+            if received is not current:
+                self._inequivalent(what, argument, _typed(received), _typed(current))
+        else:
+            self._equivalent(what, argument, received, current)
+
+    def _inequivalent(self, what: str, argument: str, received: str, current: str) -> None:
+        raise PreconditionFailed(
+            f"inequivalent arg {argument!r} for {what} in vhost {self.name!r}: "
+            f"received {received} but current is {current}"
+        )
+
+    def delete_exchange(self, name: str, *, if_unused: bool = False, dialect: Dialect = RABBITMQ) -> None:
+        """exchange.delete; an exchange that does not exist counts as deleted
+        (404 in the specifications' dialect)."""
+        if not name:
+            raise _default_exchange_refused()
+        if _reserved(name):
+            raise AccessRefused(
+                f"deletion of system exchange {name!r} in vhost {self.name!r} not allowed"
+            )
         exchange = self.exchanges.get(name)
         if exchange is None:
-            return
+            if dialect.missing_delete_ok:
+                return
+            exchange = self.exchange(name)
         if if_unused and exchange.bindings:
             raise PreconditionFailed(
-                f"exchange {name!r} in vhost {self.name!r} in use: it has "
-                f"{len(exchange.bindings)} bindings"
+                f"exchange {name!r} in vhost {self.name!r} in use",
+                hint=f"it has {len(exchange.bindings)} bindings",
             )
         self._remove_exchange(exchange)
 
@@ -278,10 +334,7 @@ class VirtualHost:
     def _bindable(self, name: str) -> Exchange:
         exchange = self.exchange(name)
         if exchange is self.default_exchange:
-            raise AccessRefused(
-                "operation not permitted on the default exchange: every queue is bound to it "
-                "by its name already"
-            )
+            raise _default_exchange_refused()
         return exchange
 
     def bind_exchange(
@@ -342,11 +395,16 @@ class VirtualHost:
         if queue is None:
             raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
         if queue.exclusive_owner is not None and queue.exclusive_owner is not client:
-            raise ResourceLocked(
-                f"cannot obtain exclusive access to locked queue {name!r} in vhost "
-                f"{self.name!r}: it is exclusive to another connection"
-            )
+            raise self._locked(name)
         return queue
+
+    def _locked(self, name: str) -> ResourceLocked:
+        """405 for the exclusive queue *name*."""
+        return ResourceLocked(
+            f"cannot obtain exclusive access to locked queue {name!r} in vhost {self.name!r}. "
+            "It could be originally declared on another connection or the exclusive property "
+            "value does not match that of the original declaration."
+        )
 
     def declare_queue(
         self,
@@ -359,6 +417,7 @@ class VirtualHost:
         auto_delete: bool = False,
         arguments: Optional[Mapping[str, Any]] = None,
         server_named: bool = False,
+        dialect: Dialect = RABBITMQ,
     ) -> Queue:
         """queue.declare: the existing queue if equivalent, else a new one.
 
@@ -367,25 +426,39 @@ class VirtualHost:
         :param server_named: *name* was generated by the broker (the channel
             generates it first so that permissions are checked on it), so
             the reserved ``amq.`` prefix is allowed.
+        :param dialect: the rules of the declaring connection (what a
+            redeclaration compares, the scope of a reserved name).
         """
         if passive:
             return self.queue(name, client)
         if name in self.queues:
+            owner = self.queues[name].exclusive_owner
+            if owner is not None and owner is not client and not dialect.exclusive_elsewhere_locked:
+                raise ChannelError(f"queue {name!r} in vhost {self.name!r} is exclusive to another connection")
             existing = self.queue(name, client)
             what = f"queue {name!r}"
-            self._equivalent(what, "durable", durable, existing.durable)
-            self._equivalent(what, "exclusive", exclusive, existing.exclusive)
-            self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
+            if exclusive != existing.exclusive:
+                if dialect.exclusive_mismatch_locked:
+                    raise self._locked(name)
+                self._equivalent(what, "exclusive", exclusive, existing.exclusive)
+            if dialect.redeclare_compares_flags:
+                if not existing.exclusive:
+                    # RabbitMQ does not compare durable for exclusive queues.
+                    self._equivalent(what, "durable", durable, existing.durable)
+                self._equivalent(what, "auto_delete", auto_delete, existing.auto_delete)
             given = dict(arguments or {})
-            queue_type = given.get("x-queue-type", CLASSIC)
-            if isinstance(queue_type, bytes):
-                queue_type = queue_type.decode("utf-8", "replace")
-            self._equivalent(what, "x-queue-type", queue_type, existing.settings.queue_type)
+            queue_type = field_text(given.get("x-queue-type", CLASSIC))
+            if queue_type != existing.settings.queue_type:
+                self._equivalent_argument(
+                    what, "x-queue-type", given.get("x-queue-type"), existing.arguments.get("x-queue-type")
+                )
             compared: tuple[str, ...] = _EQUIVALENT_QUEUE_ARGUMENTS
             if existing.settings.queue_type == STREAM:
                 compared += _EQUIVALENT_STREAM_ARGUMENTS
             for argument in compared:
-                self._equivalent(what, argument, given.get(argument), existing.arguments.get(argument))
+                self._equivalent_argument(
+                    what, argument, given.get(argument), existing.arguments.get(argument)
+                )
             existing.used()
             self.churn.queue_declared += 1
             return existing
@@ -397,9 +470,10 @@ class VirtualHost:
         if not name:
             name = unique_name("amq.gen-")
         elif _reserved(name) and not server_named:
-            raise AccessRefused(
-                f"queue name {name!r} contains reserved prefix 'amq.'; choose another name "
-                "or declare with an empty name to get a generated one"
+            refusal = AccessRefused if dialect.reserved_queue_name_soft else NotAllowed
+            raise refusal(
+                f"queue name {name!r} contains reserved prefix 'amq.*'",
+                hint="choose another name or declare with an empty name to get a generated one",
             )
         queue: Queue
         if is_stream(arguments):
@@ -430,40 +504,73 @@ class VirtualHost:
         return queue
 
     def bind_queue(
-        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: Client
+        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: Client,
+        dialect: Dialect = RABBITMQ,
     ) -> None:
-        """queue.bind: route messages from *exchange* to *queue*."""
-        self._bind(self._bindable(exchange), self.queue(queue, client), routing_key, arguments)
+        """queue.bind: route messages from *exchange* to *queue*.
+
+        Binding to the default exchange is 403, or (in the specifications'
+        dialect) does nothing: every queue is bound to it by its name.
+        """
+        target = self.queue(queue, client)
+        source = self._queue_source(exchange, dialect)
+        if source is None:
+            return
+        if not dialect.bind_any_exchange:
+            if source.internal:
+                raise NotAllowed(f"cannot bind queue {queue!r} to internal exchange {exchange!r}")
+            if target.durable and not source.durable:
+                raise NotAllowed(
+                    f"cannot bind durable queue {queue!r} to transient exchange {exchange!r}"
+                )
+        self._bind(source, target, routing_key, arguments)
 
     def unbind_queue(
-        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: Client
+        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: Client,
+        dialect: Dialect = RABBITMQ,
     ) -> None:
-        """queue.unbind; a binding that does not exist counts as removed."""
-        self._unbind_key(self._bindable(exchange), self.queue(queue, client), routing_key, arguments)
+        """queue.unbind; a binding that does not exist counts as removed, and
+        so does (in RabbitMQ's dialect) a queue that does not exist."""
+        if queue not in self.queues and dialect.missing_delete_ok:
+            self._queue_source(exchange, dialect)
+            return
+        target = self.queue(queue, client)
+        source = self._queue_source(exchange, dialect)
+        if source is not None:
+            self._unbind_key(source, target, routing_key, arguments)
+
+    def _queue_source(self, name: str, dialect: Dialect) -> Optional[Exchange]:
+        """The exchange a queue is bound to or unbound from; None for the
+        default exchange where the dialect lets it be named."""
+        if not name and not dialect.default_exchange_binding_refused:
+            return None
+        return self._bindable(name)
 
     def purge_queue(self, name: str, client: Client) -> int:
         """queue.purge: drop the ready messages; how many there were."""
         return self.queue(name, client).purge()
 
     def delete_queue_named(
-        self, name: str, client: Client, *, if_unused: bool = False, if_empty: bool = False
+        self, name: str, client: Client, *, if_unused: bool = False, if_empty: bool = False,
+        dialect: Dialect = RABBITMQ,
     ) -> int:
         """queue.delete: the number of ready messages deleted with the queue.
 
-        A queue that does not exist counts as deleted (0 messages).
+        A queue that does not exist counts as deleted (0 messages) in
+        RabbitMQ's dialect, and is 404 in the specifications'.
         """
-        if name not in self.queues:
+        if name not in self.queues and dialect.missing_delete_ok:
             return 0
         queue = self.queue(name, client)
         if if_unused and queue.consumers:
             raise PreconditionFailed(
-                f"queue {name!r} in vhost {self.name!r} in use: it has "
-                f"{len(queue.consumers)} consumers"
+                f"queue {name!r} in vhost {self.name!r} in use",
+                hint=f"it has {len(queue.consumers)} consumers",
             )
         if if_empty and queue.messages:
             raise PreconditionFailed(
-                f"queue {name!r} in vhost {self.name!r} not empty: it has "
-                f"{len(queue.messages)} ready messages"
+                f"queue {name!r} in vhost {self.name!r} not empty",
+                hint=f"it has {len(queue.messages)} ready messages",
             )
         return self.delete_queue(queue)
 
@@ -523,7 +630,6 @@ class VirtualHost:
                     internal=exchange.internal, arguments=exchange.arguments,
                 )
         assert self.persistence is not None, "a virtual host without a store has nothing to restore"
-        envelopes: dict[tuple[str, str], bytes] = {}
         for record in queues:
             if is_stream(record.arguments):
                 stream = StreamQueue(self, record.name, arguments=record.arguments)
@@ -535,7 +641,7 @@ class VirtualHost:
                 arguments=record.arguments,
             )
             records = messages.get(record.name, [])
-            queue.restore(_restored(records, envelopes, self.persistence))
+            queue.restore(_restored(records, self.persistence))
             records.clear()
         for binding in bindings:
             source = self.exchanges.get(binding.source)
@@ -549,23 +655,15 @@ class VirtualHost:
 
 
 def _restored(
-    records: Iterable[StoredMessage],
-    envelopes: dict[tuple[str, str], bytes],
-    persistence: Persistence,
+    records: Iterable[StoredMessage], persistence: Persistence
 ) -> Iterator[tuple[Message, bool, float]]:
     """Model messages for recovered ones, as (message, redelivered, publish
-    time) triples, counted against *persistence*'s memory budget.
-
-    *envelopes* caches the wire form of each (exchange, routing key).
-    """
+    time) triples, counted against *persistence*'s memory budget."""
     properties_class = AMQP0_9_1.properties[60]
     for record in records:
-        key = (record.exchange, record.routing_key)
-        envelope = envelopes.get(key)
-        if envelope is None:
-            envelope = envelopes[key] = encode_shortstr(key[0]) + encode_shortstr(key[1])
         message = Message(
-            record.exchange, record.routing_key, envelope, record.raw_properties,
+            record.exchange, record.routing_key, envelope(record.exchange, record.routing_key),
+            record.raw_properties,
             record.body or b"", properties_class,
         )
         message.body, message.size = record.body, record.size

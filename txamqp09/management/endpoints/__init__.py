@@ -9,10 +9,23 @@ from __future__ import annotations
 from types import ModuleType
 
 from txamqp09.management.endpoints import (
+    bindings,
+    channels,
+    connections,
+    consumers,
+    definitions,
+    exchanges,
     extensions,
     health,
+    limits,
     nodes,
     overview,
+    parameters,
+    permissions,
+    policies,
+    queues,
+    users,
+    vhosts,
     whoami,
 )
 
@@ -23,6 +36,19 @@ MODULES: list[ModuleType] = [
     overview,
     nodes,
     whoami,
+    connections,
+    channels,
+    consumers,
+    exchanges,
+    queues,
+    bindings,
     health,
     extensions,
+    users,
+    vhosts,
+    permissions,
+    policies,
+    parameters,
+    limits,
+    definitions,
 ]

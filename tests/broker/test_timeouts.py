@@ -1,0 +1,197 @@
+"""The consumer timeout, the handshake timeout and the connection limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pika
+import pika.exceptions
+from twisted.internet import defer
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.logger import formatEvent, globalLogPublisher
+from twisted.python import usage
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.broker.peer import Peer, factory
+from tests.broker.support import LoopbackTestCase
+from tests.test_tap import build
+from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT
+from txamqp09.tap import Options
+
+TIMED_OUT = (
+    "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value "
+    "used: 10000 ms. This timeout value can be configured, see consumers doc guide to learn more"
+)
+
+
+def logged(test: SynchronousTestCase) -> list[str]:
+    """The log lines emitted while *test* runs (formatted)."""
+    lines: list[str] = []
+
+    def observe(event: dict[str, Any]) -> None:
+        lines.append(formatEvent(event))
+
+    globalLogPublisher.addObserver(observe)
+    test.addCleanup(globalLogPublisher.removeObserver, observe)
+    return lines
+
+
+class ConsumerTimeoutTests(SynchronousTestCase):
+    """A delivery unacknowledged for longer than the timeout closes its channel."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.factory = factory(self.clock, consumer_timeout=10.0)
+        self.factory.startFactory()
+        self.addCleanup(self.factory.stopFactory)
+        self.peer = Peer(self.factory)
+        self.spec = self.peer.spec
+        self.peer.send(1, self.spec.QueueDeclare(queue="q"))
+        self.peer.expect(1, "queue.declare-ok")
+        self.queue = self.factory.broker.vhosts["/"].queues["q"]
+        self.interval = self.factory.ack_timeouts.interval
+
+    def wait(self, seconds: float) -> None:
+        """Let *seconds* pass, one look of the timeout at a time."""
+        steps = round(seconds / self.interval)
+        self.clock.pump([self.interval] * steps)
+
+    def consume(self, no_ack: bool = False) -> None:
+        self.peer.send(1, self.spec.BasicConsume(queue="q", consumer_tag="c", no_ack=no_ack))
+        self.peer.expect(1, "basic.consume-ok")
+
+    def publish(self, body: bytes) -> None:
+        self.peer.publish(1, "q", body)
+
+    def closed(self) -> Any:
+        """The channel.close the server sent, or None."""
+        for channel, method in self.peer.methods():
+            if method.NAME == "channel.close":
+                self.assertEqual(channel, 1)
+                return method
+        return None
+
+    def test_channel_closed_and_messages_requeued(self) -> None:
+        lines = logged(self)
+        self.consume()
+        self.publish(b"one")
+        self.publish(b"two")
+        self.wait(10.0 - self.interval)
+        self.assertIsNone(self.closed())
+        self.wait(self.interval * 2)
+        close = self.closed()
+        self.assertEqual(
+            (close.reply_code, close.reply_text, close.class_id, close.method_id),
+            (406, TIMED_OUT, 0, 0),
+        )
+        self.assertEqual(self.queue.message_count, 2)
+        self.assertTrue(any("--consumer-timeout" in line and "channel 1" in line for line in lines))
+
+    def test_the_oldest_delivery_counts(self) -> None:
+        self.consume()
+        self.publish(b"one")
+        self.wait(8.0)
+        self.peer.frames()
+        self.peer.send(1, self.spec.BasicAck(delivery_tag=1))
+        self.publish(b"two")
+        self.wait(8.0)
+        self.assertIsNone(self.closed())
+        self.wait(2.0 + self.interval * 2)
+        self.assertEqual(self.closed().reply_code, 406)
+
+    def test_basic_get_counts_too(self) -> None:
+        self.publish(b"one")
+        self.peer.send(1, self.spec.BasicGet(queue="q"))
+        self.wait(10.0 + self.interval * 2)
+        self.assertEqual(self.closed().reply_code, 406)
+        self.assertEqual(self.queue.message_count, 1)
+
+    def test_no_ack_deliveries_never_time_out(self) -> None:
+        self.consume(no_ack=True)
+        self.publish(b"one")
+        self.wait(100.0)
+        self.assertIsNone(self.closed())
+
+    def test_zero_turns_it_off(self) -> None:
+        quiet = factory(self.clock, consumer_timeout=0)
+        quiet.startFactory()
+        self.addCleanup(quiet.stopFactory)
+        peer = Peer(quiet)
+        peer.send(1, peer.spec.QueueDeclare(queue="q"))
+        peer.publish(1, "q", b"one")
+        peer.send(1, peer.spec.BasicGet(queue="q"))
+        self.clock.advance(100000.0)
+        self.assertNotIn("channel.close", peer.names())
+
+
+class OptionsTests(SynchronousTestCase):
+    def test_defaults_are_rabbitmqs(self) -> None:
+        (service,) = build("--port", "5999")
+        factory = service.factory
+        self.assertEqual(DEFAULT_CONSUMER_TIMEOUT, 1800.0)
+        self.assertEqual(factory.ack_timeouts.timeout, 1800.0)
+        self.assertEqual(factory.options["negotiation_timeout"], 10.0)
+        self.assertIsNone(factory.connection_max)
+
+    def test_options(self) -> None:
+        (service,) = build(
+            "--port", "5999", "--consumer-timeout", "5000", "--handshake-timeout", "2500",
+            "--connection-max", "3",
+        )
+        factory = service.factory
+        self.assertEqual(
+            (factory.ack_timeouts.timeout, factory.options["negotiation_timeout"], factory.connection_max),
+            (5.0, 2.5, 3),
+        )
+
+    def test_bad_values(self) -> None:
+        for argv in (
+            ["--consumer-timeout", "-1"],
+            ["--handshake-timeout", "0"],
+            ["--connection-max", "0"],
+        ):
+            self.assertRaises(usage.UsageError, Options().parseOptions, argv)
+
+    def test_handshake_timeout(self) -> None:
+        """A client that has not opened its connection within the timeout is dropped."""
+        (service,) = build("--port", "5999", "--handshake-timeout", "2500")
+        peer = Peer(service.factory, handshake=False)
+        peer.feed(peer.version.header)
+        service.factory.clock.advance(2.4)
+        self.assertFalse(peer.disconnected)
+        service.factory.clock.advance(0.1)
+        self.assertTrue(peer.disconnected)
+
+
+class ConnectionMaxTests(SynchronousTestCase):
+    def test_refused_beyond_the_limit_with_a_log_line(self) -> None:
+        lines = logged(self)
+        limited = factory(Clock(), connection_max=2)
+        first, _second = Peer(limited), Peer(limited)
+        address = IPv4Address("TCP", "127.0.0.1", 40001)
+        self.assertIsNone(limited.buildProtocol(address))
+        self.assertTrue(
+            any("127.0.0.1:40001 refused" in line and "--connection-max" in line for line in lines)
+        )
+        first.server.connectionLost(None)
+        self.assertIsNotNone(limited.buildProtocol(address))
+
+
+class ConnectionMaxLiveTests(LoopbackTestCase):
+    broker_options = {"connection_max": 1}
+
+    @defer.inlineCallbacks
+    def test_pika_refused_then_accepted(self) -> Any:
+        def scenario() -> Any:
+            parameters = pika.ConnectionParameters("127.0.0.1", self.port)
+            first = pika.BlockingConnection(parameters)
+            try:
+                pika.BlockingConnection(parameters).close()
+                refused = False
+            except pika.exceptions.AMQPConnectionError:
+                refused = True
+            first.close()
+            return refused
+
+        self.assertTrue((yield self.inThread(scenario)))

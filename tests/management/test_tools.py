@@ -1,0 +1,129 @@
+"""Third-party tools written for RabbitMQ drive this broker's API: rabbitmqadmin, pyrabbit2."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Optional
+
+from twisted.internet import reactor
+from twisted.internet.defer import inlineCallbacks
+from twisted.internet.threads import deferToThread
+from twisted.internet.utils import getProcessOutputAndValue
+from twisted.trial.unittest import TestCase
+
+from tests.management.support import ManagementBroker
+
+try:
+    import pyrabbit2
+except ImportError:
+    pyrabbit2 = None
+
+#: Where Debian's rabbitmq-server puts rabbitmqadmin.
+_RABBITMQADMIN = [
+    "/usr/bin/rabbitmqadmin",
+    "/usr/sbin/rabbitmqadmin",
+    "/usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/plugins/rabbitmq_management-3.10.8/priv/www/cli/rabbitmqadmin",
+]
+
+
+def rabbitmqadmin() -> Optional[str]:
+    """The rabbitmqadmin script, if installed."""
+    return next((path for path in _RABBITMQADMIN if os.path.isfile(path)), None)
+
+
+class RabbitmqadminTests(TestCase):
+    """rabbitmqadmin, run with this Python against the broker's API port."""
+
+    skip = None if rabbitmqadmin() else "rabbitmqadmin is missing; install the Debian package rabbitmq-server"
+
+    @inlineCallbacks
+    def setUp(self) -> Any:
+        self.broker = ManagementBroker()
+        yield self.broker.start()
+        self.addCleanup(self.broker.stop)
+
+    @inlineCallbacks
+    def admin(self, *arguments: str) -> Any:
+        """Run rabbitmqadmin; its standard output (the test fails on a non-zero exit)."""
+        script = rabbitmqadmin()
+        assert script is not None
+        out, err, code = yield getProcessOutputAndValue(
+            sys.executable, [script, "-H", "127.0.0.1", "-P", str(self.broker.http_port), *arguments],
+            env=dict(os.environ), reactor=reactor,
+        )
+        self.assertEqual(code, 0, f"rabbitmqadmin {' '.join(arguments)} failed: {out!r} {err!r}")
+        return out.decode()
+
+    @inlineCallbacks
+    def test_declare_publish_list_and_get(self) -> Any:
+        out = yield self.admin("declare", "queue", "name=tasks", "durable=false")
+        self.assertIn("queue declared", out)
+        out = yield self.admin("declare", "exchange", "name=jobs", "type=topic")
+        self.assertIn("exchange declared", out)
+        yield self.admin("declare", "binding", "source=jobs", "destination=tasks", "routing_key=job.#")
+        out = yield self.admin("publish", "exchange=jobs", "routing_key=job.print", "payload=hello world")
+        self.assertIn("Message published", out)
+        out = yield self.admin("-f", "raw_json", "list", "queues")
+        (queue,) = json.loads(out)
+        self.assertEqual((queue["name"], queue["messages"]), ("tasks", 1))
+        out = yield self.admin("-f", "tsv", "list", "queues", "name", "messages")
+        self.assertEqual(out.split(), ["name", "messages", "tasks", "1"])
+        out = yield self.admin("-f", "raw_json", "get", "queue=tasks", "ackmode=ack_requeue_false")
+        (message,) = json.loads(out)
+        self.assertEqual((message["payload"], message["routing_key"], message["exchange"]),
+                         ("hello world", "job.print", "jobs"))
+        self.assertEqual(self.broker.factory.broker.vhosts["/"].queues["tasks"].message_count, 0)
+        out = yield self.admin("-f", "raw_json", "list", "bindings", "source", "destination", "routing_key")
+        self.assertIn({"source": "jobs", "destination": "tasks", "routing_key": "job.#"}, json.loads(out))
+        yield self.admin("delete", "queue", "name=tasks")
+        self.assertNotIn("tasks", self.broker.factory.broker.vhosts["/"].queues)
+
+    @inlineCallbacks
+    def test_overview_and_nodes(self) -> Any:
+        out = yield self.admin("-f", "raw_json", "show", "overview")
+        (overview,) = json.loads(out)
+        self.assertEqual(overview["node"], self.broker.node.name)
+        out = yield self.admin("-f", "raw_json", "list", "nodes", "name")
+        self.assertEqual(json.loads(out), [{"name": self.broker.node.name}])
+
+
+class Pyrabbit2Tests(TestCase):
+    """pyrabbit2 from PyPI (a thread: it is a blocking client)."""
+
+    skip = None if pyrabbit2 is not None else "pyrabbit2 is not installed (pip install '.[test]')"
+
+    @inlineCallbacks
+    def setUp(self) -> Any:
+        self.broker = ManagementBroker()
+        yield self.broker.start()
+        self.addCleanup(self.broker.stop)
+        self.client = pyrabbit2.Client(f"127.0.0.1:{self.broker.http_port}", "guest", "guest", timeout=10)
+
+    @inlineCallbacks
+    def test_queue_round_trip(self) -> Any:
+        client = self.client
+        alive = yield deferToThread(client.is_alive)
+        self.assertTrue(alive)
+        yield deferToThread(client.create_queue, "/", "orders", durable=False)
+        yield deferToThread(client.create_exchange, "/", "shop", "direct")
+        yield deferToThread(client.create_binding, "/", "shop", "orders", "new")
+        routed = yield deferToThread(client.publish, "/", "shop", "new", "order 1")
+        self.assertTrue(routed)
+        queues = yield deferToThread(client.get_queues, "/", "ord")
+        self.assertEqual([queue["name"] for queue in queues], ["orders"])
+        depth = yield deferToThread(client.get_queue_depth, "/", "orders")
+        self.assertEqual(depth, 1)
+        messages = yield deferToThread(client.get_messages, "/", "orders", count=1, requeue=False)
+        self.assertEqual([message["payload"] for message in messages], ["order 1"])
+        bindings = yield deferToThread(client.get_queue_bindings, "/", "orders")
+        self.assertEqual(sorted(binding["source"] for binding in bindings), ["", "shop"])
+        overview = yield deferToThread(client.get_overview)
+        self.assertEqual(overview["object_totals"]["queues"], 2)  # orders and aliveness-test
+        yield deferToThread(client.delete_binding, "/", "shop", "orders", "new")
+        bindings = yield deferToThread(client.get_queue_bindings, "/", "orders")
+        self.assertEqual([binding["source"] for binding in bindings], [""])
+        yield deferToThread(client.delete_queue, "/", "orders")
+        queues = yield deferToThread(client.get_queues, "/")
+        self.assertNotIn("orders", [queue["name"] for queue in queues])

@@ -1,0 +1,190 @@
+"""The memory alarm: resident memory against a high watermark, as RabbitMQ's.
+
+:class:`MemoryMonitor` compares what the process really holds (its resident
+set, read from ``/proc/self/statm``) with the watermark a few times a
+second, and again as soon as connections have buffered a few more MiB of
+unfinished messages since the last look (:meth:`MemoryMonitor.buffered`),
+so that a fast publisher cannot run far past the watermark between two
+looks. Above the watermark it raises the ``memory`` alarm of
+:class:`~txamqp09.broker.alarms.ResourceAlarms` (publishers are blocked);
+below it, it clears it.
+
+The watermark is a fraction of the machine's memory (RabbitMQ's
+``vm_memory_high_watermark.relative``, default 0.4) or an absolute size
+(``vm_memory_high_watermark.absolute``): :func:`parse_watermark` reads
+either.
+
+:func:`release_memory` hands the C allocator's free memory back to the
+operating system (glibc's ``malloc_trim``): the broker calls it after large
+frees, such as the unfinished messages of closed connections.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from typing import Callable, Optional
+
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.task import LoopingCall
+from txamqp09.broker import oplog
+from txamqp09.broker.alarms import ResourceAlarms
+from txamqp09.units import parse_size
+
+__all__ = [
+    "DEFAULT_MEMORY_HIGH_WATERMARK",
+    "MemoryMonitor",
+    "parse_watermark",
+    "release_memory",
+    "resident_memory",
+    "total_memory",
+]
+
+#: RabbitMQ's default: 40 % of the machine's memory.
+DEFAULT_MEMORY_HIGH_WATERMARK = 0.4
+#: Bytes buffered since the last look that make the monitor look again at once.
+LOOK_AGAIN_AFTER = 4 * 1024 * 1024
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def total_memory() -> int:
+    """Bytes of physical memory of the machine."""
+    return int(os.sysconf("SC_PHYS_PAGES")) * _PAGE_SIZE
+
+
+def resident_memory() -> Optional[int]:
+    """Bytes of this process's resident set, or None where it cannot be read
+    (a system without ``/proc``)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE_SIZE
+    except OSError:
+        return None
+
+
+def parse_watermark(text: str) -> float | int:
+    """``--memory-high-watermark``: a fraction of the machine's memory (a
+    number from 0 to 1 without a unit, such as ``0.4``), or a size (``768MiB``,
+    ``2GB``, or a number of bytes above 1).
+
+    :raises ValueError: *text* is neither.
+    """
+    try:
+        fraction = float(text)
+    except ValueError:
+        return parse_size(text)
+    if 0 <= fraction <= 1:
+        return fraction
+    return parse_size(text)
+
+
+parse_watermark.coerceDoc = (  # type: ignore[attr-defined]
+    "A fraction of the machine's memory (0.4) or a size (768MiB)."
+)
+
+
+def watermark_bytes(watermark: float | int, total: Callable[[], int] = total_memory) -> int:
+    """The watermark *watermark* (a fraction of *total* memory, or bytes) in bytes."""
+    if isinstance(watermark, float):
+        return int(watermark * total())
+    return watermark
+
+
+_trim: Optional[Callable[[int], int]] = None
+
+
+def _load_trim() -> Optional[Callable[[int], int]]:
+    """glibc's ``malloc_trim``, or None on a C library without it."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+def release_memory() -> bool:
+    """Give the C allocator's free memory back to the operating system; whether
+    the C library could (glibc can)."""
+    global _trim
+    if _trim is None:
+        _trim = _load_trim() or (lambda pad: 0)
+    return bool(_trim(0))
+
+
+class MemoryMonitor:
+    """Raises and clears the memory alarm as the process's memory crosses the watermark.
+
+    :param alarms: the broker's alarms.
+    :param clock: for the periodic looks.
+    :param watermark: the high watermark in bytes.
+    :param probe: returns the bytes the process holds (resident memory by
+        default; None: unknown, and the alarm is left as it is).
+    :param interval: seconds between two periodic looks.
+    """
+
+    def __init__(
+        self,
+        alarms: ResourceAlarms,
+        clock: IReactorTime,
+        watermark: int,
+        probe: Callable[[], Optional[int]] = resident_memory,
+        interval: float = 0.25,
+    ) -> None:
+        self.alarms = alarms
+        self.clock = clock
+        self.watermark = watermark
+        self.probe = probe
+        self.interval = interval
+        #: What the probe said at the last look.
+        self.used: Optional[int] = None
+        self._buffered = 0
+        self._loop = LoopingCall(self.check)
+        self._loop.clock = clock
+        self._release_call: Optional[IDelayedCall] = None
+
+    def start(self) -> None:
+        """Look now and every :attr:`interval` seconds."""
+        if not self._loop.running:
+            self._loop.start(self.interval, now=True)
+
+    def stop(self) -> None:
+        """Stop looking."""
+        if self._loop.running:
+            self._loop.stop()
+        if self._release_call is not None and self._release_call.active():
+            self._release_call.cancel()
+        self._release_call = None
+
+    def check(self) -> None:
+        """Compare the memory in use with the watermark; raise or clear the alarm."""
+        self._buffered = 0
+        used = self.used = self.probe()
+        if used is None:
+            return
+        active = "memory" in self.alarms.active()
+        if used >= self.watermark and not active:
+            oplog.memory_alarm(True, used, self.watermark)
+            self.alarms.raise_alarm("memory")
+        elif used < self.watermark and active:
+            oplog.memory_alarm(False, used, self.watermark)
+            self.alarms.clear_alarm("memory")
+
+    def buffered(self, size: int) -> None:
+        """A connection buffered *size* more bytes of an unfinished message:
+        look again once a few MiB have piled up since the last look."""
+        self._buffered += size
+        if self._buffered >= LOOK_AGAIN_AFTER:
+            self.check()
+
+    def released(self) -> None:
+        """Much memory was just freed: hand it back to the system (once per
+        turn of the reactor however many frees), then look again."""
+        if self._release_call is None or not self._release_call.active():
+            self._release_call = self.clock.callLater(0, self._release)
+
+    def _release(self) -> None:
+        self._release_call = None
+        release_memory()
+        self.check()

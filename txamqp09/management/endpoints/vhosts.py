@@ -1,0 +1,94 @@
+"""``/api/vhosts``: virtual hosts, their description, tags and default queue type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from txamqp09.broker.auth.users import VirtualHost
+from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
+from txamqp09.management.configuration import applied, config, created
+
+__all__ = ["register", "vhost_json"]
+
+#: The fields a vhost's PUT body may have (``tracing`` is accepted, not acted on).
+_FIELDS = ("description", "tags", "default_queue_type", "tracing")
+
+
+def register(router: Router) -> None:
+    """Add the vhost endpoints (changes for administrators)."""
+    router.add("GET", "/api/vhosts", list_vhosts)
+    router.add("GET", "/api/vhosts/{vhost}", get_vhost)
+    router.add("PUT", "/api/vhosts/{vhost}", put_vhost, tag="administrator")
+    router.add("DELETE", "/api/vhosts/{vhost}", delete_vhost, tag="administrator")
+
+
+def _metadata(vhost: VirtualHost) -> dict[str, Any]:
+    metadata = vhost.extra.get("metadata")
+    found = dict(metadata) if isinstance(metadata, dict) else {}
+    for key in ("description", "tags", "default_queue_type"):
+        if key in vhost.extra and key not in found:
+            found[key] = vhost.extra[key]
+    return found
+
+
+def vhost_json(request: ApiRequest, vhost: VirtualHost) -> dict[str, Any]:
+    """A vhost as RabbitMQ's API shows it."""
+    metadata = _metadata(vhost)
+    tags = metadata.get("tags", [])
+    return {
+        "name": vhost.name,
+        "description": metadata.get("description", ""),
+        "tags": tags.split(",") if isinstance(tags, str) else list(tags),
+        "default_queue_type": metadata.get("default_queue_type", "undefined"),
+        "metadata": metadata,
+        "tracing": False,
+        "cluster_state": {request.node.name: "running"},
+    }
+
+
+def list_vhosts(request: ApiRequest) -> Any:
+    """The vhosts the user may see."""
+    database = config(request).database
+    rows = [vhost_json(request, vhost) for vhost in database.vhosts.values() if request.may_see_vhost(vhost.name)]
+    return listing(request, rows, ("name",))
+
+
+def get_vhost(request: ApiRequest) -> dict[str, Any]:
+    """One vhost."""
+    request.vhost()
+    return vhost_json(request, config(request).database.vhosts[request.args["vhost"]])
+
+
+def put_vhost(request: ApiRequest) -> Reply | None:
+    """Create a vhost, or change its description, tags or default queue type."""
+    name = request.name("vhost", "Virtual host name")
+    body = request.json()
+    unknown = sorted(set(body) - set(_FIELDS))
+    if unknown:
+        raise bad_request(f"unknown fields: {', '.join(unknown)}")
+    existing = config(request).database.vhosts.get(name)
+    metadata = _metadata(existing) if existing is not None else {}
+    if "description" in body:
+        if not isinstance(body["description"], str):
+            raise bad_request("description must be a string")
+        metadata["description"] = body["description"]
+    if "tags" in body:
+        tags = body["tags"]
+        if isinstance(tags, str):
+            tags = [tag.strip() for tag in tags.split(",") if tag.strip()]
+        if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+            raise bad_request("tags must be a list of strings or a comma-separated string")
+        metadata["tags"] = tags
+    if "default_queue_type" in body:
+        if body["default_queue_type"] not in ("classic", "quorum", "stream"):
+            raise bad_request(f"default_queue_type must be classic, quorum or stream, not {body['default_queue_type']!r}")
+        metadata["default_queue_type"] = body["default_queue_type"]
+    applied(lambda: config(request).put_vhost(name, {"metadata": metadata} if metadata else None))
+    return created(existing is not None)
+
+
+def delete_vhost(request: ApiRequest) -> None:
+    """Delete a vhost with everything in it; its connections are closed."""
+    if request.args["vhost"] not in config(request).database.vhosts:
+        raise not_found()
+    applied(lambda: config(request).delete_vhost(request.args["vhost"]))

@@ -1,0 +1,70 @@
+"""Message bodies received in several frames, gathered without waste.
+
+A body that spans several frames is gathered in a :class:`BodyBuffer`
+sized by the content header. A large one (:data:`MAPPED_BODY_SIZE` and
+more) is written straight into an anonymous memory map of the announced
+size: the system backs its pages only as they are written, so a client
+that announces 127 MiB and sends 1 MiB costs 1 MiB, and the whole map goes
+back to the system the moment the body is complete or dropped. Gathering
+such a body as a list of frame-sized pieces would leave the C allocator
+with thousands of mid-size blocks, which it keeps after they are freed.
+Smaller bodies are gathered as a list of pieces and joined.
+"""
+
+from __future__ import annotations
+
+import mmap
+from typing import Optional, Union
+
+__all__ = ["MAPPED_BODY_SIZE", "BodyBuffer"]
+
+#: Announced body sizes from which the body is gathered in a memory map.
+MAPPED_BODY_SIZE = 1024 * 1024
+
+Buffer = Union[bytes, bytearray]
+
+
+class BodyBuffer:
+    """The frames of one body received so far.
+
+    :param size: the body size the content header announced (frames are
+        checked against it by the caller).
+    :ivar held: bytes received so far.
+    """
+
+    __slots__ = ("_map", "_parts", "held")
+
+    def __init__(self, size: int) -> None:
+        self._map: Optional[mmap.mmap] = mmap.mmap(-1, size) if size >= MAPPED_BODY_SIZE else None
+        self._parts: list[bytes] = []
+        self.held = 0
+
+    def add(self, buf: Buffer, start: int, end: int) -> None:
+        """Append ``buf[start:end]``."""
+        self.held += end - start
+        if self._map is None:
+            self._parts.append(bytes(buf[start:end]))
+            return
+        with memoryview(buf) as view:
+            self._map.write(view[start:end])
+
+    def take(self) -> bytes:
+        """The body (once every frame is in); the buffer is empty afterwards."""
+        mapped = self._map
+        if mapped is None:
+            body = b"".join(self._parts)
+            self._parts = []
+        else:
+            body = mapped[: self.held]
+            mapped.close()
+            self._map = None
+        self.held = 0
+        return body
+
+    def discard(self) -> None:
+        """Drop what was received (the map goes back to the system now)."""
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        self._parts = []
+        self.held = 0
