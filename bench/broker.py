@@ -175,7 +175,7 @@ class Txamqp09Broker:
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
-                env={**os.environ, "PYTHONPATH": ROOT},
+                env={**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"},  # a killed broker's log is whole
             )
         _wait_for_port(self.port, self._process)
         self.pid = self._process.pid

@@ -44,7 +44,7 @@ from broker import Txamqp09Broker  # noqa: E402
 
 QUEUE = "bench-soak"
 _NUMBER = struct.Struct(">Q")
-_RESTORED = re.compile(rb"restored in ([0-9.]+) s")
+_RESTORED = re.compile(rb"message store restored: .* in ([0-9.]+) s")
 
 
 def body(number: int, size: int) -> bytes:
