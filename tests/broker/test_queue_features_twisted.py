@@ -25,6 +25,7 @@ from txamqp09.broker.model import Broker
 from txamqp09.client import Channel, Message, connect
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.waiting import eventually
 
 if TYPE_CHECKING:
     _Base = TestCase
@@ -46,15 +47,9 @@ class OwnClientCases(_Base):
         """Let *seconds* pass for the broker."""
         raise NotImplementedError
 
-    async def until(self, attempt: Callable[[], Deferred[Optional[Message]]]) -> Message:
+    def until(self, attempt: Callable[[], Deferred[Optional[Message]]]) -> Deferred[Message]:
         """The first message *attempt* gets (a real broker may take a moment)."""
-        give_up = time.monotonic() + _PATIENCE
-        while True:
-            message = await attempt()
-            if message is not None:
-                return message
-            assert time.monotonic() < give_up, "the broker did not get there in time"
-            await deferLater(reactor, 0.01, lambda: None)
+        return eventually(attempt, reactor, _PATIENCE, what="a message")  # type: ignore[arg-type]
 
     @inline
     async def test_ttl_priorities_and_dead_letters(self) -> None:

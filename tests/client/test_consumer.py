@@ -7,7 +7,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.client.support import ScriptedServer
+from txamqp09.testing.scripted import ScriptedServer
 from txamqp09.client.channel import Channel
 from txamqp09.client.consumer import Consumer
 from txamqp09.client.errors import ChannelClosed, ConnectionClosed
@@ -18,7 +18,7 @@ class ConsumerTestCase(SynchronousTestCase):
     def setUp(self) -> None:
         self.server = ScriptedServer()
         self.server.open()
-        self.channel: Channel = self.server.openChannel(1)
+        self.channel: Channel = self.server.open_channel(1)
 
     def consume(self, callback: Any = None, max_backlog: int = 1000) -> Consumer:
         consuming = self.channel.basic_consume("q", callback, consumer_tag="c", max_backlog=max_backlog)
@@ -27,7 +27,7 @@ class ConsumerTestCase(SynchronousTestCase):
         return self.successResultOf(consuming)
 
     def deliver(self, tag: int, body: bytes = b"m") -> None:
-        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), body)
+        self.server.send_content(1, self.server.spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), body)
 
     def next(self, consumer: Consumer) -> Deferred[Any]:
         return ensureDeferred(consumer.__anext__())
@@ -158,7 +158,7 @@ class BackpressureTests(ConsumerTestCase):
         self.deliver(1)
         self.assertEqual(len(self.flushLoggedErrors(ValueError)), 1)
         self.channel.basic_consume("q", handle_later, consumer_tag="d")
-        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
+        self.server.send_content(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
         self.assertEqual(len(self.flushLoggedErrors(KeyError)), 1)
         self.assertEqual(self.channel.consumers["d"].backlog, 0)
 
@@ -168,7 +168,7 @@ class BackpressureTests(ConsumerTestCase):
         self.server.send(1, self.server.spec.BasicConsumeOk(consumer_tag="d"))
         second = self.channel.consumers["d"]
         self.deliver(1)
-        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
+        self.server.send_content(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
         self.next(first)
         self.assertTrue(self.paused)
         self.next(second)
@@ -203,7 +203,7 @@ class DeliveryPathTests(ConsumerTestCase):
 
     def test_other_channels_frame_in_between(self) -> None:
         consumer = self.consume()
-        self.server.openChannel(2)
+        self.server.open_channel(2)
         delivery = self.deliveryBytes(1, b"x")
         method_end = delivery.index(b"\xce") + 1
         self.server.client.dataReceived(delivery[:method_end] + method_frame(2, self.server.spec.ChannelFlow(active=True)) + delivery[method_end:])
@@ -283,6 +283,6 @@ class AckCoalescingTests(ConsumerTestCase):
         self.channel.basic_consume("q", lambda message: None, consumer_tag="auto", no_ack=True)
         self.server.send(1, self.server.spec.BasicConsumeOk(consumer_tag="auto"))
         self.consume(lambda message: message.ack())
-        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="auto", delivery_tag=1), b"m")
+        self.server.send_content(1, self.server.spec.BasicDeliver(consumer_tag="auto", delivery_tag=1), b"m")
         self.deliver(2)
         self.assertEqual(self.acks(), [("basic.ack", 2, True)])

@@ -19,7 +19,6 @@ from twisted.internet.defer import (
     inlineCallbacks,
     maybeDeferred,
 )
-from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
@@ -40,6 +39,7 @@ from txamqp09.client import (
 )
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.waiting import eventually
 from txamqp09.wire.errors import NotFound
 
 
@@ -293,7 +293,7 @@ class LiveTests(_TestCaseBase):
         consumer = await channel.basic_consume(queue, no_ack=True, max_backlog=10)
         for number in range(100):
             channel.basic_publish(b"%d" % number, routing_key=queue)
-        await until(lambda: connection.reading_paused)
+        await eventually(lambda: connection.reading_paused, reactor)
         self.assertGreaterEqual(consumer.backlog, 10)
         bodies = [(await consumer.__anext__()).body for _ in range(100)]
         self.assertEqual(bodies, [b"%d" % number for number in range(100)])
@@ -447,10 +447,10 @@ class OwnBrokerTests(LiveTests, TestCase):
     @inline
     async def test_channel_flow_holds_publishing(self) -> None:
         channel, queue, draining = await self.fillBeyondTheWatermark("0-9")
-        await until(lambda: not channel.flow_active)
+        await eventually(lambda: not channel.flow_active, reactor)
         channel.basic_publish(b"held", routing_key=queue)
         bodies = await self.drain(draining, queue)
-        await until(lambda: channel.flow_active)
+        await eventually(lambda: channel.flow_active, reactor)
         bodies += await self.drain(draining, queue)
         while b"held" not in bodies:
             bodies += await self.drain(draining, queue)
@@ -461,16 +461,10 @@ class OwnBrokerTests(LiveTests, TestCase):
         channel, queue, draining = await self.fillBeyondTheWatermark("0-9-1")
         changes: list[Any] = []
         channel.connection.addBlockedListener(changes.append)
-        await until(lambda: channel.connection.blocked is not None)
+        await eventually(lambda: channel.connection.blocked is not None, reactor)
         self.assertIn("high watermark", channel.connection.blocked)
         await self.drain(draining, queue)
-        await until(lambda: changes[-1:] == [None])
-
-
-async def until(condition: Any) -> None:
-    """Wait, looking every 10 ms, until *condition()* holds."""
-    while not condition():
-        await deferLater(reactor, 0.01, lambda: None)
+        await eventually(lambda: changes[-1:] == [None], reactor)
 
 
 class RabbitMQTests(LiveTests, TestCase):

@@ -24,7 +24,6 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
-from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.python.failure import Failure
@@ -36,6 +35,7 @@ from tests.spark.session import ROOT, spark_missing, spark_session
 from txamqp09.client import Channel, ClientConnection, connect
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.waiting import eventually
 
 if TYPE_CHECKING:
     _TestCaseBase = TestCase
@@ -115,14 +115,6 @@ class PipelineTests(_TestCaseBase):
         channel = await self.channel()
         declared = await channel.queue_declare(queue, passive=True)
         return declared.message_count, declared.consumer_count
-
-    async def waitUntil(self, condition: Callable[[], Any], what: str) -> None:
-        """Poll the broker until *condition()* (a coroutine) is true."""
-        for _ in range(600):
-            if await condition():
-                return
-            await deferLater(reactor, 0.05, lambda: None)
-        self.fail(f"the broker never reached: {what}")
 
     def spark(self, action: Callable[[Any], Any]) -> Deferred[Any]:
         """Run *action(spark)* in a thread, with the process's Spark session."""
@@ -286,7 +278,7 @@ class PipelineTests(_TestCaseBase):
         async def released() -> bool:
             return (await self.counts(classic))[1] == 0
 
-        await self.waitUntil(released, "the killed query's consumer is gone")
+        await eventually(released, reactor, timeout=30, interval=0.05, what="the killed query's consumer is gone")
 
         def finish(spark: Any) -> list[list[Any]]:
             results = []
