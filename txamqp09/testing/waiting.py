@@ -52,7 +52,7 @@ def eventually(
             if result:
                 return result  # type: ignore[return-value]
             if clock.seconds() >= give_up:
-                raise NeverHappened(f"{what or condition!r} did not hold within {timeout} s")
+                raise NeverHappened(f"{what or repr(condition)} did not hold within {timeout} s")
             await deferLater(clock, interval, lambda: None)
 
     return ensureDeferred(look())

@@ -32,7 +32,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from txamqp.client import ChannelClosed, ConnectionClosed, TwistedDelegate
 from txamqp.protocol import AMQClient
 
-from tests.broker.auth.certs import TestPKI, pem_certificate, pem_key
+from txamqp09.testing.certificates import CertificateAuthority, pem_certificate, pem_key
 from tests.broker.auth.test_passwords import RABBITMQ_MD5_OF_SIMON
 from txamqp09.testing.scripted import ScriptedClient
 from txamqp09 import tap
@@ -169,7 +169,7 @@ class BrokerTestCase(TestCase):
 
     @defer.inlineCallbacks
     def setUp(self) -> Any:  # type: ignore[override]  # trial waits for its Deferred
-        self.pki = TestPKI()
+        self.pki = CertificateAuthority()
         self.directory = Path(self.mktemp())
         self.directory.mkdir()
         key, certificate, self.ca = self.pki.write_server_files(self.directory)
