@@ -219,7 +219,7 @@ class BlockedClientTests(LoopbackTestCase):
             finally:
                 publisher.close()
 
-        self.assertEqual((yield self.inThread(scenario)), [self.reason, "unblocked"])
+        self.assertEqual((yield self.in_thread(scenario)), [self.reason, "unblocked"])
         self.assertEqual(self.queue("alarmed").message_count, 2)
 
     @inline

@@ -14,12 +14,14 @@ import txamqp.spec
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.internet.protocol import ClientCreator
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import Clock
+from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 from txamqp.client import TwistedDelegate
 from txamqp.content import Content
 from txamqp.protocol import AMQClient
 
+from tests.broker.support import wait_on_node_clock
 from tests.client.support import inline
 from txamqp09.broker.model import Broker
 from txamqp09.client import Channel, Message, connect
@@ -100,7 +102,7 @@ class OwnClientRabbitMQTests(OwnClientCases, TestCase):
         self.url = f"amqp://guest:guest@127.0.0.1:{shared_rabbitmq().port}/"
 
     def elapse(self, seconds: float) -> Deferred[None]:
-        return deferLater(reactor, seconds, lambda: None)
+        return deferToThread(wait_on_node_clock, shared_rabbitmq().port, seconds, _PATIENCE)
 
 
 class TxAMQPTests(TestCase):

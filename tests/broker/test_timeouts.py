@@ -194,4 +194,4 @@ class ConnectionMaxLiveTests(LoopbackTestCase):
             first.close()
             return refused
 
-        self.assertTrue((yield self.inThread(scenario)))
+        self.assertTrue((yield self.in_thread(scenario)))

@@ -7,6 +7,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
+from twisted.logger import LogLevel, capturedLogs, formatEvent
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -107,14 +108,14 @@ class RequestTests(SynchronousTestCase):
 
 
 class ClosingTests(SynchronousTestCase):
-    def serverCloses(self, server: ScriptedServer) -> None:
+    def server_closes(self, server: ScriptedServer) -> None:
         server.send(1, server.spec.ChannelClose(reply_code=404, reply_text="NOT_FOUND - no queue 'q'", class_id=50, method_id=10))
 
     def test_server_close_fails_pending_with_its_reply(self) -> None:
         server, channel = opened()
         pending = channel.queue_declare("q", passive=True)
         server.methods()
-        self.serverCloses(server)
+        self.server_closes(server)
         closed = self.failureResultOf(pending, ChannelClosed).value
         self.assertEqual(
             (closed.reply_code, closed.reply_text, closed.class_id, closed.method_id, closed.method_name),
@@ -127,7 +128,7 @@ class ClosingTests(SynchronousTestCase):
 
     def test_later_calls_fail_with_the_same_reply(self) -> None:
         server, channel = opened()
-        self.serverCloses(server)
+        self.server_closes(server)
         self.assertEqual(self.failureResultOf(channel.queue_declare("q"), ChannelClosed).value.reply_code, 404)
         self.assertRaises(ChannelClosed, channel.basic_publish, b"x")
         self.assertRaises(ChannelClosed, channel.ack, 1)
@@ -151,7 +152,7 @@ class ClosingTests(SynchronousTestCase):
     def test_crossing_closes_end_the_channel(self) -> None:
         server, channel = opened()
         closing = channel.close()
-        self.serverCloses(server)
+        self.server_closes(server)
         self.successResultOf(closing)
         server.send(1, server.spec.ChannelCloseOk())
         self.assertIs(server.client.state.name, "OPEN")
@@ -316,7 +317,11 @@ class ReturnAndCancelTests(SynchronousTestCase):
 
     def test_return_without_handler_is_logged(self) -> None:
         server, _ = opened()
-        server.send_content(1, server.spec.BasicReturn(reply_code=312, reply_text="NO_ROUTE"), b"lost")
+        with capturedLogs() as events:
+            server.send_content(1, server.spec.BasicReturn(reply_code=312, reply_text="NO_ROUTE"), b"lost")
+        [event] = events
+        self.assertEqual(event["log_level"], LogLevel.warn)
+        self.assertIn("message returned by the server (312 NO_ROUTE) on channel 1", formatEvent(event))
 
     def test_server_cancel_ends_the_consumer(self) -> None:
         server, channel = opened()

@@ -185,13 +185,13 @@ class BackpressureTests(ConsumerTestCase):
 class DeliveryPathTests(ConsumerTestCase):
     """Deliveries reach consumers however the bytes are cut; bad content still fails."""
 
-    def deliveryBytes(self, tag: int, body: bytes, frame_max: int = 131072) -> bytes:
+    def delivery_bytes(self, tag: int, body: bytes, frame_max: int = 131072) -> bytes:
         spec = self.server.spec
         return content_frames(1, spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), spec.BasicProperties(message_id=str(tag)), body, frame_max)
 
     def test_every_cut_of_the_stream(self) -> None:
         consumer = self.consume()
-        stream = self.deliveryBytes(1, b"a" * 10) + self.deliveryBytes(2, b"") + self.deliveryBytes(3, b"b" * 9000, 4096)
+        stream = self.delivery_bytes(1, b"a" * 10) + self.delivery_bytes(2, b"") + self.delivery_bytes(3, b"b" * 9000, 4096)
         # Every cut in the small deliveries and the big one's headers, then some.
         cuts = [*range(1, 400), *range(400, len(stream), 101)]
         for cut in cuts:
@@ -204,7 +204,7 @@ class DeliveryPathTests(ConsumerTestCase):
     def test_other_channels_frame_in_between(self) -> None:
         consumer = self.consume()
         self.server.open_channel(2)
-        delivery = self.deliveryBytes(1, b"x")
+        delivery = self.delivery_bytes(1, b"x")
         method_end = delivery.index(b"\xce") + 1
         self.server.client.dataReceived(delivery[:method_end] + method_frame(2, self.server.spec.ChannelFlow(active=True)) + delivery[method_end:])
         self.assertEqual(self.server.names(), ["channel.flow-ok"])
@@ -212,7 +212,7 @@ class DeliveryPathTests(ConsumerTestCase):
 
     def test_body_longer_than_announced_fails(self) -> None:
         self.consume()
-        delivery = self.deliveryBytes(1, b"xy")
+        delivery = self.delivery_bytes(1, b"xy")
         header_start = delivery.index(b"\xce") + 1
         tampered = delivery[: header_start + 7 + 4] + (1).to_bytes(8, "big") + delivery[header_start + 19 :]
         self.server.client.dataReceived(tampered)
@@ -222,7 +222,7 @@ class DeliveryPathTests(ConsumerTestCase):
     def test_delivery_to_a_closing_channel_is_dropped(self) -> None:
         consumer = self.consume()
         self.channel.close()
-        self.server.client.dataReceived(self.deliveryBytes(1, b"x"))
+        self.server.client.dataReceived(self.delivery_bytes(1, b"x"))
         self.assertEqual(consumer.backlog, 0)
 
 
@@ -235,7 +235,7 @@ class AckCoalescingTests(ConsumerTestCase):
             for _, method in self.server.methods()
         ]
 
-    def deliverAll(self, tags: range) -> None:
+    def deliver_all(self, tags: range) -> None:
         spec = self.server.spec
         self.server.client.dataReceived(
             b"".join(
@@ -246,9 +246,9 @@ class AckCoalescingTests(ConsumerTestCase):
 
     def test_in_one_read_one_ack(self) -> None:
         self.consume(lambda message: message.ack())
-        self.deliverAll(range(1, 4))
+        self.deliver_all(range(1, 4))
         self.assertEqual(self.acks(), [("basic.ack", 3, True)])
-        self.deliverAll(range(4, 6))
+        self.deliver_all(range(4, 6))
         self.assertEqual(self.acks(), [("basic.ack", 5, True)])
 
     def test_acks_already_written_stay_written(self) -> None:
@@ -259,7 +259,7 @@ class AckCoalescingTests(ConsumerTestCase):
 
     def test_out_of_order_acks_are_single(self) -> None:
         consumer = self.consume()
-        self.deliverAll(range(1, 4))
+        self.deliver_all(range(1, 4))
         first, second, third = (self.successResultOf(self.next(consumer)) for _ in range(3))
         second.ack()
         first.ack()
@@ -274,7 +274,7 @@ class AckCoalescingTests(ConsumerTestCase):
                 message.ack()
 
         self.consume(settle)
-        self.deliverAll(range(1, 5))
+        self.deliver_all(range(1, 5))
         self.assertEqual(
             self.acks(), [("basic.ack", 1, True), ("basic.reject", 2, False), ("basic.ack", 4, True)]
         )

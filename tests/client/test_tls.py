@@ -41,7 +41,7 @@ class TLSTests(_TestCaseBase):
         query = {name: value for name, value in query.items() if value}
         return f"amqps://guest:guest@127.0.0.1:{self.port}/?{urlencode(query)}"
 
-    async def roundTrip(self, url: str) -> None:
+    async def round_trip(self, url: str) -> None:
         connection = await connect(reactor, url)
         try:
             channel = await connection.channel()
@@ -55,11 +55,11 @@ class TLSTests(_TestCaseBase):
 
     @inline
     async def test_verified_with_client_certificate(self) -> None:
-        await self.roundTrip(self.url())
+        await self.round_trip(self.url())
 
     @inline
     async def test_server_name_indication(self) -> None:
-        await self.roundTrip(self.url(server_name_indication="localhost"))
+        await self.round_trip(self.url(server_name_indication="localhost"))
 
     @inline
     async def test_untrusted_server_certificate_fails(self) -> None:
@@ -78,7 +78,7 @@ class TLSTests(_TestCaseBase):
 
     @inline
     async def test_verify_none(self) -> None:
-        await self.roundTrip(self.url(cacertfile="", verify="verify_none"))
+        await self.round_trip(self.url(cacertfile="", verify="verify_none"))
 
 
 class OwnBrokerTLSTests(TLSTests, TestCase):

@@ -96,10 +96,10 @@ class PipelineTests(_TestCaseBase):
         name = f"spark-{queue_type}-{uuid.uuid4().hex[:8]}"
         channel = await self.channel()
         await channel.queue_declare(name, durable=True, arguments={"x-queue-type": queue_type})
-        self.addCleanup(lambda: Deferred.fromCoroutine(self.deleteQueues(name)))
+        self.addCleanup(lambda: Deferred.fromCoroutine(self.delete_queues(name)))
         return name
 
-    async def deleteQueues(self, *queues: str) -> None:
+    async def delete_queues(self, *queues: str) -> None:
         channel = await self.channel()
         for queue in queues:
             await channel.queue_delete(queue=queue)
@@ -215,7 +215,7 @@ class PipelineTests(_TestCaseBase):
             batches.add(int(batch))
         self.assertEqual(batches, {0, 1, 2})
 
-    async def runUntilKilled(self, queries: list[tuple[str, str, str, str]]) -> None:
+    async def run_until_killed(self, queries: list[tuple[str, str, str, str]]) -> None:
         """Run *queries* (queue, type, checkpoint, output) in a child process
         until each is inside its batch holding :data:`HOLD`, then kill the
         child and everything it started."""
@@ -270,7 +270,7 @@ class PipelineTests(_TestCaseBase):
             queue = await self.queue(queue_type)
             await self.publish(queue, bodies[:BEFORE])
             queries.append((queue, queue_type, os.path.abspath(self.mktemp()), os.path.abspath(self.mktemp())))
-        await self.runUntilKilled(queries)
+        await self.run_until_killed(queries)
         for queue, _, checkpoint, _ in queries:
             self.assertKilledBetweenOffsetsAndCommit(checkpoint)
             await self.publish(queue, bodies[BEFORE:])
@@ -338,7 +338,7 @@ class OwnBrokerPipelineTests(PipelineTests, TestCase):
             for program in guide_programs()
         )
         pipeline = pipeline.replace('DATA = "pipeline-data"', f"DATA = {os.path.abspath(self.mktemp())!r}")
-        self.addCleanup(lambda: Deferred.fromCoroutine(self.deleteQueues("events", "totals")))
+        self.addCleanup(lambda: Deferred.fromCoroutine(self.delete_queues("events", "totals")))
         output, errors, status = await getProcessOutputAndValue(
             sys.executable, ["-c", producer], env={**os.environ, "PYTHONPATH": ROOT}
         )

@@ -230,7 +230,11 @@ class ContextFactoryTests(SynchronousTestCase):
     def test_certificate_chain_file(self) -> None:
         chained = self.directory / "chain.crt"
         chained.write_bytes(self.certificate.read_bytes() + self.ca.read_bytes())
-        context_factory(TLSSettings(self.key, chained))
+        options = context_factory(TLSSettings(self.key, chained))
+        self.assertEqual(options.certificate.get_subject().CN, "localhost")
+        self.assertEqual([extra.get_subject().CN for extra in options.extraCertChain], ["txamqp09 test CA"])
+        alone = context_factory(TLSSettings(self.key, self.certificate))
+        self.assertEqual(alone.extraCertChain, [])
 
     def test_bad_files(self) -> None:
         other_key, _ = self.pki.server()

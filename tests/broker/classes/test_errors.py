@@ -13,7 +13,7 @@ class OutOfStateTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.factory = server_factory()
 
-    def connectionClosed(self, peer: ScriptedClient, code: int, text: str) -> None:
+    def assertConnectionClosed(self, peer: ScriptedClient, code: int, text: str) -> None:
         close = peer.expect(0, "connection.close")
         self.assertEqual(close.reply_code, code)
         self.assertIn(text, close.reply_text)
@@ -30,12 +30,12 @@ class OutOfStateTests(SynchronousTestCase):
         ]:
             peer = ScriptedClient(self.factory, AMQP0_9)
             peer.send(1, getattr(peer.spec, name)())
-            self.connectionClosed(peer, 503, text)
+            self.assertConnectionClosed(peer, 503, text)
 
     def test_stage_without_open(self) -> None:
         peer = ScriptedClient(self.factory, AMQP0_8)
         peer.feed(content_frames(1, peer.spec.FileStage(), peer.spec.FileProperties(), b"data", 4096))
-        self.connectionClosed(peer, 503, "file.stage without a file.open")
+        self.assertConnectionClosed(peer, 503, "file.stage without a file.open")
 
     def test_content_larger_than_the_broker_takes_is_refused_at_open(self) -> None:
         peer = ScriptedClient(server_factory(max_body_size=1000), AMQP0_9)
