@@ -72,7 +72,7 @@ class _Cases(TestCase):
         self.ask(spec.TxSelect())
         self.peer.send(1, spec.BasicAck(delivery_tag=1))
 
-    def declare_queue(self, name: str, peer: Peer | None = None, **flags: Any) -> Any:
+    def declare_queue(self, name: str, peer: ScriptedClient | None = None, **flags: Any) -> Any:
         return self.ask((peer or self.peer).spec.QueueDeclare(queue=name, **flags), peer)
 
     def declare_exchange(self, name: str, kind: str, **flags: Any) -> Any:
@@ -101,7 +101,7 @@ class _Cases(TestCase):
 
     def server_properties(self) -> Any:
         """The server-properties of connection.start on a new connection."""
-        peer = Peer(self.factory, self.version, handshake=False)
+        peer = ScriptedClient(self.factory, self.version, handshake=False)
         peer.feed(self.version.header)
         return peer.expect(0, "connection.start").server_properties
 
