@@ -109,6 +109,7 @@ class ServerChannel:
         self, connection: ServerConnection, number: int, vhost: VirtualHost, client: Client
     ) -> None:
         assert connection.version is not None and connection.guard is not None
+        assert connection.user is not None
         self.connection = connection
         self.number = number
         self.version: ProtocolVersion = connection.version
@@ -118,6 +119,7 @@ class ServerChannel:
         self.session = Session(
             vhost, client, self, per_consumer_qos=connection.dialect.per_consumer_qos,
             rollback_redelivers=not connection.dialect.rollback_keeps_acked,
+            user_id=connection.dialect.publisher_user_id(connection.user.name, connection.user.tags),
         )
         self.handlers = handlers_for(self.version)
         self._write = connection.write

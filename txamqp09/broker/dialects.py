@@ -14,7 +14,7 @@ protocol version. ``docs/broker.rst`` (*Two dialects*) tabulates them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping, Optional
 
 from txamqp09.wire import _amqp0_9_1
 from txamqp09.wire.errors import AMQPError
@@ -88,6 +88,9 @@ class Dialect:
     #: connection.start's server-properties carry RabbitMQ's
     #: ``capabilities`` table (publisher confirms, consumer cancel notify ...).
     announces_capabilities: bool
+    #: A published message's user-id must be the connection's user (406),
+    #: unless the user is tagged ``impersonator``; otherwise it is not checked.
+    checks_user_id: bool
 
     def reply_text(self, error: AMQPError) -> str:
         """The reply text *error* is sent with (at most 255 characters)."""
@@ -99,6 +102,11 @@ class Dialect:
         else:
             text = error.full_text
         return text[:255]
+
+    def publisher_user_id(self, name: str, tags: Iterable[str]) -> Optional[str]:
+        """The user-id that messages published by user *name* (with *tags*)
+        must carry when they carry one, or None if any is accepted."""
+        return name if self.checks_user_id and "impersonator" not in tags else None
 
 
 #: RabbitMQ 3.10's rules: every 0-9-1 connection.
@@ -122,6 +130,7 @@ RABBITMQ = Dialect(
     recover_in_tx=True,
     per_consumer_qos=True,
     announces_capabilities=True,
+    checks_user_id=True,
 )
 
 #: The 0-8 and 0-9 specifications' rules.
@@ -145,6 +154,7 @@ SPECIFIED = Dialect(
     recover_in_tx=False,
     per_consumer_qos=False,
     announces_capabilities=False,
+    checks_user_id=False,
 )
 
 

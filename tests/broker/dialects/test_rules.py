@@ -20,6 +20,7 @@ from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused, Malform
 from txamqp09.broker.dialects import RABBITMQ, SPECIFIED, dialect_for
 from txamqp09.broker.server import ServerFactory
 from txamqp09.wire import errors
+from txamqp09.wire.frames import content_frames
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9, AMQP0_9_1, VERSIONS, ProtocolVersion
 
 
@@ -89,6 +90,15 @@ class _Cases(TestCase):
             self.peer.publish(1, queue, queue.encode())
         return self.peer.deliveries()
 
+    def publish_as(self, user_id: str) -> Any:
+        """Publish a message with *user_id* to queue ``q``; what the server answers
+        to a basic.get of it (or the close the publish caused)."""
+        spec = self.peer.spec
+        self.declare_queue("q")
+        method = spec.BasicPublish(exchange="", routing_key="q")
+        self.peer.feed(content_frames(1, method, spec.BasicProperties(user_id=user_id), b"x", 4096))
+        return self.ask(spec.BasicGet(queue="q", no_ack=True))
+
     def server_properties(self) -> Any:
         """The server-properties of connection.start on a new connection."""
         peer = Peer(self.factory, self.version, handshake=False)
@@ -115,6 +125,9 @@ class SpecifiedDialectTests(_Cases):
 
     def test_qos_without_global_limits_the_channel(self) -> None:
         self.assertEqual(self.deliveries_with_channel_qos_one(), [b"a"])
+
+    def test_user_id_of_another_user_is_accepted(self) -> None:
+        self.assertEqual(self.publish_as("someone").NAME, "basic.get-ok")
 
     def test_no_capabilities_announced(self) -> None:
         self.assertNotIn("capabilities", self.server_properties())
@@ -271,6 +284,20 @@ class RabbitMQDialectTests(_Cases):
 
     def test_qos_without_global_limits_each_consumer(self) -> None:
         self.assertEqual(self.deliveries_with_channel_qos_one(), [b"a", b"b"])
+
+    def test_user_id_of_another_user_is_refused(self) -> None:
+        answer = self.assertClosed(self.publish_as("someone"), "channel", 406)
+        self.assertEqual(
+            answer.reply_text,
+            "PRECONDITION_FAILED - user_id property set to 'someone' but authenticated user was 'guest'",
+        )
+
+    def test_own_user_id_is_accepted(self) -> None:
+        self.assertEqual(self.publish_as("guest").NAME, "basic.get-ok")
+
+    def test_impersonator_may_set_any_user_id(self) -> None:
+        self.assertIsNone(RABBITMQ.publisher_user_id("relay", ("impersonator",)))
+        self.assertEqual(RABBITMQ.publisher_user_id("relay", ("administrator",)), "relay")
 
     def test_capabilities_announced(self) -> None:
         capabilities = self.server_properties()["capabilities"]
