@@ -19,11 +19,11 @@ from zope.interface import Interface
 from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.deadletter import REJECTED
 from txamqp09.broker.model.message import EXPIRATION_FLAG, USER_ID_FLAG, Message, message_ttl
-from txamqp09.broker.model.arguments import STREAM
+from txamqp09.broker.model.arguments import QUORUM, STREAM
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.broker.model.stream import rejection_refused
 from txamqp09.broker.model.stats import ChannelCounters
-from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
+from txamqp09.wire.errors import AccessRefused, AMQPNotImplemented, NotAllowed, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.vhost import VirtualHost
@@ -224,17 +224,26 @@ class Session:
 
         :param arguments: basic.consume's arguments (``x-priority``).
         :raises NotAllowed: the tag is in use on this channel (530).
-        :raises AccessRefused: exclusive use conflicts with other consumers (403).
+        :raises AccessRefused: exclusive use conflicts with other consumers,
+            or the queue has a single active consumer (403).
+        :raises AMQPNotImplemented: a quorum queue with a channel-wide
+            prefetch (RabbitMQ's global qos) (540).
         :raises PreconditionFailed: an invalid argument (406).
         """
         tag = tag or unique_name("amq.ctag-")
         if tag in self.consumers:
             raise NotAllowed(f"attempt to reuse consumer tag {tag!r}", hint="it is in use on this channel")
-        if queue.has_exclusive_consumer or (exclusive and queue.consumers):
+        if queue.has_exclusive_consumer or (exclusive and (queue.consumers or queue.settings.single_active_consumer)):
             raise AccessRefused(
                 f"queue {queue.name!r} in vhost {self.vhost.name!r} in exclusive use",
                 hint="another consumer holds it exclusively" if queue.has_exclusive_consumer
-                else "it has consumers already",
+                else "it has consumers already" if queue.consumers
+                else "it has a single active consumer, so consumers may not be exclusive",
+            )
+        if queue.settings.queue_type == QUORUM and self.per_consumer_qos and self.prefetch.count:
+            raise AMQPNotImplemented(
+                f"queue {queue.name!r} in vhost {self.vhost.name!r} does not support global qos",
+                hint="set the prefetch count with basic.qos global=false",
             )
         consumer = queue.new_consumer(
             tag, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
