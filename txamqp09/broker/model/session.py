@@ -10,6 +10,7 @@ talk back to the server layer through an :class:`ISink`.
 from __future__ import annotations
 
 import base64
+import enum
 import os
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
@@ -107,6 +108,38 @@ def _by_queue(deliveries: Iterable[Delivery]) -> dict[Queue, list[Delivery]]:
     return by_queue
 
 
+class Mode(enum.Enum):
+    """What a session does with publishes and settlements.
+
+    ::
+
+        NONE --tx.select-->      TX       (tx.select again: stays)
+        NONE --confirm.select--> CONFIRM  (confirm.select again: stays)
+
+    A session never leaves TX or CONFIRM; switching from one to the other
+    is refused with 406 precondition-failed (:meth:`Session.tx_select`,
+    :meth:`Session.confirm_select`), and tx.commit or tx.rollback outside
+    TX too.
+    """
+
+    #: Publishes are routed and settlements applied as they arrive.
+    NONE = "none"
+    #: Publishes and settlements are held until tx.commit.
+    TX = "tx"
+    #: Every publish is confirmed (basic.ack or basic.nack).
+    CONFIRM = "confirm"
+
+
+# The modes as module constants: compared on every publish and ack.
+_TX = Mode.TX
+_CONFIRM = Mode.CONFIRM
+#: The refusal of a switch to a mode from the other one: (text, hint).
+_SWITCH_REFUSED = {
+    Mode.TX: ("cannot switch from confirm to tx mode", "the channel confirms publishes"),
+    Mode.CONFIRM: ("cannot switch from tx to confirm mode", "the channel is transactional"),
+}
+
+
 class Transaction:
     """Publishes and settlements of a transactional session, held until commit."""
 
@@ -154,8 +187,10 @@ class Session:
         self.closed = False
         #: Deliveries may be sent now (flow on, connection writable, open).
         self.sending = True
-        self.tx: Optional[Transaction] = None
-        self.confirming = False
+        #: Transactional, confirming, or neither.
+        self.mode = Mode.NONE
+        #: What a transactional session holds until commit (empty in other modes).
+        self.tx = Transaction()
         self.published = 0
         #: The message store's sequence number of the last persistent message
         #: this session wrote (0: none); confirms wait until it is durable.
@@ -300,7 +335,7 @@ class Session:
                 raise PreconditionFailed(
                     f"user_id property set to '{claimed}' but authenticated user was '{self.user_id}'"
                 )
-        if self.tx is not None:
+        if self.mode is _TX:
             self.tx.publishes.append((exchange, message, mandatory, immediate))
         else:
             self._route(exchange, message, mandatory, immediate)
@@ -327,7 +362,7 @@ class Session:
         else:
             for queue in queues:
                 accepted = queue.publish(message) and accepted
-        if self.confirming:
+        if self.mode is _CONFIRM:
             self.published += 1
             self.sink.confirmed(self.published, accepted)
 
@@ -345,9 +380,17 @@ class Session:
 
         :raises PreconditionFailed: the channel is transactional (406).
         """
-        if self.tx is not None:
-            raise PreconditionFailed("cannot switch from tx to confirm mode", hint="the channel is transactional")
-        self.confirming = True
+        self._enter(Mode.CONFIRM)
+
+    def _enter(self, mode: Mode) -> None:
+        """Switch to *mode* (staying in it is allowed).
+
+        :raises PreconditionFailed: the session is in the other of TX and CONFIRM (406).
+        """
+        if self.mode is not mode and self.mode is not Mode.NONE:
+            text, hint = _SWITCH_REFUSED[mode]
+            raise PreconditionFailed(text, hint=hint)
+        self.mode = mode
 
     # -- getting -------------------------------------------------------------
 
@@ -409,7 +452,7 @@ class Session:
 
         :raises PreconditionFailed: *tag* is not an unsettled delivery (406).
         """
-        if multiple or self.tx is not None:
+        if multiple or self.mode is _TX:
             self._settle_later_or_now(self._select(tag, multiple), False)
             return
         delivery = self.unacked.pop(tag, None)
@@ -461,7 +504,7 @@ class Session:
         )
 
     def _select(self, tag: int, multiple: bool) -> list[int]:
-        pending = self.tx.pending if self.tx is not None else ()
+        pending = self.tx.pending
         if multiple and tag == 0:
             return [each for each in self.unacked if each not in pending]
         if tag not in self.unacked or tag in pending:
@@ -477,7 +520,7 @@ class Session:
         return selected
 
     def _settle_later_or_now(self, tags: list[int], requeue: bool) -> None:
-        if self.tx is not None:
+        if self.mode is _TX:
             self.tx.settlements.append((tags, requeue))
             self.tx.pending.update(tags)
         else:
@@ -507,9 +550,8 @@ class Session:
         """
         deliveries = list(self.unacked.values())
         self.unacked.clear()
-        if self.tx is not None:
-            self.tx.pending.clear()
-            self.tx.settlements.clear()
+        self.tx.pending.clear()
+        self.tx.settlements.clear()
         back: list[Delivery] = []
         for delivery in deliveries:
             consumer = delivery.consumer
@@ -530,13 +572,10 @@ class Session:
 
         :raises PreconditionFailed: the channel is in confirm mode (406).
         """
-        if self.confirming:
-            raise PreconditionFailed("cannot switch from confirm to tx mode", hint="the channel confirms publishes")
-        if self.tx is None:
-            self.tx = Transaction()
+        self._enter(Mode.TX)
 
     def _transaction(self, verb: str) -> Transaction:
-        if self.tx is None:
+        if self.mode is not _TX:
             raise PreconditionFailed("channel is not transactional", hint=f"send tx.select before tx.{verb}")
         return self.tx
 
@@ -566,7 +605,7 @@ class Session:
             return
         self.closed = True
         self.sending = False
-        self.tx = None
+        self.tx = Transaction()
         self.vhost.retired.add(self.stats)
         deliveries = list(self.unacked.values())
         self.unacked.clear()
