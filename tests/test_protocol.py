@@ -7,6 +7,7 @@ from typing import Any
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
+from twisted.logger import Logger, LogLevel, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.broker.server import ServerConnection
@@ -128,11 +129,18 @@ class HeartbeatTests(SynchronousTestCase):
 
     def test_silent_peer_is_dropped_after_two_intervals(self) -> None:
         peer = Peer(heartbeat=10)
+        events: list[dict[str, Any]] = []
+        peer.server.log = Logger(observer=events.append)
         peer.open(heartbeat=10)
         peer.clock.advance(15)
         self.assertFalse(peer.transport.disconnecting)
+        self.assertEqual(events, [])
         peer.clock.advance(6)
         self.assertTrue(peer.transport.disconnecting)
+        self.assertEqual(
+            [(event["log_level"], formatEvent(event)) for event in events],
+            [(LogLevel.warn, "AMQP peer silent for 20 s; disconnecting")],
+        )
 
     def test_heartbeats_from_peer_keep_it_alive(self) -> None:
         peer = Peer(heartbeat=10)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, Union
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Protocol
-from twisted.python import log
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txamqp09.wire.base import Method, Properties, decode_method
@@ -116,6 +116,8 @@ class AMQPConnection(Protocol):
 
     #: The versions this side speaks; the first is preferred.
     version: Optional[ProtocolVersion] = None
+    #: Where this connection's events go (a subclass gets its own namespace).
+    log = Logger()
 
     def __init__(
         self,
@@ -482,7 +484,9 @@ class AMQPConnection(Protocol):
 
     def heartbeatTimedOut(self) -> None:
         """The peer missed its heartbeats: drop the transport without a handshake."""
-        log.msg(f"AMQP peer silent for {2 * self._heartbeat_interval} s; disconnecting")
+        self.log.warn(
+            "AMQP peer silent for {seconds} s; disconnecting", seconds=2 * self._heartbeat_interval
+        )
         self.close_reason = ConnectionLevelError(
             f"missed heartbeats for {2 * self._heartbeat_interval} seconds", reply_code=320
         )

@@ -15,11 +15,13 @@ from twisted.internet import reactor as global_reactor
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
+from zope.interface.verify import verifyObject
 
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
+    IMessageStore,
     LogRecord,
     LogSegment,
     StoredMessage,
@@ -59,6 +61,12 @@ class StoreContract(_TestCase):
         recovered = fresh.open()
         self.addCleanup(fresh.close)
         return fresh, recovered
+
+    def test_provides_the_interface(self) -> None:
+        store = self.make()
+        store.open()
+        verifyObject(IMessageStore, store)
+        self.assertTrue(IMessageStore.providedBy(store))
 
     @inlineCallbacks
     def test_topology_survives(self) -> Any:

@@ -27,11 +27,12 @@ import struct
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from txamqp09.broker.classes import ChannelClasses, class_handler
 from txamqp09.broker.dialects import Dialect
 from txamqp09.broker.held import HeldOutput
-from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
+from txamqp09.broker.model import Client, Consumer, ISink, Message, Session, VirtualHost
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import CONTENT_HEADER, Method
 from txamqp09.wire.bodies import BodyBuffer
@@ -89,6 +90,7 @@ def _decode_name(raw: bytes | bytearray) -> str:
         raise AMQPSyntaxError("basic.publish: exchange or routing key is not UTF-8", 60, 40) from None
 
 
+@implementer(ISink)
 class ServerChannel:
     """One open channel of a :class:`~txamqp09.broker.server.ServerConnection`.
 

@@ -28,7 +28,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from txamqp09.broker.alarms import ResourceAlarms
-from txamqp09.store.interface import MessageStore
+from txamqp09.store.interface import IMessageStore
 
 __all__ = ["ASSUMED_WRITE_RATE", "DEFAULT_DISK_FREE_LIMIT", "DiskMonitor", "MAX_INTERVAL", "MIN_INTERVAL"]
 
@@ -80,7 +80,7 @@ class DiskMonitor(Service):
         self.store_error: Optional[str] = None
         self._next: Optional[IDelayedCall] = None
 
-    def watch(self, store: MessageStore) -> None:
+    def watch(self, store: IMessageStore) -> None:
         """Keep the alarm up while *store* reports failed writes."""
         store.add_failure_listener(self._store_reported)
 

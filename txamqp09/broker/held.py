@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from twisted.python.failure import Failure
 
-from txamqp09.store.interface import MessageStore, WriteFailed
+from txamqp09.store.interface import IMessageStore, WriteFailed
 
 __all__ = ["HeldOutput"]
 
@@ -43,7 +43,7 @@ class HeldOutput:
 
     def __init__(
         self,
-        store: Optional[MessageStore],
+        store: Optional[IMessageStore],
         write: Callable[[bytes], None],
         closed: Callable[[], bool],
         failed: Callable[[Failure], None],

@@ -6,7 +6,7 @@ and user limits and runtime parameters change. It changes them where the
 broker reads them — the users database (:class:`~.auth.users.UserDatabase`,
 which AMQP logins and the management API's basic authentication both check)
 and the model's virtual hosts (policies, ``max-queues``) — and writes every
-change to the message store as settings (:meth:`~txamqp09.store.interface.MessageStore.put_setting`),
+change to the message store as settings (:meth:`~txamqp09.store.interface.IMessageStore.put_setting`),
 each setting being the entry a RabbitMQ definitions export holds for it. A
 restarted broker (after a clean stop or ``kill -9``) reads them back with
 :meth:`RuntimeConfig.restore`.
@@ -52,7 +52,7 @@ from txamqp09.broker.model.exchange import EXCHANGE_TYPES
 from txamqp09.broker.model.policy import Policy, PolicyError
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.vhost import Broker
-from txamqp09.store.interface import MessageStore, Settings
+from txamqp09.store.interface import IMessageStore, Settings
 from txamqp09.wire.errors import AMQPError
 
 __all__ = [
@@ -185,7 +185,7 @@ class RuntimeConfig:
 
     log = Logger()
 
-    def __init__(self, database: UserDatabase, broker: Broker, store: Optional[MessageStore] = None) -> None:
+    def __init__(self, database: UserDatabase, broker: Broker, store: Optional[IMessageStore] = None) -> None:
         self.database = database
         self.broker = broker
         self.store = store

@@ -15,7 +15,6 @@ from typing import Any, Callable, Iterator, Optional
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Factory
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 import twisted
@@ -150,8 +149,6 @@ class ServerConnection(AMQPConnection):
         connection may hold across all its channels; beyond, it is closed
         with 506 resource-error.
     """
-
-    log = Logger()
 
     def __init__(
         self,

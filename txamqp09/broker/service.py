@@ -35,7 +35,7 @@ from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD, CollectorPolicy
 from txamqp09.broker.disk import DiskMonitor
 from txamqp09.broker.server import ServerFactory
 from txamqp09.broker.runtime import ConfigError
-from txamqp09.store.interface import MessageStore, Settings
+from txamqp09.store.interface import IMessageStore, Settings
 from txamqp09.store.sqlite import StoreInUse
 from txamqp09.wire.errors import ConnectionForced
 
@@ -111,7 +111,7 @@ class BrokerService(MultiService):
     def __init__(
         self,
         factory: ServerFactory,
-        store: Optional[MessageStore],
+        store: Optional[IMessageStore],
         freeze_threshold: int = DEFAULT_FREEZE_THRESHOLD,
         definitions: Optional[Mapping[str, Any]] = None,
         disk_monitor: Optional[DiskMonitor] = None,

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from txamqp09.broker.model import Client, Consumer, Message, Queue, Session, VirtualHost
+from zope.interface import implementer
+
+from txamqp09.broker.model import Client, Consumer, ISink, Message, Queue, Session, VirtualHost
 from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 
@@ -29,6 +31,7 @@ __all__ = ["DirectSession"]
 _PROPERTIES = AMQP0_9_1.properties[60]
 
 
+@implementer(ISink)
 class _Sink:
     """Notes returned messages; a direct session has no consumers and no confirms."""
 

@@ -31,7 +31,7 @@ from txamqp09.management.stats import Statistics
 
 if TYPE_CHECKING:
     from txamqp09.broker.server import ServerConnection, ServerFactory
-    from txamqp09.store.interface import MessageStore
+    from txamqp09.store.interface import IMessageStore
 
 __all__ = ["Listener", "Node", "RecordingEndpoint", "StatisticsService"]
 
@@ -60,7 +60,7 @@ class Node:
     """
 
     def __init__(
-        self, factory: ServerFactory, store: Optional[MessageStore] = None, name: Optional[str] = None
+        self, factory: ServerFactory, store: Optional[IMessageStore] = None, name: Optional[str] = None
     ) -> None:
         self.factory = factory
         self.broker = factory.broker

@@ -9,7 +9,7 @@ offset, read back by offset range, truncated from the head by retention),
 and the broker's runtime configuration: settings, JSON values filed by kind
 and key (users, vhosts, permissions, policies, limits, parameters; see
 :mod:`txamqp09.broker.runtime`). Every change is an operation
-that returns a sequence number; :meth:`MessageStore.when_durable` fires once
+that returns a sequence number; :meth:`IMessageStore.when_durable` fires once
 every operation up to a sequence number is on disk, which is when a publisher
 confirm or tx.commit-ok may be sent.
 
@@ -19,20 +19,24 @@ a store is referenced, not copied.
 
 A write can fail (the disk is full, or reports an I/O error) without the
 store failing for good: the publishes of the failed batch are dropped and
-reported by :meth:`MessageStore.failed_between` (their publisher confirms
+reported by :meth:`IMessageStore.failed_between` (their publisher confirms
 become nacks), every other operation is written with a later batch, and the
-store keeps trying until a write succeeds. :meth:`MessageStore.add_failure_listener`
+store keeps trying until a write succeeds. :meth:`IMessageStore.add_failure_listener`
 tells the broker when writing fails and when it works again.
 
-This module imports nothing from Twisted at run time, so that the broker's
-model (which must not) can use its records; only :meth:`MessageStore.when_durable`
-and :meth:`MessageStore.close` deal in Deferreds, and the model calls neither.
+This module imports nothing from Twisted at run time (the interface is a
+:mod:`zope.interface` one, a package Twisted itself builds on), so that the
+broker's model (which must not) can use its records; only
+:meth:`IMessageStore.when_durable` and :meth:`IMessageStore.close` deal in
+Deferreds, and the model calls neither.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+from zope.interface import Attribute, Interface
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -45,7 +49,7 @@ __all__ = [
     "Recovered",
     "LogRecord",
     "LogSegment",
-    "MessageStore",
+    "IMessageStore",
     "Settings",
     "WriteFailed",
 ]
@@ -100,7 +104,7 @@ class StoredMessage:
     :ivar raw_properties: the content header's property flags and list, as
         received.
     :ivar body: the body; None in a recovered message left on disk (beyond
-        the body budget of :meth:`MessageStore.open`).
+        the body budget of :meth:`IMessageStore.open`).
     :ivar size: the body's length in bytes.
     :ivar redelivered: set on messages recovered after a restart.
     :ivar published: when it was published, in seconds since the epoch (0:
@@ -170,7 +174,7 @@ class Recovered:
     :ivar logs: each stream's log, by (vhost, queue): its segments in order
         (an empty list for a stream that has never held a message).
     :ivar settings: the runtime configuration, by kind and key (see
-        :meth:`MessageStore.put_setting`).
+        :meth:`IMessageStore.put_setting`).
     """
 
     exchanges: list[DurableExchange] = field(default_factory=list)
@@ -182,10 +186,10 @@ class Recovered:
     settings: Settings = field(default_factory=dict)
 
 
-class MessageStore(Protocol):
+class IMessageStore(Interface):
     """Durable storage for the broker. Operations return sequence numbers."""
 
-    def open(self, body_budget: Optional[int] = None) -> Recovered:
+    def open(body_budget: Optional[int] = None) -> Recovered:
         """Open the store (at start-up, before any other call) and recover.
 
         Recovered messages carry their bodies until *body_budget* bytes of
@@ -193,35 +197,35 @@ class MessageStore(Protocol):
         order; the later ones come without (see :meth:`read`).
         """
 
-    def add_exchange(self, exchange: DurableExchange) -> int:
+    def add_exchange(exchange: DurableExchange) -> int:
         """Record a durable exchange (replacing one of the same name)."""
 
-    def remove_exchange(self, vhost: str, name: str) -> int:
+    def remove_exchange(vhost: str, name: str) -> int:
         """Forget a durable exchange and the bindings that name it."""
 
-    def add_queue(self, queue: DurableQueue) -> int:
+    def add_queue(queue: DurableQueue) -> int:
         """Record a durable queue."""
 
-    def remove_queue(self, vhost: str, name: str) -> int:
+    def remove_queue(vhost: str, name: str) -> int:
         """Forget a durable queue, its bindings and its messages (or its log)."""
 
-    def add_binding(self, binding: DurableBinding) -> int:
+    def add_binding(binding: DurableBinding) -> int:
         """Record a binding."""
 
-    def remove_binding(self, binding: DurableBinding) -> int:
+    def remove_binding(binding: DurableBinding) -> int:
         """Forget a binding."""
 
-    def publish(self, message: StoredMessage, queues: Sequence[tuple[str, str]]) -> int:
+    def publish(message: StoredMessage, queues: Sequence[tuple[str, str]]) -> int:
         """Store *message* as enqueued on each (vhost, queue) of *queues*."""
 
-    def remove(self, vhost: str, queue: str, message_ids: Sequence[int]) -> int:
+    def remove(vhost: str, queue: str, message_ids: Sequence[int]) -> int:
         """Remove messages from a queue (acknowledged, dropped or purged).
 
         A message removed from every queue before its publish was written
         need not be written at all.
         """
 
-    def spill(self, message_id: int, body: bytes) -> int:
+    def spill(message_id: int, body: bytes) -> int:
         """Keep *body* on disk for a message that is not stored otherwise.
 
         A spilled body is read back by :meth:`read` and forgotten by
@@ -230,10 +234,10 @@ class MessageStore(Protocol):
         of a stored message.
         """
 
-    def unspill(self, message_ids: Sequence[int]) -> int:
+    def unspill(message_ids: Sequence[int]) -> int:
         """Forget spilled bodies (their messages left the broker or were read back)."""
 
-    def read(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+    def read(message_ids: Sequence[int]) -> dict[int, bytes]:
         """The bodies of stored or spilled messages, by id, read at once.
 
         For bodies the broker does not hold in memory; each message must be
@@ -241,34 +245,34 @@ class MessageStore(Protocol):
         caller briefly, so callers read many bodies at a time.
         """
 
-    def append_log(self, vhost: str, queue: str, record: LogRecord) -> int:
+    def append_log(vhost: str, queue: str, record: LogRecord) -> int:
         """Append *record* to the log of the stream *queue*.
 
         Offsets are given by the caller and increase by one per record.
         """
 
-    def read_log(self, vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
+    def read_log(vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
         """At most *limit* durable records of a log, in order, from offset
         *start* on (from the first retained one when *start* was removed).
 
         Like :meth:`read`, this blocks the caller briefly.
         """
 
-    def log_offset_at(self, vhost: str, queue: str, timestamp: int, start: int) -> Optional[int]:
+    def log_offset_at(vhost: str, queue: str, timestamp: int, start: int) -> Optional[int]:
         """The first durable offset from *start* on whose timestamp is at
         least *timestamp* (milliseconds), or None when there is none."""
 
-    def truncate_log(self, vhost: str, queue: str, first: int) -> int:
+    def truncate_log(vhost: str, queue: str, first: int) -> int:
         """Remove the records of a log before offset *first* (retention)."""
 
-    def put_setting(self, kind: str, key: str, value: Any) -> int:
+    def put_setting(kind: str, key: str, value: Any) -> int:
         """Record a setting: *value* (anything :func:`json.dumps` takes) under
         *key* among the settings of *kind*, replacing what was there."""
 
-    def remove_setting(self, kind: str, key: str) -> int:
+    def remove_setting(kind: str, key: str) -> int:
         """Forget a setting (one that is not there counts as forgotten)."""
 
-    def add_durable_listener(self, listener: Callable[[int], None]) -> None:
+    def add_durable_listener(listener: Callable[[int], None]) -> None:
         """Call *listener* with a sequence number whenever the operations up
         to it become durable.
 
@@ -277,25 +281,21 @@ class MessageStore(Protocol):
         operation returns) never needs to call it.
         """
 
-    @property
-    def last_sequence(self) -> int:
-        """The sequence number of the latest operation (0 before any)."""
+    last_sequence: int = Attribute("The sequence number of the latest operation (0 before any).")
 
-    @property
-    def durable_sequence(self) -> int:
-        """The sequence number up to which every operation is on disk."""
+    durable_sequence: int = Attribute("The sequence number up to which every operation is on disk.")
 
-    def when_durable(self, sequence: int) -> Deferred[None]:
+    def when_durable(sequence: int) -> Deferred[None]:
         """Fires once every operation up to *sequence* is settled: on disk, or
         (a publish whose write failed) dropped, which :meth:`failed_between` tells."""
 
-    def failed_between(self, after: int, upto: int) -> bool:
+    def failed_between(after: int, upto: int) -> bool:
         """Whether a publish numbered in (*after*, *upto*] was dropped because
         its write failed: what waits for it must not be confirmed."""
 
-    def add_failure_listener(self, listener: Callable[[Optional[str]], None]) -> None:
+    def add_failure_listener(listener: Callable[[Optional[str]], None]) -> None:
         """Call *listener* with a description of the error whenever a write
         fails, and with None once writing succeeds again after a failure."""
 
-    def close(self) -> Deferred[None]:
+    def close() -> Deferred[None]:
         """Write what is pending, then close."""

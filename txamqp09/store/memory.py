@@ -9,11 +9,13 @@ from bisect import bisect_left
 from typing import Any, Callable, Optional, Sequence
 
 from twisted.internet.defer import Deferred, succeed
+from zope.interface import implementer
 
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
+    IMessageStore,
     LogRecord,
     LogSegment,
     Recovered,
@@ -24,8 +26,9 @@ from txamqp09.store.interface import (
 __all__ = ["MemoryStore"]
 
 
+@implementer(IMessageStore)
 class MemoryStore:
-    """A :class:`~txamqp09.store.interface.MessageStore` in dictionaries;
+    """A :class:`~txamqp09.store.interface.IMessageStore` in dictionaries;
     every operation is durable as soon as it is made."""
 
     def __init__(self) -> None:

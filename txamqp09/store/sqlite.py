@@ -76,11 +76,13 @@ from typing import IO, Any, Callable, Optional, Sequence, Union
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
+    IMessageStore,
     LogRecord,
     LogSegment,
     Recovered,
@@ -254,8 +256,9 @@ _TIDY = "tidy"
 _PROBE = "probe"
 
 
+@implementer(IMessageStore)
 class SQLiteStore:
-    """A :class:`~txamqp09.store.interface.MessageStore` on SQLite.
+    """A :class:`~txamqp09.store.interface.IMessageStore` on SQLite.
 
     :param path: the database file; its directory is created if missing.
     :param reactor: where durability is reported (``callFromThread``).

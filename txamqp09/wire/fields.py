@@ -118,6 +118,10 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+#: What decoding raises when the bytes end inside a fixed-size value.
+_CUT_SHORT = (struct.error, IndexError)
+
+
 def _truncated(what: str) -> AMQPSyntaxError:
     return AMQPSyntaxError(f"frame ends inside a {what}")
 
@@ -515,12 +519,24 @@ class TableCodec:
     # decoding
 
     def decode_table(self, buf: bytes, offset: int) -> tuple[dict[str, FieldValue], int]:
-        """Decode a table (with its length) at *offset*."""
-        return self._decode_nested_table(buf, offset, 1)
+        """Decode a table (with its length) at *offset*.
+
+        :raises AMQPSyntaxError: the table is malformed or *buf* ends inside it.
+        """
+        try:
+            return self._decode_nested_table(buf, offset, 1)
+        except _CUT_SHORT:
+            raise _truncated("field table") from None
 
     def decode_array(self, buf: bytes, offset: int) -> tuple[list[FieldValue], int]:
-        """Decode an array (with its length) at *offset*."""
-        return self._decode_nested_array(buf, offset, 1)
+        """Decode an array (with its length) at *offset*.
+
+        :raises AMQPSyntaxError: the array is malformed or *buf* ends inside it.
+        """
+        try:
+            return self._decode_nested_array(buf, offset, 1)
+        except _CUT_SHORT:
+            raise _truncated("field array") from None
 
     def _bounds(self, buf: bytes, offset: int, depth: int, what: str) -> tuple[int, int]:
         if depth > MAX_DEPTH:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from txamqp09.broker.model import Consumer, Message, Session, Sink
+from zope.interface import implementer
+
+from txamqp09.broker.model import Consumer, ISink, Message, Session
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
@@ -50,7 +52,7 @@ class ClassSession(Session):
     :param sink: what delivers this class's messages to the client.
     """
 
-    def __init__(self, main: Session, sink: Sink) -> None:
+    def __init__(self, main: Session, sink: ISink) -> None:
         self._main = main
         super().__init__(main.vhost, main.client, sink, per_consumer_qos=False)
         self.flow_active = main.flow_active
@@ -123,10 +125,11 @@ class ClassState:
         )
 
 
+@implementer(ISink)
 class DeliveringState(ClassState):
     """A class with consumers, deliveries and returns of its own.
 
-    It is the :class:`~txamqp09.broker.model.Sink` of its
+    It is the :class:`~txamqp09.broker.model.ISink` of its
     :class:`ClassSession`.
 
     :ivar session: this class's session on the channel.

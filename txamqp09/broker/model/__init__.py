@@ -1,7 +1,7 @@
 """The broker's model: virtual hosts, exchanges, queues, consumers, sessions.
 
 Nothing here imports Twisted or knows about frames; the server layer turns
-commands into calls on these objects and the :class:`~.session.Sink` calls
+commands into calls on these objects and the :class:`~.session.ISink` calls
 back into frames.
 """
 
@@ -16,7 +16,7 @@ from txamqp09.broker.model.exchange import (
 )
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
-from txamqp09.broker.model.session import Client, Session, Sink
+from txamqp09.broker.model.session import Client, ISink, Session
 from txamqp09.broker.model.store import Persistence
 from txamqp09.broker.model.vhost import Broker, VirtualHost
 
@@ -36,7 +36,7 @@ __all__ = [
     "Prefetch",
     "Queue",
     "Session",
-    "Sink",
+    "ISink",
     "TopicExchange",
     "VirtualHost",
 ]

@@ -26,5 +26,5 @@ class Clock(Protocol):
     def seconds(self) -> float:
         """The current time, in seconds."""
 
-    def callLater(self, delay: float, callable: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    def callLater(self, delay: float, callable: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call *callable* after *delay* seconds; a :class:`Call`."""

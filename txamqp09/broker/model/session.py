@@ -4,7 +4,7 @@ A :class:`Client` stands for one connection: its exclusive queues and the
 connection-wide prefetch window. A :class:`Session` stands for one channel:
 its consumers, the messages delivered to it and not yet settled, its
 prefetch windows, flow state, transaction and publisher confirms. Sessions
-talk back to the server layer through a :class:`Sink`.
+talk back to the server layer through an :class:`ISink`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 import os
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
+
+from zope.interface import Interface
 
 from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.deadletter import REJECTED
@@ -26,7 +28,7 @@ from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, Preconditi
 if TYPE_CHECKING:
     from txamqp09.broker.model.vhost import VirtualHost
 
-__all__ = ["Sink", "Client", "Session", "Transaction", "NO_ROUTE", "NO_CONSUMERS", "unique_name"]
+__all__ = ["ISink", "Client", "Session", "Transaction", "NO_ROUTE", "NO_CONSUMERS", "unique_name"]
 
 #: basic.return reply code and text for a mandatory message no queue took.
 NO_ROUTE = (312, "NO_ROUTE")
@@ -41,19 +43,19 @@ def unique_name(prefix: str) -> str:
     return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
 
 
-class Sink(Protocol):
-    """How a session reaches its client (implemented by the server channel)."""
+class ISink(Interface):
+    """How a session reaches its client (provided by the server channel)."""
 
-    def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
+    def deliver(consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
         """Send basic.deliver with *message* to *consumer*."""
 
-    def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
+    def returned(reply_code: int, reply_text: str, message: Message) -> None:
         """Send basic.return: *message* could not be routed or delivered."""
 
-    def confirmed(self, sequence: int, ack: bool) -> None:
+    def confirmed(sequence: int, ack: bool) -> None:
         """Send a publisher confirm (basic.ack, or basic.nack when not *ack*)."""
 
-    def cancelled(self, consumer: Consumer) -> None:
+    def cancelled(consumer: Consumer) -> None:
         """*consumer* ended because its queue was deleted."""
 
 
@@ -128,7 +130,7 @@ class Session:
     """
 
     def __init__(
-        self, vhost: VirtualHost, client: Client, sink: Sink, *, per_consumer_qos: bool = True,
+        self, vhost: VirtualHost, client: Client, sink: ISink, *, per_consumer_qos: bool = True,
         rollback_redelivers: bool = False,
     ) -> None:
         self.vhost = vhost

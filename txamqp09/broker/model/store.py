@@ -1,6 +1,6 @@
 """The model's link to durable storage.
 
-Storage has one seam, :class:`~txamqp09.store.interface.MessageStore`. A
+Storage has one seam, :class:`~txamqp09.store.interface.IMessageStore`. A
 :class:`Persistence` turns the model's changes into its operations:
 
 - durable exchanges, durable queues that are not exclusive, and the bindings
@@ -63,7 +63,7 @@ from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
-    MessageStore,
+    IMessageStore,
     StoredMessage,
 )
 
@@ -91,7 +91,7 @@ class Persistence:
     :ivar paged_bytes: bytes of tracked bodies paged out (on disk only).
     """
 
-    def __init__(self, store: MessageStore, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+    def __init__(self, store: IMessageStore, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
         self.store = store
         self.memory_budget = memory_budget
         self.next_message_id = 1

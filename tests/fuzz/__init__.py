@@ -1,0 +1,1 @@
+"""Fuzzing the broker's input path: the harness, its atheris target, and the inputs it broke."""
