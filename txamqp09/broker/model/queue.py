@@ -665,11 +665,14 @@ class Queue:
         :mod:`.deadletter`): dead-letter them if the queue has a dead-letter
         exchange, and forget them in the message store."""
         messages = list(messages)
+        if reason == EXPIRED:
+            self.stats.expired += len(messages)
         exchange = self.settings.dead_letter_exchange
         if exchange is not None and messages and not self.deleted:
             paged = [message for message in messages if message.body is None]
             if paged:
                 self.read_back(paged)
+            self.stats.dead_lettered += len(messages)
             dead_letter(self, messages, reason, exchange)
         self.discard(messages)
 
