@@ -22,11 +22,11 @@ class StatisticsTests(SynchronousTestCase):
     def test_rates_are_the_change_between_two_samples(self) -> None:
         queue = self.vhost.declare_queue("q", DirectSession(self.vhost).client)
         self.node.start()
-        queue.stats.publish += 50
+        queue.stats.deliver += 50
         self.clock.advance(5)
-        self.assertEqual(self.node.stats.rates(queue.stats)["publish"], 10.0)
+        self.assertEqual(self.node.stats.rates(queue.stats)["deliver"], 10.0)
         self.clock.advance(5)
-        self.assertEqual(self.node.stats.rates(queue.stats)["publish"], 0.0)
+        self.assertEqual(self.node.stats.rates(queue.stats)["deliver"], 0.0)
         self.node.stop()
 
     def test_a_closed_sessions_counts_stay_in_its_vhosts_totals(self) -> None:

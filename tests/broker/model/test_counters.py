@@ -53,9 +53,9 @@ class CounterTests(SynchronousTestCase):
         self.assertEqual(
             (stats.publish, stats.confirm, stats.drop_unroutable, stats.return_unroutable), (4, 4, 1, 1)
         )
-        default = self.vhost.exchanges[""].stats
-        self.assertEqual((default.publish_in, default.publish_out), (4, 2))
-        self.assertEqual(self.queue.stats.publish, 2)
+        default = self.vhost.exchanges[""].stats.as_dict()
+        self.assertEqual((default["publish_in"], default["publish_out"]), (4, 2))
+        self.assertEqual(self.queue.stats.as_dict()["publish"], 2)
         self.session.consume(self.queue, "c").start()
         self.session.recover(True)
         self.session.recover(False)

@@ -304,25 +304,21 @@ class Session:
         counters = exchange.stats
         counters.publish_in += 1
         if not queues:
+            counters.unroutable += 1
             if mandatory:
                 self.stats.return_unroutable += 1
                 self.sink.returned(*NO_ROUTE, message)
             else:
                 self.stats.drop_unroutable += 1
         elif immediate:
-            counters.publish_out += 1
             taken = [queue.publish_immediately(message) for queue in queues]
             for queue, took in zip(queues, taken):
-                if took:
-                    queue.stats.publish += 1
-                else:
+                if not took:
                     queue.discard((message,))
             if not any(taken):
                 self.sink.returned(*NO_CONSUMERS, message)
         else:
-            counters.publish_out += 1
             for queue in queues:
-                queue.stats.publish += 1
                 accepted = queue.publish(message) and accepted
         if self.confirming:
             self.published += 1
