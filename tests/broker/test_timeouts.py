@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import uuid
+
 import pika
 import pika.exceptions
 from twisted.internet import defer
+from twisted.internet.threads import deferToThread
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.logger import formatEvent, globalLogPublisher
@@ -18,11 +21,18 @@ from tests.broker.support import LoopbackTestCase
 from tests.test_tap import build
 from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT
 from txamqp09.tap import Options
+from txamqp09.testing.rabbitmq import RabbitMQ, rabbitmq_missing, shared_rabbitmq
 
 TIMED_OUT = (
     "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value "
     "used: 10000 ms. This timeout value can be configured, see consumers doc guide to learn more"
 )
+
+
+def timed_out(milliseconds: int) -> str:
+    """RabbitMQ 3.10's reply text for a delivery on channel 1 unacknowledged
+    for longer than *milliseconds*."""
+    return TIMED_OUT.replace("10000 ms", f"{milliseconds} ms")
 
 
 def logged(test: SynchronousTestCase) -> list[str]:
@@ -195,3 +205,72 @@ class ConnectionMaxLiveTests(LoopbackTestCase):
             return refused
 
         self.assertTrue((yield self.inThread(scenario)))
+
+
+def slow_consumer(port: int, queue: str) -> tuple[Any, int]:
+    """With pika: consume one message from *queue* and never acknowledge it.
+
+    :return: the channel's closing by the broker (reply code and text, None
+        if it stayed open for 20 s), and the messages the queue holds after.
+    """
+    connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    try:
+        channel = connection.channel()
+        channel.queue_declare(queue)
+        channel.basic_publish("", queue, b"slow")
+        channel.basic_consume(queue, lambda *delivery: None)
+        connection.call_later(20.0, channel.stop_consuming)
+        try:
+            channel.start_consuming()
+            closing: Any = None
+        except pika.exceptions.ChannelClosedByBroker as closed:
+            closing = (closed.reply_code, closed.reply_text)
+        after = connection.channel()
+        count = after.queue_declare(queue, passive=True).method.message_count
+        after.queue_delete(queue)
+        return closing, count
+    finally:
+        connection.close()
+
+
+class ConsumerTimeoutLiveTests(LoopbackTestCase):
+    """pika's slow consumer on this broker: the channel closed with RabbitMQ's
+    code and text, the message back in the queue."""
+
+    broker_options = {"consumer_timeout": 1.0}
+
+    @defer.inlineCallbacks
+    def test_pika(self) -> Any:
+        closing, count = yield deferToThread(slow_consumer, self.port, "slow")
+        self.assertEqual((closing, count), ((406, timed_out(1000)), 1))
+
+
+#: RabbitMQ 3.10's own ``consumer_timeout`` and ``channel_tick_interval`` (ms).
+RABBITMQ_DEFAULTS = (1800000, 60000)
+
+
+class ConsumerTimeoutRabbitMQTests(SynchronousTestCase):
+    """The same slow consumer on a private RabbitMQ 3.10 node whose
+    ``consumer_timeout`` is 1000 ms: what this broker says is what it says."""
+
+    def setUp(self) -> None:
+        missing = rabbitmq_missing()
+        if missing:
+            raise self.skipTest(missing)
+        self.node = shared_rabbitmq()
+
+    def configure(self, node: RabbitMQ, consumer_timeout: int, tick: int) -> None:
+        """Set the node's ``consumer_timeout`` and how often its channels
+        look at it (``channel_tick_interval``), both in ms, for channels
+        opened from now on."""
+        node.ctl(
+            "eval",
+            f"application:set_env(rabbit, consumer_timeout, {consumer_timeout}), "
+            f"application:set_env(rabbit, channel_tick_interval, {tick}).",
+        )
+
+    def test_pika(self) -> None:
+        self.configure(self.node, 1000, 200)
+        self.addCleanup(self.configure, self.node, *RABBITMQ_DEFAULTS)
+        closing, count = slow_consumer(self.node.port, f"slow-{uuid.uuid4().hex[:10]}")
+        self.assertEqual((closing, count), ((406, timed_out(1000)), 1))

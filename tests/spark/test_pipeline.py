@@ -32,6 +32,7 @@ from twisted.trial.unittest import TestCase
 
 from tests.client.support import inline
 from tests.spark.query import HOLD, MESSAGES_PER_BATCH, start_query
+from tests.docs.guides import blocks
 from tests.spark.session import ROOT, spark_missing, spark_session
 from txamqp09.client import Channel, ClientConnection, connect
 from txamqp09.testing.broker import LoopbackBroker
@@ -312,9 +313,11 @@ class PipelineTests(_TestCaseBase):
 
 def guide_programs() -> tuple[str, str]:
     """The pipeline guide's two programs: the producer and the Spark pipeline."""
-    text = Path(ROOT, "docs", "pipeline.rst").read_text()
-    blocks = re.findall(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", text)
-    producer, pipeline = (re.sub(r"^    ", "", block, flags=re.MULTILINE) for block in blocks)
+    programs = [
+        block.code for block in blocks(Path(ROOT, "docs", "pipeline.rst"))
+        if block.language == "python" and 'URL = "' in block.code
+    ]
+    producer, pipeline = programs
     return producer, pipeline
 
 

@@ -52,7 +52,7 @@ from txamqp09.wire.errors import (
 from txamqp09.store.interface import WriteFailed
 from txamqp09.wire.fields import encode_shortstr
 from txamqp09.wire.frames import FRAME_OVERHEAD, Command, method_frame
-from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
+from txamqp09.wire.versions import ProtocolVersion
 
 if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
@@ -109,6 +109,7 @@ class ServerChannel:
         self, connection: ServerConnection, number: int, vhost: VirtualHost, client: Client
     ) -> None:
         assert connection.version is not None and connection.guard is not None
+        assert connection.user is not None
         self.connection = connection
         self.number = number
         self.version: ProtocolVersion = connection.version
@@ -116,8 +117,9 @@ class ServerChannel:
         self.vhost = vhost
         self.client = client
         self.session = Session(
-            vhost, client, self, per_consumer_qos=self.version is AMQP0_9_1,
+            vhost, client, self, per_consumer_qos=connection.dialect.per_consumer_qos,
             rollback_redelivers=not connection.dialect.rollback_keeps_acked,
+            user_id=connection.dialect.publisher_user_id(connection.user.name, connection.user.tags),
         )
         self.handlers = handlers_for(self.version)
         self._write = connection.write
@@ -498,7 +500,7 @@ class ServerChannel:
             self._reply(self.spec.ExchangeDeclareOk())
 
     def exchange_delete(self, method: Any) -> None:
-        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
+        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused, dialect=self.dialect)
         if not method.nowait:
             self._reply(self.spec.ExchangeDeleteOk())
 
@@ -638,13 +640,19 @@ class ServerChannel:
 
     def basic_recover(self, method: Any) -> None:
         """basic.recover; 0-9-1 answers recover-ok, 0-8 and 0-9 have no answer."""
-        self.session.recover(method.requeue)
+        self._recover(method.requeue)
         recover_ok = getattr(self.spec, "BasicRecoverOk", None)
         if recover_ok is not None:
             self._reply(recover_ok())
 
     def basic_recover_async(self, method: Any) -> None:
-        self.session.recover(method.requeue)
+        self._recover(method.requeue)
+
+    def _recover(self, requeue: bool) -> None:
+        """basic.recover, refused on a transactional channel where the dialect says so."""
+        if self.session.tx is not None and not self.dialect.recover_in_tx:
+            raise PreconditionFailed("basic.recover is not allowed on a transactional channel")
+        self.session.recover(requeue)
 
     # -- tx and confirm ------------------------------------------------------
 

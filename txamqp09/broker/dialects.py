@@ -14,7 +14,7 @@ protocol version. ``docs/broker.rst`` (*Two dialects*) tabulates them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping, Optional
 
 from txamqp09.wire import _amqp0_9_1
 from txamqp09.wire.errors import AMQPError
@@ -46,8 +46,9 @@ class Dialect:
     channel_max_counts_open: bool
     #: An unknown virtual host is 530 "vhost ... not found"; otherwise 402.
     unknown_vhost_not_allowed: bool
-    #: queue.delete and queue.unbind of a missing queue succeed; otherwise 404.
-    missing_queue_delete_ok: bool
+    #: queue.delete and queue.unbind of a missing queue, and exchange.delete
+    #: of a missing exchange, succeed; otherwise 404.
+    missing_delete_ok: bool
     #: An empty queue name with no queue declared on the channel is 404;
     #: otherwise 530 (a connection exception).
     empty_queue_name_not_found: bool
@@ -73,6 +74,23 @@ class Dialect:
     #: A method of another class on channel 0 is 504 and a connection
     #: method on another channel 503; otherwise 503 and 504.
     misplaced_methods_as_rabbitmq: bool
+    #: queue.declare of another connection's exclusive queue is 405;
+    #: otherwise 504 (0-9's rule names channel-error).
+    exclusive_elsewhere_locked: bool
+    #: queue.bind takes any exchange; otherwise binding a durable queue to a
+    #: transient exchange, or a queue to an internal exchange, is 530.
+    bind_any_exchange: bool
+    #: basic.recover is allowed on a transactional channel; otherwise 406.
+    recover_in_tx: bool
+    #: basic.qos ``global=false`` limits each new consumer and ``global=true``
+    #: the channel; otherwise they limit the channel and the connection.
+    per_consumer_qos: bool
+    #: connection.start's server-properties carry RabbitMQ's
+    #: ``capabilities`` table (publisher confirms, consumer cancel notify ...).
+    announces_capabilities: bool
+    #: A published message's user-id must be the connection's user (406),
+    #: unless the user is tagged ``impersonator``; otherwise it is not checked.
+    checks_user_id: bool
 
     def reply_text(self, error: AMQPError) -> str:
         """The reply text *error* is sent with (at most 255 characters)."""
@@ -85,6 +103,11 @@ class Dialect:
             text = error.full_text
         return text[:255]
 
+    def publisher_user_id(self, name: str, tags: Iterable[str]) -> Optional[str]:
+        """The user-id that messages published by user *name* (with *tags*)
+        must carry when they carry one, or None if any is accepted."""
+        return name if self.checks_user_id and "impersonator" not in tags else None
+
 
 #: RabbitMQ 3.10's rules: every 0-9-1 connection.
 RABBITMQ = Dialect(
@@ -92,7 +115,7 @@ RABBITMQ = Dialect(
     code_name_prefix=True,
     channel_max_counts_open=True,
     unknown_vhost_not_allowed=True,
-    missing_queue_delete_ok=True,
+    missing_delete_ok=True,
     empty_queue_name_not_found=True,
     redeclare_compares_flags=True,
     exchange_type_conflict_soft=True,
@@ -102,6 +125,12 @@ RABBITMQ = Dialect(
     default_exchange_binding_refused=True,
     rollback_keeps_acked=True,
     misplaced_methods_as_rabbitmq=True,
+    exclusive_elsewhere_locked=True,
+    bind_any_exchange=True,
+    recover_in_tx=True,
+    per_consumer_qos=True,
+    announces_capabilities=True,
+    checks_user_id=True,
 )
 
 #: The 0-8 and 0-9 specifications' rules.
@@ -110,7 +139,7 @@ SPECIFIED = Dialect(
     code_name_prefix=False,
     channel_max_counts_open=False,
     unknown_vhost_not_allowed=False,
-    missing_queue_delete_ok=False,
+    missing_delete_ok=False,
     empty_queue_name_not_found=False,
     redeclare_compares_flags=False,
     exchange_type_conflict_soft=False,
@@ -120,6 +149,12 @@ SPECIFIED = Dialect(
     default_exchange_binding_refused=False,
     rollback_keeps_acked=False,
     misplaced_methods_as_rabbitmq=False,
+    exclusive_elsewhere_locked=False,
+    bind_any_exchange=False,
+    recover_in_tx=False,
+    per_consumer_qos=False,
+    announces_capabilities=False,
+    checks_user_id=False,
 )
 
 

@@ -78,7 +78,6 @@ from txamqp09.wire.versions import (
     CAPABILITIES,
     AMQP0_9_1,
     PREFERRED,
-    ProtocolVersion,
     version_for_header,
 )
 
@@ -112,8 +111,8 @@ def _address(address: Any) -> str:
     return f"{getattr(address, 'host', address)}:{getattr(address, 'port', '')}"
 
 
-def server_properties(version: ProtocolVersion) -> dict[str, Any]:
-    """The server-properties table of connection.start."""
+def server_properties(dialect: Dialect) -> dict[str, Any]:
+    """The server-properties table of connection.start on a connection of *dialect*."""
     properties: dict[str, Any] = {
         "product": "txamqp09",
         "version": __version__,
@@ -121,7 +120,7 @@ def server_properties(version: ProtocolVersion) -> dict[str, Any]:
         "copyright": "Copyright (c) 2026 The txamqp09 authors",
         "information": "AMQP 0-9, 0-8 and 0-9-1 for Twisted; MIT licensed",
     }
-    if version is AMQP0_9_1:
+    if dialect.announces_capabilities:
         properties["capabilities"] = dict(CAPABILITIES)
     return properties
 
@@ -263,7 +262,7 @@ class ServerConnection(AMQPConnection):
         self.sendMethod(
             0,
             version.spec.ConnectionStart(
-                server_properties=server_properties(version),
+                server_properties=server_properties(self.dialect),
                 mechanisms=self.security.mechanisms_field(self.peer),
                 locales=b"en_US",
             ),

@@ -109,7 +109,11 @@ class MethodTableTests(SynchronousTestCase):
         method = amqp0_9_1.ExchangeDeclare(exchange="x", arguments={"alternate-exchange": 5})
         with self.assertRaises(PreconditionFailed) as caught:
             self.guard.check(1, method)
-        self.assertIn("'alternate-exchange' must be a string", caught.exception.reply_text)
+        self.assertEqual(
+            caught.exception.full_text,
+            "invalid type 'signedint' for arg 'alternate-exchange' in exchange 'x' in vhost '/'; "
+            "it must be a string naming an exchange, not 5",
+        )
 
     def test_string_arguments_as_str(self) -> None:
         self.permit(exactly([(C, "q"), (W, "dlx"), (R, "q")]))

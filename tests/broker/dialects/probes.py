@@ -1043,3 +1043,274 @@ def frame_tune_ok_frame_max_zero(s: Session) -> None:
 @probe
 def frame_tune_ok_frame_max_too_small(s: Session) -> None:
     s.raw(frame_max=1024).sync()
+
+
+@probe
+def basic_recover_in_transaction(s: Session) -> None:
+    channel = s.channel()
+    channel.tx_select()
+    channel.basic_recover(requeue=True)
+
+
+@probe
+def queue_bind_internal_exchange(s: Session) -> None:
+    channel = s.channel()
+    channel.exchange_declare(s.name("ex"), "direct", internal=True, auto_delete=True)
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.queue_bind(s.name("q"), s.name("ex"), "k")
+
+
+@probe
+def queue_bind_durable_queue_to_transient_exchange(s: Session) -> None:
+    channel = s.channel()
+    channel.exchange_declare(s.name("ex"), "direct", auto_delete=True)
+    channel.queue_declare(s.name("q"), durable=True, auto_delete=True)
+    try:
+        channel.queue_bind(s.name("q"), s.name("ex"), "k")
+    finally:
+        s.channel().queue_delete(s.name("q"))
+
+
+# -- queue arguments and queue types -------------------------------------------
+
+
+def _declare_and_delete(s: Session, durable: bool = True, **flags: Any) -> None:
+    """Declare queue ``<q>`` with *flags*, and delete it whatever happens."""
+    try:
+        s.channel().queue_declare(s.name("q"), durable=durable, **flags)
+    finally:
+        s.channel().queue_delete(s.name("q"))
+
+
+@probe
+def queue_declare_quorum_not_durable(s: Session) -> None:
+    _declare_and_delete(s, durable=False, arguments={"x-queue-type": "quorum"})
+
+
+@probe
+def queue_declare_quorum_auto_delete(s: Session) -> None:
+    _declare_and_delete(s, auto_delete=True, arguments={"x-queue-type": "quorum"})
+
+
+@probe
+def queue_declare_quorum_exclusive(s: Session) -> None:
+    _declare_and_delete(s, exclusive=True, arguments={"x-queue-type": "quorum"})
+
+
+@probe
+def queue_declare_quorum_reject_publish_dlx(s: Session) -> None:
+    _declare_and_delete(s, arguments={"x-queue-type": "quorum", "x-overflow": "reject-publish-dlx"})
+
+
+@probe
+def queue_declare_quorum_max_priority(s: Session) -> None:
+    _declare_and_delete(s, arguments={"x-queue-type": "quorum", "x-max-priority": 5})
+
+
+@probe
+def queue_declare_stream_not_durable(s: Session) -> None:
+    _declare_and_delete(s, durable=False, arguments={"x-queue-type": "stream"})
+
+
+@probe
+def queue_declare_stream_exclusive(s: Session) -> None:
+    _declare_and_delete(s, exclusive=True, arguments={"x-queue-type": "stream"})
+
+
+@probe
+def queue_declare_stream_max_priority(s: Session) -> None:
+    _declare_and_delete(s, arguments={"x-queue-type": "stream", "x-max-priority": 5})
+
+
+@probe
+def queue_declare_quorum_lazy(s: Session) -> None:
+    _declare_and_delete(s, arguments={"x-queue-type": "quorum", "x-queue-mode": "lazy"})
+
+
+@probe
+def queue_declare_classic_delivery_limit(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True, arguments={"x-delivery-limit": 3})
+
+
+@probe
+def queue_declare_ttl_beyond_32_bits(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True, arguments={"x-message-ttl": 2**62})
+
+
+@probe
+def queue_declare_expires_beyond_32_bits(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True, arguments={"x-expires": 2**33})
+
+
+@probe
+def queue_declare_dead_letter_routing_key_not_a_string(s: Session) -> None:
+    s.channel().queue_declare(
+        s.name("q"), exclusive=True,
+        arguments={"x-dead-letter-exchange": "dlx", "x-dead-letter-routing-key": 5},
+    )
+
+
+@probe
+def exchange_declare_alternate_exchange_not_a_string(s: Session) -> None:
+    s.channel().exchange_declare(
+        s.name("ex"), "direct", auto_delete=True, arguments={"alternate-exchange": 5}
+    )
+
+
+@probe
+def queue_declare_dead_letter_exchange_not_a_string(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True, arguments={"x-dead-letter-exchange": 5})
+
+
+@probe
+def queue_declare_negative_max_length(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True, arguments={"x-max-length": -1})
+
+
+@probe
+def queue_declare_max_length_bytes_not_a_number(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True, arguments={"x-max-length-bytes": "big"})
+
+
+@probe
+def queue_declare_negative_expires(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True, arguments={"x-expires": -5})
+
+
+@probe
+def queue_declare_max_priority_above_255(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True, arguments={"x-max-priority": 300})
+
+
+@probe
+def queue_declare_dead_letter_routing_key_without_exchange(s: Session) -> None:
+    s.channel().queue_declare(
+        s.name("q"), exclusive=True, arguments={"x-dead-letter-routing-key": "k"}
+    )
+
+
+@probe
+def queue_declare_bad_queue_mode(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True, arguments={"x-queue-mode": "fast"})
+
+
+@probe
+def queue_declare_single_active_consumer_not_a_boolean(s: Session) -> None:
+    s.channel().queue_declare(
+        s.name("q"), exclusive=True, arguments={"x-single-active-consumer": "yes"}
+    )
+
+
+@probe
+def queue_purge_exclusive_other_connection(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True)
+    s.channel().queue_purge(s.name("q"))
+
+
+@probe
+def queue_bind_exclusive_other_connection(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True)
+    s.channel().queue_bind(s.name("q"), "amq.direct", "k")
+
+
+@probe
+def queue_bind_headers_x_match_not_a_string(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.queue_bind(s.name("q"), "amq.headers", "", arguments={"x-match": 1})
+
+
+@probe
+def queue_purge_stream(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("s"), durable=True, arguments={"x-queue-type": "stream"})
+    try:
+        channel.queue_purge(s.name("s"))
+    finally:
+        s.channel().queue_delete(s.name("s"))
+
+
+@probe
+def queue_bind_headers_bad_x_match(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.queue_bind(s.name("q"), "amq.headers", "", arguments={"x-match": "some"})
+
+
+# -- consumers and publishing --------------------------------------------------
+
+
+def _publish_unroutable(s: Session, **properties: Any) -> None:
+    """Publish a message with *properties* to amq.direct, routed nowhere, and sync."""
+    channel = s.channel()
+    channel.basic_publish("amq.direct", "k", b"x", pika.BasicProperties(**properties))
+    sync(channel)
+
+
+@probe
+def basic_consume_priority_not_a_number(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.basic_consume(s.name("q"), lambda *_: None, arguments={"x-priority": "high"})
+
+
+@probe
+def basic_get_stream(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("s"), durable=True, arguments={"x-queue-type": "stream"})
+    try:
+        channel.basic_get(s.name("s"))
+    finally:
+        s.channel().queue_delete(s.name("s"))
+
+
+@probe
+def basic_consume_stream_auto_ack(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("s"), durable=True, arguments={"x-queue-type": "stream"})
+    try:
+        channel.basic_qos(prefetch_count=10)
+        channel.basic_consume(s.name("s"), lambda *_: None, auto_ack=True)
+    finally:
+        s.channel().queue_delete(s.name("s"))
+
+
+@probe
+def basic_nack_multiple_unknown_tag(s: Session) -> None:
+    channel = s.channel()
+    channel.basic_nack(9, multiple=True)
+    sync(channel)
+
+
+@probe
+def basic_publish_invalid_expiration(s: Session) -> None:
+    _publish_unroutable(s, expiration="soon")
+
+
+@probe
+def basic_publish_negative_expiration(s: Session) -> None:
+    _publish_unroutable(s, expiration="-1")
+
+
+@probe
+def basic_publish_other_user_id(s: Session) -> None:
+    _publish_unroutable(s, user_id="someone")
+
+
+@probe
+def basic_publish_expiration_with_trailing_text(s: Session) -> None:
+    _publish_unroutable(s, expiration="12abc")
+
+
+@probe
+def basic_publish_expiration_beyond_64_bits(s: Session) -> None:
+    _publish_unroutable(s, expiration=str(2**70))
+
+
+@probe
+def basic_publish_expiration_with_sign(s: Session) -> Any:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.basic_publish("", s.name("q"), b"x", pika.BasicProperties(expiration="+60000"))
+    method, properties, _ = channel.basic_get(s.name("q"), auto_ack=True)
+    return method is not None, properties.expiration

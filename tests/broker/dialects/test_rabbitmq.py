@@ -73,6 +73,10 @@ EXPLAINED_TEXTS: dict[str, str] = {
         "frame_body_longer_than_announced",
     )
 }
+EXPLAINED_TEXTS["basic_publish_expiration_beyond_64_bits"] = (
+    "RabbitMQ's text breaks the line inside the Erlang term (its pretty-printer wraps long "
+    "lines); this broker's keeps the term on one line"
+)
 
 
 class DifferentialTests(TestCase):

@@ -20,6 +20,7 @@ from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused, Malform
 from txamqp09.broker.dialects import RABBITMQ, SPECIFIED, dialect_for
 from txamqp09.broker.server import ServerFactory
 from txamqp09.wire import errors
+from txamqp09.wire.frames import content_frames
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9, AMQP0_9_1, VERSIONS, ProtocolVersion
 
 
@@ -71,11 +72,38 @@ class _Cases(TestCase):
         self.ask(spec.TxSelect())
         self.peer.send(1, spec.BasicAck(delivery_tag=1))
 
-    def declare_queue(self, name: str, **flags: Any) -> Any:
-        return self.ask(self.peer.spec.QueueDeclare(queue=name, **flags))
+    def declare_queue(self, name: str, peer: Peer | None = None, **flags: Any) -> Any:
+        return self.ask((peer or self.peer).spec.QueueDeclare(queue=name, **flags), peer)
 
     def declare_exchange(self, name: str, kind: str, **flags: Any) -> Any:
         return self.ask(self.peer.spec.ExchangeDeclare(exchange=name, type=kind, **flags))
+
+    def deliveries_with_channel_qos_one(self) -> list[bytes]:
+        """What two consumers on channel 1 get after basic.qos prefetch-count 1,
+        global false, and one message for each."""
+        spec = self.peer.spec
+        self.assertEqual(self.ask(spec.BasicQos(prefetch_count=1, global_=False)).NAME, "basic.qos-ok")
+        for queue in ("a", "b"):
+            self.declare_queue(queue)
+            self.ask(spec.BasicConsume(queue=queue, consumer_tag=queue))
+        for queue in ("a", "b"):
+            self.peer.publish(1, queue, queue.encode())
+        return self.peer.deliveries()
+
+    def publish_as(self, user_id: str) -> Any:
+        """Publish a message with *user_id* to queue ``q``; what the server answers
+        to a basic.get of it (or the close the publish caused)."""
+        spec = self.peer.spec
+        self.declare_queue("q")
+        method = spec.BasicPublish(exchange="", routing_key="q")
+        self.peer.feed(content_frames(1, method, spec.BasicProperties(user_id=user_id), b"x", 4096))
+        return self.ask(spec.BasicGet(queue="q", no_ack=True))
+
+    def server_properties(self) -> Any:
+        """The server-properties of connection.start on a new connection."""
+        peer = Peer(self.factory, self.version, handshake=False)
+        peer.feed(self.version.header)
+        return peer.expect(0, "connection.start").server_properties
 
 
 class SpecifiedDialectTests(_Cases):
@@ -94,6 +122,50 @@ class SpecifiedDialectTests(_Cases):
             raise SkipTest(f"AMQP {self.version.name} has no queue.unbind")
         answer = self.ask(self.peer.spec.QueueUnbind(queue="nowhere", exchange="amq.direct"))
         self.assertClosed(answer, "channel", 404)
+
+    def test_qos_without_global_limits_the_channel(self) -> None:
+        self.assertEqual(self.deliveries_with_channel_qos_one(), [b"a"])
+
+    def test_user_id_of_another_user_is_accepted(self) -> None:
+        self.assertEqual(self.publish_as("someone").NAME, "basic.get-ok")
+
+    def test_no_capabilities_announced(self) -> None:
+        self.assertNotIn("capabilities", self.server_properties())
+
+    def test_delete_missing_exchange_is_not_found(self) -> None:
+        answer = self.assertClosed(self.ask(self.peer.spec.ExchangeDelete(exchange="nowhere")), "channel", 404)
+        self.assertEqual(answer.reply_text, "no exchange 'nowhere' in vhost '/'")
+
+    def test_exclusive_queue_of_another_connection_is_a_channel_error(self) -> None:
+        """0-9's rule names channel-error (504), a connection exception."""
+        self.declare_queue("q", exclusive=True)
+        answer = self.assertClosed(self.declare_queue("q", peer=self.connect()), "connection", 504)
+        self.assertEqual(answer.reply_text, "queue 'q' in vhost '/' is exclusive to another connection")
+
+    def test_bind_durable_queue_to_transient_exchange_is_not_allowed(self) -> None:
+        self.declare_exchange("x", "direct")
+        self.declare_queue("q", durable=True)
+        answer = self.ask(self.peer.spec.QueueBind(queue="q", exchange="x", routing_key="k"))
+        self.assertClosed(answer, "connection", 530)
+        self.assertEqual(answer.reply_text, "cannot bind durable queue 'q' to transient exchange 'x'")
+
+    def test_bind_to_internal_exchange_is_not_allowed(self) -> None:
+        self.declare_exchange("x", "direct", internal=True)
+        self.declare_queue("q")
+        answer = self.ask(self.peer.spec.QueueBind(queue="q", exchange="x", routing_key="k"))
+        self.assertClosed(answer, "connection", 530)
+        self.assertEqual(answer.reply_text, "cannot bind queue 'q' to internal exchange 'x'")
+
+    def test_bind_durable_queue_to_durable_exchange_succeeds(self) -> None:
+        self.declare_exchange("x", "direct", durable=True)
+        self.declare_queue("q", durable=True)
+        answer = self.ask(self.peer.spec.QueueBind(queue="q", exchange="x", routing_key="k"))
+        self.assertEqual(answer.NAME, "queue.bind-ok")
+
+    def test_recover_on_transactional_channel_is_refused(self) -> None:
+        self.ask(self.peer.spec.TxSelect())
+        answer = self.assertClosed(self.ask(self.peer.spec.BasicRecover(requeue=True)), "channel", 406)
+        self.assertEqual(answer.reply_text, "basic.recover is not allowed on a transactional channel")
 
     def test_exchange_redeclared_with_another_type_closes_the_connection(self) -> None:
         self.assertEqual(self.declare_exchange("x", "direct").NAME, "exchange.declare-ok")
@@ -209,6 +281,48 @@ class RabbitMQDialectTests(_Cases):
         self.declare_queue("q", exclusive=True)
         answer = self.assertClosed(self.declare_queue("q"), "channel", 405)
         self.assertTrue(answer.reply_text.startswith("RESOURCE_LOCKED - cannot obtain exclusive"))
+
+    def test_qos_without_global_limits_each_consumer(self) -> None:
+        self.assertEqual(self.deliveries_with_channel_qos_one(), [b"a", b"b"])
+
+    def test_user_id_of_another_user_is_refused(self) -> None:
+        answer = self.assertClosed(self.publish_as("someone"), "channel", 406)
+        self.assertEqual(
+            answer.reply_text,
+            "PRECONDITION_FAILED - user_id property set to 'someone' but authenticated user was 'guest'",
+        )
+
+    def test_own_user_id_is_accepted(self) -> None:
+        self.assertEqual(self.publish_as("guest").NAME, "basic.get-ok")
+
+    def test_impersonator_may_set_any_user_id(self) -> None:
+        self.assertIsNone(RABBITMQ.publisher_user_id("relay", ("impersonator",)))
+        self.assertEqual(RABBITMQ.publisher_user_id("relay", ("administrator",)), "relay")
+
+    def test_capabilities_announced(self) -> None:
+        capabilities = self.server_properties()["capabilities"]
+        self.assertIs(capabilities["publisher_confirms"], True)
+        self.assertIs(capabilities["per_consumer_qos"], True)
+
+    def test_delete_missing_exchange_succeeds(self) -> None:
+        self.assertEqual(self.ask(self.peer.spec.ExchangeDelete(exchange="nowhere")).NAME, "exchange.delete-ok")
+
+    def test_exclusive_queue_of_another_connection_is_resource_locked(self) -> None:
+        self.declare_queue("q", exclusive=True)
+        answer = self.assertClosed(self.declare_queue("q", peer=self.connect(), exclusive=True), "channel", 405)
+        self.assertTrue(answer.reply_text.startswith("RESOURCE_LOCKED - cannot obtain exclusive"))
+
+    def test_bind_takes_transient_and_internal_exchanges(self) -> None:
+        self.declare_exchange("transient", "direct")
+        self.declare_exchange("internal", "direct", internal=True, durable=True)
+        self.declare_queue("q", durable=True)
+        for exchange in ("transient", "internal"):
+            answer = self.ask(self.peer.spec.QueueBind(queue="q", exchange=exchange, routing_key="k"))
+            self.assertEqual(answer.NAME, "queue.bind-ok", exchange)
+
+    def test_recover_on_transactional_channel_is_allowed(self) -> None:
+        self.ask(self.peer.spec.TxSelect())
+        self.assertEqual(self.ask(self.peer.spec.BasicRecover(requeue=True)).NAME, "basic.recover-ok")
 
     def test_passive_declare_of_the_default_exchange_is_refused(self) -> None:
         answer = self.declare_exchange("", "direct", passive=True)

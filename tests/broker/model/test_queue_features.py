@@ -380,10 +380,13 @@ class DeclarationTests(SynchronousTestCase):
             ({"x-message-ttl": b"10"}, "\"expected integer, got longstr\"; got '10' (a string)"),
             ({"x-expires": 0}, "invalid arg 'x-expires' for queue 'q' in vhost '/': {value_zero,0}"),
             ({"x-overflow": b"foo"}, "invalid_overflow; expected one of drop-head, reject-publish, reject-publish-dlx"),
-            ({"x-max-priority": 256}, "256 exceeds the maximum of 255"),
+            ({"x-max-priority": 256}, "{max_value_exceeded,256}; at most 255"),
+            ({"x-message-ttl": 315360000001}, "{value_too_large,315360000001}; at most 315360000000"),
             ({"x-dead-letter-exchange": 5}, "invalid arg 'x-dead-letter-exchange'"),
-            ({"x-dead-letter-routing-key": b"k"}, "needs x-dead-letter-exchange too"),
-            ({"x-single-active-consumer": b"yes"}, "expected a boolean"),
+            ({"x-dead-letter-routing-key": b"k"},
+             "routing_key_but_no_dlx_defined; a dead-letter routing key needs x-dead-letter-exchange too"),
+            ({"x-single-active-consumer": b"yes"}, "{unacceptable_type,longstr}; expected a boolean"),
+            ({"x-queue-mode": b"fast"}, "\"unsupported queue mode 'fast'\"; expected one of default, lazy"),
             ({"x-queue-type": b"fancy"}, "invalid arg 'x-queue-type'"),
         ]
         for arguments, text in cases:
@@ -413,13 +416,20 @@ class DeclarationTests(SynchronousTestCase):
         error = self.assertRaises(
             PreconditionFailed, self.world.declare, "qq", {**quorum, "x-max-priority": 3}, durable=True
         )
-        self.assertIn("of queue type quorum: quorum queues do not support it", error.reply_text)
+        self.assertEqual(
+            error.full_text,
+            "invalid arg 'x-max-priority' for queue 'qq' in vhost '/' of queue type rabbit_quorum_queue; "
+            "quorum queues do not support it",
+        )
         self.world.declare("qq", {**quorum, "x-overflow": b"reject-publish-dlx"}, durable=True)
 
     def test_arguments_of_other_queue_types_are_refused(self) -> None:
         for name, value in (("x-delivery-limit", 5), ("x-max-age", b"1D"), ("x-queue-leader-locator", b"balanced")):
             error = self.assertRaises(PreconditionFailed, self.world.declare, "q", {name: value})
-            self.assertIn(f"invalid arg {name!r} for queue 'q' in vhost '/' of queue type classic", error.reply_text)
+            self.assertEqual(
+                f"invalid arg {name!r} for queue 'q' in vhost '/' of queue type rabbit_classic_queue",
+                error.reply_text,
+            )
 
     def test_quorum_delivery_limit(self) -> None:
         self.world.vhost.declare_exchange("dlx", "fanout")

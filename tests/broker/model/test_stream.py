@@ -108,7 +108,7 @@ class DeclarationTests(StreamCase):
     def test_arguments_of_other_queue_types_are_refused(self) -> None:
         for argument in ("x-max-length", "x-message-ttl", "x-max-priority", "x-overflow"):
             text = self.refused(arguments={argument: 1})
-            self.assertIn(f"invalid arg {argument!r} for queue 's' in vhost '/' of queue type 'stream'", text)
+            self.assertIn(f"invalid arg {argument!r} for queue 's' in vhost '/' of queue type rabbit_stream_queue", text)
 
     def test_bad_retention_values(self) -> None:
         self.assertIn("invalid arg 'x-max-age'", self.refused(arguments={"x-max-age": b"7X"}))

@@ -49,6 +49,7 @@ from txamqp09.broker.auth.cred import IAMQPUser
 from txamqp09.broker.auth.permissions import Permission, ResourceKind, checked_name
 from txamqp09.broker.auth.realms import Right
 from txamqp09.broker.auth.tickets import TicketTable
+from txamqp09.broker.model.arguments import field_type
 from txamqp09.wire.errors import AccessRefused, AMQPError, PreconditionFailed
 from txamqp09.wire.fields import field_text
 
@@ -177,17 +178,19 @@ _Ids = tuple[str, int, int]
 _PUBLISH_IDS: _Ids = ("basic.publish", 60, 40)
 
 
-def _resource(method: Any, source: str, queue: str | None) -> str | None:
-    """The resource name ``source`` gives for ``method``, or None if absent."""
+def _resource(method: Any, source: str, queue: str | None, vhost: str) -> str | None:
+    """The resource name ``source`` gives for ``method`` in *vhost*, or None if absent."""
     if source.startswith(_ARGUMENT):
         key = source[len(_ARGUMENT):]
         value = field_text((method.arguments or {}).get(key))
         if value is None or isinstance(value, str):
             return value
+        declared = f"queue {queue or method.queue!r}" if hasattr(method, "queue") else f"exchange {method.exchange!r}"
         raise PreconditionFailed(
-            f"argument {key!r} must be a string naming an exchange, not {value!r}",
+            f"invalid type {field_type(value)!r} for arg {key!r} in {declared} in vhost {vhost!r}",
             method.CLASS_ID,
             method.METHOD_ID,
+            hint=f"it must be a string naming an exchange, not {value!r}",
         )
     if source == "queue" and queue is not None:
         return queue
@@ -226,7 +229,7 @@ class AccessGuard:
         passive = rule.passive_field is not None and getattr(method, rule.passive_field)
         ids = method.NAME, method.CLASS_ID, method.METHOD_ID
         if rule.ticket is not None:
-            name = _resource(method, rule.ticket.source, queue)
+            name = _resource(method, rule.ticket.source, queue, self.vhost)
             assert name is not None
             right = Right.PASSIVE if passive else rule.ticket.right
             self._check_ticket(channel, getattr(method, "ticket", 0), rule.ticket.kind, name, right, ids)
@@ -235,7 +238,7 @@ class AccessGuard:
         arguments = getattr(method, "arguments", None) or {}
         for check in rule.permissions:
             if check.only_with is None or check.only_with in arguments:
-                name = _resource(method, check.source, queue)
+                name = _resource(method, check.source, queue, self.vhost)
                 if name is not None:
                     self._check_permission(check, name, ids)
         topic = TOPIC_CHECKS.get(method.NAME)

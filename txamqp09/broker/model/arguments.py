@@ -18,6 +18,7 @@ from txamqp09.wire.fields import field_text
 
 __all__ = [
     "choice_argument",
+    "field_type",
     "count_argument",
     "flag_argument",
     "string_argument",
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_EXPIRY",
     "check_quorum_properties",
     "refused_arguments",
+    "refused_argument",
 ]
 
 #: The queue types: classic, quorum (kept as a durable classic queue
@@ -42,8 +44,9 @@ STREAM = "stream"
 QUEUE_TYPES = (CLASSIC, QUORUM, STREAM)
 #: The highest x-max-priority a queue may have.
 MAX_PRIORITY = 255
-#: The longest TTL or queue expiry, in milliseconds (as RabbitMQ).
-MAX_EXPIRY = 2**32 - 1
+#: The longest TTL or queue expiry, in milliseconds: ten years of 365
+#: days, as RabbitMQ 3.10 allows.
+MAX_EXPIRY = 10 * 365 * 24 * 3600 * 1000
 #: Arguments of other queue types that RabbitMQ refuses for a type.
 _REFUSED = {
     CLASSIC: (
@@ -51,8 +54,14 @@ _REFUSED = {
         "x-max-in-memory-bytes", "x-quorum-initial-group-size", "x-queue-leader-locator",
         "x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size",
     ),
-    QUORUM: ("x-max-priority", "x-max-age", "x-stream-max-segment-size-bytes"),
+    QUORUM: ("x-max-priority", "x-queue-mode", "x-max-age", "x-stream-max-segment-size-bytes"),
 }
+#: The name RabbitMQ's texts give each queue type (its Erlang module).
+_TYPE_MODULES = {
+    CLASSIC: "rabbit_classic_queue", QUORUM: "rabbit_quorum_queue", STREAM: "rabbit_stream_queue",
+}
+#: The values of x-queue-mode.
+QUEUE_MODES = ("default", "lazy")
 
 
 def _kind(value: Any) -> str:
@@ -89,7 +98,11 @@ def _invalid(name: str, subject: str, reason: str, hint: str = "") -> Preconditi
 _CHOICE_REASONS = {
     "x-overflow": "invalid_overflow",
     "x-queue-type": "\"unsupported queue type '{value}'\"",
+    "x-queue-mode": "\"unsupported queue mode '{value}'\"",
 }
+#: RabbitMQ's reason for a value above the maximum, by argument (the
+#: others: value_too_large).
+_ABOVE_MAXIMUM_REASONS = {"x-max-priority": "max_value_exceeded"}
 
 
 def choice_argument(
@@ -132,7 +145,8 @@ def count_argument(
         reason = "value_zero" if value == 0 else "value_negative"
         raise _invalid(name, subject, f"{{{reason},{value}}}", f"expected {wanted}")
     if maximum is not None and value > maximum:
-        raise _invalid(name, subject, f"{value} exceeds the maximum of {maximum}")
+        reason = _ABOVE_MAXIMUM_REASONS.get(name, "value_too_large")
+        raise _invalid(name, subject, f"{{{reason},{value}}}", f"at most {maximum}")
     return value
 
 
@@ -145,7 +159,9 @@ def string_argument(arguments: Mapping[str, Any], name: str, subject: str = "") 
     if value is None:
         return None
     if not isinstance(value, str):
-        raise _invalid(name, subject, f"expected a string, got {_kind(value)}")
+        raise _invalid(
+            name, subject, f"{{unacceptable_type,{field_type(value)}}}", f"expected a string, got {_kind(value)}"
+        )
     return str(value)
 
 
@@ -156,7 +172,9 @@ def flag_argument(arguments: Mapping[str, Any], name: str, subject: str = "") ->
     """
     value = arguments.get(name, False)
     if not isinstance(value, bool):
-        raise _invalid(name, subject, f"expected a boolean, got {_kind(value)}")
+        raise _invalid(
+            name, subject, f"{{unacceptable_type,{field_type(value)}}}", f"expected a boolean, got {_kind(value)}"
+        )
     return value
 
 
@@ -211,20 +229,18 @@ class QueueArguments:
         )
         if self.dead_letter_routing_key is not None and self.dead_letter_exchange is None:
             raise _invalid(
-                "x-dead-letter-routing-key", subject,
+                "x-dead-letter-routing-key", subject, "routing_key_but_no_dlx_defined",
                 "a dead-letter routing key needs x-dead-letter-exchange too",
             )
         self.max_priority = count_argument(
             arguments, "x-max-priority", subject, maximum=MAX_PRIORITY
         )
         self.single_active_consumer = flag_argument(arguments, "x-single-active-consumer", subject)
+        choice_argument(arguments, "x-queue-mode", QUEUE_MODES, QUEUE_MODES[0], subject)
         self.queue_type = choice_argument(arguments, "x-queue-type", QUEUE_TYPES, CLASSIC, subject)
         for name in refused_arguments(self.queue_type):
             if name in arguments:
-                raise PreconditionFailed(
-                    f"invalid arg {name!r} for {subject} of queue type {self.queue_type}: "
-                    f"{self.queue_type} queues do not support it"
-                )
+                raise refused_argument(name, subject, self.queue_type)
         self.delivery_limit = count_argument(arguments, "x-delivery-limit", subject)
 
 
@@ -233,11 +249,19 @@ def refused_arguments(queue_type: str) -> tuple[str, ...]:
     return _REFUSED.get(queue_type, ())
 
 
+def refused_argument(name: str, subject: str, queue_type: str) -> PreconditionFailed:
+    """406 for argument *name*, which queues of *queue_type* do not take."""
+    return PreconditionFailed(
+        f"invalid arg {name!r} for {subject} of queue type {_TYPE_MODULES[queue_type]}",
+        hint=f"{queue_type} queues do not support it",
+    )
+
+
 def check_quorum_properties(subject: str, durable: bool, exclusive: bool, auto_delete: bool) -> None:
     """Quorum queues are durable, shared and kept: refuse anything else (406)."""
     for refused, name in ((not durable, "non-durable"), (exclusive, "exclusive-owner"), (auto_delete, "auto-delete")):
         if refused:
             raise PreconditionFailed(
-                f"invalid property {name!r} for {subject}: quorum queues are durable, "
-                "not exclusive and not auto-delete"
+                f"invalid property {name!r} for {subject}",
+                hint="quorum queues are durable, not exclusive and not auto-delete",
             )

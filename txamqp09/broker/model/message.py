@@ -7,6 +7,7 @@ needs a property (the headers exchange reads ``headers``).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from txamqp09.broker.model.arguments import MAX_EXPIRY
@@ -15,7 +16,7 @@ from txamqp09.wire.errors import AMQPSyntaxError, PreconditionFailed
 from txamqp09.wire.forwarding import envelope
 
 __all__ = [
-    "Message", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
+    "Message", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "USER_ID_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
     "SPILLED",
 ]
 
@@ -36,6 +37,8 @@ _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _DELIVERY_MODE = 0x8000, 0x4000, 0x2
 #: The expiration bit in the first byte of the basic property flags: a
 #: message with ``raw_properties[0] & EXPIRATION_FLAG`` has a per-message TTL.
 EXPIRATION_FLAG = 0x01
+#: The user-id bit in the second byte of the basic property flags.
+USER_ID_FLAG = 0x10
 
 
 def delivery_mode(raw_properties: bytes) -> int:
@@ -59,6 +62,11 @@ def delivery_mode(raw_properties: bytes) -> int:
         raise AMQPSyntaxError("content properties end before their delivery-mode") from None
 
 
+#: The integer an expiration starts with (RabbitMQ reads it with Erlang's
+#: string:to_integer: a sign, then ASCII digits).
+_LEADING_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def message_ttl(message: Message) -> Optional[int]:
     """The per-message TTL in milliseconds (the ``expiration`` property), or None.
 
@@ -70,12 +78,21 @@ def message_ttl(message: Message) -> Optional[int]:
     expiration = getattr(message.properties, "expiration", None)
     if expiration is None:
         return None
-    if not expiration.isdigit() or not expiration.isascii() or int(expiration) > MAX_EXPIRY:
-        raise PreconditionFailed(
-            f"invalid expiration {expiration!r}: expected a non-negative integer number of "
-            f"milliseconds, at most {MAX_EXPIRY}"
-        )
-    return int(expiration)
+    number = _LEADING_INTEGER.match(expiration)
+    if number is None:
+        reason = "no_integer"
+    elif number.end() < len(expiration):
+        reason = f'{{leftover_string,"{expiration[number.end():]}"}}'
+    elif int(number.group()) < 0:
+        reason = f"{{value_negative,{int(number.group())}}}"
+    elif int(number.group()) > MAX_EXPIRY:
+        reason = f"{{value_too_large,{int(number.group())}}}"
+    else:
+        return int(number.group())
+    raise PreconditionFailed(
+        f"invalid expiration {expiration!r}: {reason}",
+        hint=f"expected a non-negative integer number of milliseconds, at most {MAX_EXPIRY}",
+    )
 
 
 class Message:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import decimal
 from typing import Any, Hashable, Mapping
 
-from txamqp09.broker.model.arguments import choice_argument
+from txamqp09.broker.model.arguments import field_type
+from txamqp09.wire.errors import PreconditionFailed
+from txamqp09.wire.fields import field_text
 
 __all__ = ["TopicTrie", "topic_words", "XMatch", "parse_x_match", "headers_match", "freeze"]
 
@@ -110,7 +112,16 @@ def parse_x_match(arguments: Mapping[str, Any]) -> str:
 
     :raises PreconditionFailed: an ``x-match`` value that is not a rule (406).
     """
-    return choice_argument(arguments, "x-match", XMatch.RULES, XMatch.ALL)
+    value = field_text(arguments.get("x-match", XMatch.ALL))
+    if value in XMatch.RULES:
+        return str(value)
+    if isinstance(value, str):
+        raise PreconditionFailed(
+            f'Invalid x-match field value <<"{value}">>; expected all, any, all-with-x, or any-with-x'
+        )
+    raise PreconditionFailed(
+        f"Invalid x-match field type {field_type(value)} (value {value!r}); expected longstr"
+    )
 
 
 def _comparable(value: Any) -> tuple[str, Any]:

@@ -18,7 +18,7 @@ from zope.interface import Interface
 
 from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.deadletter import REJECTED
-from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
+from txamqp09.broker.model.message import EXPIRATION_FLAG, USER_ID_FLAG, Message, message_ttl
 from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.broker.model.stream import rejection_refused
@@ -133,17 +133,20 @@ class Session:
     :param rollback_redelivers: tx.rollback delivers again what the
         transaction acknowledged, rejected or nacked (the 0-8/0-9 brokers'
         reading); otherwise those deliveries stay unacknowledged (RabbitMQ).
+    :param user_id: the user-id a published message must carry if it carries
+        one (RabbitMQ's check), or None to accept any.
     """
 
     def __init__(
         self, vhost: VirtualHost, client: Client, sink: ISink, *, per_consumer_qos: bool = True,
-        rollback_redelivers: bool = False,
+        rollback_redelivers: bool = False, user_id: Optional[str] = None,
     ) -> None:
         self.vhost = vhost
         self.client = client
         self.sink = sink
         self.per_consumer_qos = per_consumer_qos
         self.rollback_redelivers = rollback_redelivers
+        self.user_id = user_id
         self.consumers: dict[str, Consumer] = {}
         #: Delivered, unsettled messages by delivery tag, in tag order.
         self.unacked: dict[int, Delivery] = {}
@@ -273,7 +276,8 @@ class Session:
 
         :raises NotFound: no such exchange (404).
         :raises AccessRefused: the exchange is internal (403).
-        :raises PreconditionFailed: the message's expiration is invalid (406).
+        :raises PreconditionFailed: the message's expiration is invalid, or
+            its user-id is not the connection's user's (406).
         """
         exchange = self.vhost.exchanges.get(exchange_name)
         if exchange is None:
@@ -286,6 +290,12 @@ class Session:
             )
         if message.raw_properties[0] & EXPIRATION_FLAG:
             message_ttl(message)
+        if self.user_id is not None and message.raw_properties[1] & USER_ID_FLAG:
+            claimed = getattr(message.properties, "user_id", None)
+            if claimed is not None and claimed != self.user_id:
+                raise PreconditionFailed(
+                    f"user_id property set to '{claimed}' but authenticated user was '{self.user_id}'"
+                )
         self.stats.publish += 1
         if self.tx is not None:
             self.tx.publishes.append((exchange, message, mandatory, immediate))

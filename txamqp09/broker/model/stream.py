@@ -29,7 +29,7 @@ from collections import deque
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, cast
 
-from txamqp09.broker.model.arguments import STREAM
+from txamqp09.broker.model.arguments import STREAM, refused_argument
 from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
@@ -141,14 +141,16 @@ def _describe(vhost: VirtualHost, name: str) -> str:
     return f"queue {name!r} in vhost {vhost.name!r}"
 
 
-def _refusal(what: str, queue: Queue) -> AMQPNotImplemented:
+def _refusal(what: str, queue: Queue, hint: str = "") -> AMQPNotImplemented:
     """540 for *what* on a stream, as RabbitMQ answers it."""
-    return AMQPNotImplemented(f"{what} not supported by stream {_describe(queue.vhost, queue.name)}")
+    return AMQPNotImplemented(
+        f"{what} not supported by stream queues {_describe(queue.vhost, queue.name)}", hint=hint
+    )
 
 
 def rejection_refused(queue: Queue) -> AMQPNotImplemented:
     """What basic.reject and basic.nack of a delivery from stream *queue* raise."""
-    return _refusal("basic.nack and basic.reject are", queue)
+    return _refusal("basic.nack and basic.reject", queue)
 
 
 def check_stream_declaration(
@@ -163,11 +165,13 @@ def check_stream_declaration(
     what = _describe(vhost, name)
     for refused, flag in (("auto-delete", auto_delete), ("exclusive-owner", exclusive), ("non-durable", not durable)):
         if flag:
-            raise PreconditionFailed(f"invalid property {refused!r} for {what}: streams are durable, "
-                                     "not exclusive and not auto-delete")
+            raise PreconditionFailed(
+                f"invalid property {refused!r} for {what}",
+                hint="streams are durable, not exclusive and not auto-delete",
+            )
     for argument in REFUSED_ARGUMENTS:
         if argument in arguments:
-            raise PreconditionFailed(f"invalid arg {argument!r} for {what} of queue type {STREAM!r}")
+            raise refused_argument(argument, what, STREAM)
     _max_age(arguments, what)
     _size_argument(arguments, "x-max-length-bytes", what, 0)
     _size_argument(arguments, "x-stream-max-segment-size-bytes", what, 1)
@@ -549,9 +553,8 @@ class StreamQueue(Queue):
         """
         what = _describe(self.vhost, self.name)
         if no_ack:
-            raise AMQPNotImplemented(
-                f"automatic acknowledgement (no-ack) is not supported by stream {what}: "
-                "consume with manual acknowledgements"
+            raise _refusal(
+                "automatic acknowledgement", self, hint="consume with manual acknowledgements (no-ack off)"
             )
         if not any(limit.count for limit in limits):
             raise PreconditionFailed(
@@ -567,14 +570,14 @@ class StreamQueue(Queue):
 
     def get(self) -> None:
         """basic.get is refused (540), as RabbitMQ refuses it: consume instead."""
-        raise _refusal("basic.get is", self)
+        raise _refusal("basic.get", self)
 
     def purge(self) -> int:
         """queue.purge is refused (540), as RabbitMQ refuses it; deleting the
         stream counts no ready messages (the log goes with the queue)."""
         if self.deleted:
             return 0
-        raise _refusal("queue.purge is", self)
+        raise _refusal("queue.purge", self)
 
     def requeue(self, deliveries: Iterable[Delivery]) -> None:
         """Nothing goes back to a log: unsettled deliveries of a closed

@@ -51,6 +51,7 @@ from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 from txamqp09.wire.errors import (
     AccessRefused,
+    ChannelError,
     CommandInvalid,
     NotAllowed,
     NotFound,
@@ -300,8 +301,9 @@ class VirtualHost:
             f"received {received} but current is {current}"
         )
 
-    def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
-        """exchange.delete; an exchange that does not exist counts as deleted."""
+    def delete_exchange(self, name: str, *, if_unused: bool = False, dialect: Dialect = RABBITMQ) -> None:
+        """exchange.delete; an exchange that does not exist counts as deleted
+        (404 in the specifications' dialect)."""
         if not name:
             raise _default_exchange_refused()
         if _reserved(name):
@@ -310,7 +312,9 @@ class VirtualHost:
             )
         exchange = self.exchanges.get(name)
         if exchange is None:
-            return
+            if dialect.missing_delete_ok:
+                return
+            exchange = self.exchange(name)
         if if_unused and exchange.bindings:
             raise PreconditionFailed(
                 f"exchange {name!r} in vhost {self.name!r} in use",
@@ -428,6 +432,9 @@ class VirtualHost:
         if passive:
             return self.queue(name, client)
         if name in self.queues:
+            owner = self.queues[name].exclusive_owner
+            if owner is not None and owner is not client and not dialect.exclusive_elsewhere_locked:
+                raise ChannelError(f"queue {name!r} in vhost {self.name!r} is exclusive to another connection")
             existing = self.queue(name, client)
             what = f"queue {name!r}"
             if exclusive != existing.exclusive:
@@ -507,8 +514,16 @@ class VirtualHost:
         """
         target = self.queue(queue, client)
         source = self._queue_source(exchange, dialect)
-        if source is not None:
-            self._bind(source, target, routing_key, arguments)
+        if source is None:
+            return
+        if not dialect.bind_any_exchange:
+            if source.internal:
+                raise NotAllowed(f"cannot bind queue {queue!r} to internal exchange {exchange!r}")
+            if target.durable and not source.durable:
+                raise NotAllowed(
+                    f"cannot bind durable queue {queue!r} to transient exchange {exchange!r}"
+                )
+        self._bind(source, target, routing_key, arguments)
 
     def unbind_queue(
         self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: Client,
@@ -516,7 +531,7 @@ class VirtualHost:
     ) -> None:
         """queue.unbind; a binding that does not exist counts as removed, and
         so does (in RabbitMQ's dialect) a queue that does not exist."""
-        if queue not in self.queues and dialect.missing_queue_delete_ok:
+        if queue not in self.queues and dialect.missing_delete_ok:
             self._queue_source(exchange, dialect)
             return
         target = self.queue(queue, client)
@@ -544,7 +559,7 @@ class VirtualHost:
         A queue that does not exist counts as deleted (0 messages) in
         RabbitMQ's dialect, and is 404 in the specifications'.
         """
-        if name not in self.queues and dialect.missing_queue_delete_ok:
+        if name not in self.queues and dialect.missing_delete_ok:
             return 0
         queue = self.queue(name, client)
         if if_unused and queue.consumers:
