@@ -15,6 +15,7 @@ from tests.broker.auth.certs import TestPKI
 from tests.broker.auth.test_sasl import amqplain
 from txamqp09.broker.auth.cred import AMQPUser, IAMQPUser, LoopbackOnly, make_portal
 from txamqp09.broker.auth.errors import LoginRefused
+from txamqp09.broker.auth.passwords import PasswordHash
 from txamqp09.broker.auth.permissions import Permissions
 from txamqp09.broker.auth.realms import Right
 from txamqp09.broker.auth.sasl import ExternalCredentials, PasswordCredentials, PeerInfo
@@ -24,6 +25,7 @@ from txamqp09.broker.auth.users import UserDatabase, VirtualHost
 
 LOCAL = PeerInfo(IPv4Address("TCP", "127.0.0.1", 50000))
 REMOTE = PeerInfo(IPv4Address("TCP", "192.0.2.7", 50000))
+ELSEWHERE = PeerInfo(IPv4Address("TCP", "192.0.2.8", 50000))
 
 
 def database() -> UserDatabase:
@@ -262,6 +264,40 @@ class SecurityLoginTests(SynchronousTestCase):
         self.assertNoResult(waiting)
         self.clock.advance(0.5)
         self.failureResultOf(waiting, LoginRefused)
+
+    def test_an_attacker_gets_a_bounded_amount_of_work(self) -> None:
+        """A host sending wrong passwords as fast as it can (50 every 50 ms,
+        a new user name each, so that no delay grows past its first) makes the
+        broker hash at most max_pending / base passwords a second, and holds at
+        most max_pending refused connections open; a correct login from
+        another host, once a second, is let in at once."""
+        checks: list[str] = []
+        verify = PasswordHash.verify
+
+        def counted(hashed: PasswordHash, password: str) -> bool:
+            checks.append(password)
+            return verify(hashed, password)
+
+        self.patch(PasswordHash, "verify", counted)
+        throttle = self.security.throttle
+        seconds, tick, burst = 10, 0.05, 50
+        guesses, most_pending, correct = 0, 0, []
+        for step in range(round(seconds / tick)):
+            for _ in range(burst):
+                refused = self.login("PLAIN", f"\x00user{guesses}\x00wrong".encode(), REMOTE)
+                refused.addErrback(lambda failure: failure.trap(LoginRefused))
+                guesses += 1
+            most_pending = max(most_pending, throttle.pending(REMOTE.host))
+            if step % round(1 / tick) == 0:
+                login = self.login("PLAIN", b"\x00alice\x00wonderland", ELSEWHERE)
+                correct.append(self.successResultOf(login).user.name)
+            self.clock.advance(tick)
+        self.assertEqual(correct, ["alice"] * seconds)
+        self.assertEqual(most_pending, throttle.max_pending)
+        attacker_checks = len(checks) - seconds
+        self.assertLessEqual(attacker_checks, throttle.max_pending * (1 + seconds / throttle.base))
+        self.assertGreater(attacker_checks, throttle.max_pending * seconds / throttle.base / 2)
+        self.assertEqual(guesses, seconds / tick * burst)
 
     def test_unexpected_errors_are_not_disguised_as_refusals(self) -> None:
         def broken(*args: Any) -> Any:

@@ -220,6 +220,12 @@ def sync(channel: BlockingChannel) -> None:
     channel.basic_qos(prefetch_count=0)
 
 
+def settle(channel: BlockingChannel) -> None:
+    """One round trip on *channel*, then run pika's callbacks for what arrived."""
+    sync(channel)
+    channel.connection.process_data_events(0)
+
+
 def send(channel: BlockingChannel, method: Any, content: Optional[tuple[Any, bytes]] = None) -> None:
     """Send *method* (a ``pika.spec`` method) as it is, without waiting for an answer."""
     channel._impl._send_method(method, content)  # noqa: SLF001 - pika has no public way
@@ -799,8 +805,7 @@ def basic_publish_mandatory_unroutable(s: Session) -> Any:
     returned: list[Any] = []
     channel.add_on_return_callback(lambda _ch, method, _p, body: returned.append((method.reply_code, method.reply_text, body)))
     channel.basic_publish("amq.direct", s.name("key"), b"x", mandatory=True)
-    sync(channel)
-    channel.connection.process_data_events(0)
+    settle(channel)
     return returned
 
 
@@ -815,8 +820,7 @@ def basic_publish_immediate(s: Session) -> Any:
         pika.spec.Basic.Publish(exchange="", routing_key=s.name("q"), immediate=True),
         (pika.spec.BasicProperties(), b"x"),
     )
-    sync(channel)
-    channel.connection.process_data_events(0)
+    settle(channel)
     return returned
 
 
@@ -1314,3 +1318,139 @@ def basic_publish_expiration_with_sign(s: Session) -> Any:
     channel.basic_publish("", s.name("q"), b"x", pika.BasicProperties(expiration="+60000"))
     method, properties, _ = channel.basic_get(s.name("q"), auto_ack=True)
     return method is not None, properties.expiration
+
+
+# -- names and shortcuts -------------------------------------------------------
+
+
+@probe
+def connection_empty_vhost(s: Session) -> None:
+    s.connect(virtual_host="")
+
+
+@probe
+def queue_passive_reserved_missing(s: Session) -> None:
+    s.channel().queue_declare("amq." + s.name("q"), passive=True)
+
+
+@probe
+def queue_delete_reserved_missing(s: Session) -> Any:
+    return s.channel().queue_delete("amq." + s.name("q")).method.message_count
+
+
+@probe
+def queue_bind_reserved_missing_exchange(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.queue_bind(s.name("q"), "amq." + s.name("ex"), "k")
+
+
+@probe
+def exchange_and_queue_odd_names(s: Session) -> Any:
+    channel = s.channel()
+    exchange, queue = s.name("ex") + " a/b!é", s.name("q") + " *#?"
+    channel.exchange_declare(exchange, "topic", auto_delete=True)
+    channel.queue_declare(queue, exclusive=True)
+    channel.queue_bind(queue, exchange, "#")
+    channel.basic_publish(exchange, "k", b"x")
+    method, _, body = channel.basic_get(queue, auto_ack=True)
+    return body
+
+
+@probe
+def basic_publish_amq_default(s: Session) -> Any:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.basic_publish("amq.default", s.name("q"), b"x")
+    sync(channel)
+    return channel.queue_declare(s.name("q"), passive=True).method.message_count
+
+
+@probe
+def basic_ack_multiple_unknown_tag(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.basic_publish("", s.name("q"), b"x")
+    channel.basic_get(s.name("q"))
+    channel.basic_ack(5, multiple=True)
+    sync(channel)
+
+
+@probe
+def basic_cancel_other_channels_tag(s: Session) -> Any:
+    connection = s.connect()
+    first, second = connection.channel(), connection.channel()
+    first.queue_declare(s.name("q"), exclusive=True)
+    tag = first.basic_consume(s.name("q"), lambda *_: None)
+    send(second, pika.spec.Basic.Cancel(consumer_tag=tag))
+    sync(second)
+    return len(first.consumer_tags)
+
+
+# -- what a client sees besides errors -----------------------------------------
+
+
+@probe
+def queue_deleted_cancels_its_consumers(s: Session) -> Any:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), auto_delete=False)
+    cancelled: list[str] = []
+    channel.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.NAME))
+    channel.basic_consume(s.name("q"), lambda *_: None)
+    s.channel().queue_delete(s.name("q"))
+    settle(channel)
+    return cancelled
+
+
+@probe
+def basic_nack_requeue_redelivers(s: Session) -> Any:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.basic_publish("", s.name("q"), b"x")
+    method, _, _ = channel.basic_get(s.name("q"))
+    channel.basic_nack(method.delivery_tag, requeue=True)
+    again, _, _ = channel.basic_get(s.name("q"), auto_ack=True)
+    return method.redelivered, again.redelivered, again.delivery_tag
+
+
+@probe
+def queue_purge_and_delete_counts(s: Session) -> Any:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    for body in (b"1", b"2", b"3"):
+        channel.basic_publish("", s.name("q"), body)
+    purged = channel.queue_purge(s.name("q")).method.message_count
+    channel.basic_publish("", s.name("q"), b"4")
+    deleted = channel.queue_delete(s.name("q")).method.message_count
+    return purged, deleted
+
+
+@probe
+def basic_get_empty(s: Session) -> Any:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    return channel.basic_get(s.name("q"))
+
+
+@probe
+def tx_rollback_drops_publishes(s: Session) -> Any:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.tx_select()
+    channel.basic_publish("", s.name("q"), b"x")
+    channel.tx_rollback()
+    channel.basic_publish("", s.name("q"), b"y")
+    channel.tx_commit()
+    return channel.queue_declare(s.name("q"), passive=True).method.message_count
+
+
+@probe
+def exchange_delete_if_unused_with_exchange_binding(s: Session) -> None:
+    channel = s.channel()
+    channel.exchange_declare(s.name("src"), "direct", auto_delete=False)
+    channel.exchange_declare(s.name("dst"), "direct", auto_delete=True)
+    try:
+        channel.exchange_bind(s.name("dst"), s.name("src"), "k")
+        channel.exchange_delete(s.name("src"), if_unused=True)
+    finally:
+        s.channel().exchange_delete(s.name("src"))
