@@ -72,7 +72,8 @@ class Dialect:
     #: unacknowledged; otherwise they are delivered again.
     rollback_keeps_acked: bool
     #: A method of another class on channel 0 is 504 and a connection
-    #: method on another channel 503; otherwise 503 and 504.
+    #: method on another channel 503; otherwise 503 and 504. A negotiation
+    #: method after connection.open is 504; otherwise 503.
     misplaced_methods_as_rabbitmq: bool
     #: queue.declare of another connection's exclusive queue is 405;
     #: otherwise 504 (0-9's rule names channel-error).

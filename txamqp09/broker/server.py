@@ -271,6 +271,10 @@ class ServerConnection(AMQPConnection):
     # -- negotiation ---------------------------------------------------------
 
     def _expect(self, method: Any, done: bool) -> None:
+        """Refuse negotiation *method* if its step is *done*: 503, or in
+        RabbitMQ's dialect 504 once the connection is open."""
+        if done and self.vhost is not None and self.dialect.misplaced_methods_as_rabbitmq:
+            raise self._unexpected(method, hint=f"{method.NAME} arrived after the connection was opened")
         if done:
             raise CommandInvalid(
                 f"{method.NAME} arrived out of order during negotiation",
@@ -499,9 +503,12 @@ class ServerConnection(AMQPConnection):
                 "unimplemented method", method.CLASS_ID, method.METHOD_ID,
                 hint=f"{method.NAME} must be sent on channel 0, not {channel}",
             )
+        return self._unexpected(method, hint=f"{method.NAME} must be sent on a channel other than 0")
+
+    def _unexpected(self, method: Any, hint: str) -> ChannelError:
+        """RabbitMQ's 504 for *method* on channel 0 of an open connection."""
         return ChannelError(
-            "unexpected method in connection state running", method.CLASS_ID, method.METHOD_ID,
-            hint=f"{method.NAME} must be sent on a channel other than 0",
+            "unexpected method in connection state running", method.CLASS_ID, method.METHOD_ID, hint=hint
         )
 
     def replyText(self, error: AMQPError) -> str:

@@ -98,10 +98,11 @@ class Session:
         """A channel on a new connection."""
         return self.connect().channel()
 
-    def raw(self, **tune: int) -> RawConnection:
+    def raw(self, **options: Any) -> RawConnection:
         """A connection of bare frames, opened on vhost ``/`` with channel 1 open
-        (*tune*: the channel_max and frame_max of its tune-ok)."""
-        connection = RawConnection(self.port, **tune)
+        (*options*: the channel_max and frame_max of its tune-ok, the login's
+        mechanism and response)."""
+        connection = RawConnection(self.port, **options)
         self.raw_connections.append(connection)
         return connection
 
@@ -124,14 +125,17 @@ class RawConnection:
     ConnectionClosedByBroker, as in the pika probes.
     """
 
-    def __init__(self, port: int, channel_max: int = 2047, frame_max: int = 131072) -> None:
+    def __init__(
+        self, port: int, channel_max: int = 2047, frame_max: int = 131072,
+        mechanism: str = "PLAIN", response: bytes = b"\x00guest\x00guest",
+    ) -> None:
         self.socket = socket.create_connection(("127.0.0.1", port), timeout=10)
         self._reader = FrameReader(1 << 20)
         self._methods: list[tuple[int, Any]] = []
         self.socket.sendall(AMQP0_9_1.header)
         self.expect("connection.start")
         self.send(0, spec.ConnectionStartOk(
-            client_properties={}, mechanism="PLAIN", response=b"\x00guest\x00guest", locale="en_US"))
+            client_properties={}, mechanism=mechanism, response=response, locale="en_US"))
         self.expect("connection.tune")
         self.send(0, spec.ConnectionTuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=0))
         self.send(0, spec.ConnectionOpen(virtual_host="/"))
@@ -1454,3 +1458,20 @@ def exchange_delete_if_unused_with_exchange_binding(s: Session) -> None:
         channel.exchange_delete(s.name("src"), if_unused=True)
     finally:
         s.channel().exchange_delete(s.name("src"))
+
+
+@probe
+def frame_login_unknown_mechanism(s: Session) -> None:
+    s.raw(mechanism="NO-SUCH-MECHANISM")
+
+
+@probe
+def frame_login_malformed_plain_response(s: Session) -> None:
+    s.raw(response=b"guest-without-separators")
+
+
+@probe
+def frame_connection_open_twice(s: Session) -> None:
+    raw = s.raw()
+    raw.send(0, spec.ConnectionOpen(virtual_host="/"))
+    raw.sync()

@@ -59,6 +59,14 @@ EXPLAINED: dict[str, str] = {
         "a tune-ok above the server's limits is closed with 530 saying which; RabbitMQ drops "
         "the connection"
     ),
+    "frame_login_unknown_mechanism": (
+        "a refused login is closed with 403 saying why; RabbitMQ closes the socket without "
+        "connection.close, after a pause, unless the client announced authentication_failure_close"
+    ),
+    "frame_login_malformed_plain_response": (
+        "a malformed PLAIN response is closed with 403 saying what is wrong; RabbitMQ closes the "
+        "socket without connection.close"
+    ),
     "frame_tune_ok_frame_max_too_small": (
         "a frame_max below 4096 is closed with 530 saying so; RabbitMQ drops the connection"
     ),

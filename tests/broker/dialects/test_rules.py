@@ -244,6 +244,11 @@ class SpecifiedDialectTests(_Cases):
         self.peer.send(4000, self.peer.spec.ChannelOpen())
         self.assertClosed(self.peer.expect(0, "connection.close"), "connection", 504)
 
+    def test_connection_open_twice_is_command_invalid(self) -> None:
+        self.peer.send(0, self.peer.spec.ConnectionOpen(virtual_host="/"))
+        answer = self.assertClosed(self.peer.expect(0, "connection.close"), "connection", 503)
+        self.assertEqual(answer.reply_text, "connection.open arrived out of order during negotiation")
+
     def test_reply_texts_carry_advice_not_code_names(self) -> None:
         answer = self.assertClosed(
             self.ask(self.peer.spec.BasicAck(delivery_tag=7)), "channel", 406
@@ -352,6 +357,11 @@ class RabbitMQDialectTests(_Cases):
             answer.reply_text,
             "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)",
         )
+
+    def test_connection_open_twice_is_a_channel_error(self) -> None:
+        self.peer.send(0, self.peer.spec.ConnectionOpen(virtual_host="/"))
+        answer = self.assertClosed(self.peer.expect(0, "connection.close"), "connection", 504)
+        self.assertEqual(answer.reply_text, "CHANNEL_ERROR - unexpected method in connection state running")
 
     def test_update_secret_accepted(self) -> None:
         self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"guest", reason="refresh"))
