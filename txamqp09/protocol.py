@@ -39,7 +39,7 @@ from txamqp09.wire.frames import (
     HEARTBEAT_FRAME,
     Command,
     ContentAssembler,
-    FrameReader,
+    FrameScanner,
     content_frames,
     method_frame,
 )
@@ -138,7 +138,8 @@ class AMQPConnection(Protocol):
         self.close_timeout = close_timeout
         self.batch = batch if batch is not None else OutputBatch()
         self.state = ConnectionState.AWAITING_HEADER
-        self._reader = FrameReader(frame_max)
+        #: The frame loop; hot paths register takers on it per channel.
+        self.scanner = FrameScanner(self.frameReceived, frame_max)
         self._assemblers: dict[int, ContentAssembler] = {}
         #: Channels closed by this side, waiting for channel.close-ok.
         self.closing_channels: set[int] = set()
@@ -158,7 +159,7 @@ class AMQPConnection(Protocol):
     def useVersion(self, version: ProtocolVersion) -> None:
         """Speak *version* from now on."""
         self.version = version
-        self._reader = FrameReader(self._reader.frame_max, version.reserved_frame_types)
+        self.scanner.reserved_types = version.reserved_frame_types
         self._handlers = {}
         for cls in version.methods.values():
             if cls.NAME.startswith("connection."):
@@ -210,7 +211,7 @@ class AMQPConnection(Protocol):
         body: bytes,
     ) -> None:
         """Send a content method with its header and body frames."""
-        self.write(content_frames(channel, method, properties, body, self._reader.frame_max))
+        self.write(content_frames(channel, method, properties, body, self.scanner.frame_max))
 
     # -- input -------------------------------------------------------------
 
@@ -234,15 +235,10 @@ class AMQPConnection(Protocol):
         self.framesReceived(data)
 
     def framesReceived(self, data: bytes) -> None:
-        """Parse the frames *data* completes and handle each in order.
-
-        Subclasses with a hot path may parse frames themselves and pass the
-        others to :meth:`frameReceived`.
-        """
-        for frame_type, channel, payload in self._reader.feed(data):
-            self.frameReceived(frame_type, channel, payload)
-            if self.state is ConnectionState.CLOSED:
-                return
+        """Handle the frames *data* completes, in order: each goes to its
+        channel's taker in :attr:`scanner` (the hot path) or else to
+        :meth:`frameReceived`."""
+        self.scanner.scan(data)
 
     def frameReceived(self, frame_type: int, channel: int, payload: bytes) -> None:
         """Handle one well-formed frame: methods, content, heartbeats."""
@@ -446,6 +442,7 @@ class AMQPConnection(Protocol):
 
     def connectionLost(self, reason: Optional[Failure] = None) -> None:
         self.state = ConnectionState.CLOSED
+        self.scanner.stop()
         self._stopHeartbeat()
         if self._close_call is not None and self._close_call.active():
             self._close_call.cancel()
@@ -494,5 +491,5 @@ class AMQPConnection(Protocol):
 
     def setFrameMax(self, frame_max: int) -> None:
         """Apply a negotiated frame_max to input and output."""
-        self._reader.frame_max = frame_max or (1 << 32) - 1
+        self.scanner.frame_max = frame_max or (1 << 32) - 1
 

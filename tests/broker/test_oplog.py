@@ -15,6 +15,8 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.broker.peer import Peer
 from txamqp09.broker import oplog
+from txamqp09.broker.alarms import ResourceAlarms
+from txamqp09.broker.disk import DiskMonitor
 from txamqp09.broker.server import ServerFactory
 from txamqp09.broker.service import BrokerService, StartupError
 from txamqp09.tap import Options, makeService
@@ -104,6 +106,34 @@ class ConnectionLinesTests(SynchronousTestCase):
     def test_bad_level(self) -> None:
         error = self.assertRaises(ValueError, oplog.set_level, "loud")
         self.assertEqual(str(error), "'loud' is not a log level: use one of debug, info, warn, error, critical")
+
+
+class AlarmLinesTests(SynchronousTestCase):
+    """Resource alarms set and cleared are operator log lines, under --log-level."""
+
+    def setUp(self) -> None:
+        self.log = LogCapture(self)
+        self.clock = Clock()
+        self.free = 10 * 2**20
+        self.monitor = DiskMonitor(Path("/data"), 50 * 2**20, ResourceAlarms(), self.clock, lambda _: self.free)
+
+    def test_disk_alarm_set_and_cleared(self) -> None:
+        self.monitor.check()
+        self.free = 60 * 2**20
+        self.monitor.check()
+        self.assertEqual(self.log.lines(), [
+            "warn: disk alarm set: 10.0 MiB free on /data, limit 50.0 MiB; publishers are blocked",
+            "info: disk alarm cleared: 60.0 MiB free on /data, limit 50.0 MiB",
+        ])
+
+    def test_log_level_quiets_the_cleared_line(self) -> None:
+        oplog.set_level("warn")
+        self.monitor.check()
+        self.free = 60 * 2**20
+        self.monitor.check()
+        self.assertEqual(
+            self.log.lines(), ["warn: disk alarm set: 10.0 MiB free on /data, limit 50.0 MiB; publishers are blocked"]
+        )
 
 
 class StartupLinesTests(TestCase):

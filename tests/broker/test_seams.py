@@ -41,8 +41,11 @@ class SinkTests(SynchronousTestCase):
     """Everything a session reports to provides ISink."""
 
     def test_server_channels(self) -> None:
+        """A server channel's session reports to the channel's publisher."""
         peer = Peer(factory())
-        verifyObject(ISink, peer.server.channels[1])
+        sink = peer.server.channels[1].session.sink
+        self.assertIs(sink, peer.server.channels[1].publisher)
+        verifyObject(ISink, sink)
 
     def test_class_states_with_deliveries_of_their_own(self) -> None:
         peer = Peer(factory(), AMQP0_9)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import traceback
 from datetime import datetime, timezone
 
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SkipTest, TestCase
 
 from txamqp09.spark.options import OptionError, ReadOptions, WriteOptions
 from txamqp09.spark.rows import header_text, message_row, publication
@@ -116,6 +118,34 @@ class OptionTests(TestCase):
         for options, message in cases:
             with self.assertRaisesRegex(OptionError, message):
                 ReadOptions.parse(options, streaming=False)
+
+    def test_option_error_shows_its_message_first(self) -> None:
+        """Formatted as Spark's worker formats it for the user (the cause
+        cleared, the traceback shortened), an option error's first line is its
+        message, before the traceback."""
+        try:
+            ReadOptions.parse({"url": "u", "queue": "q", "numPartitions": "x"}, streaming=False)
+        except OptionError as error:
+            error.__cause__ = None
+            shown = "".join(traceback.TracebackException.from_exception(error, compact=True).format())
+        lines = shown.splitlines()
+        self.assertEqual(lines[0], "txamqp09.spark.options.OptionError: option 'numPartitions' must be an integer, not 'x'")
+        self.assertIn("Traceback (most recent call last):", lines)
+        self.assertEqual(lines[-1], lines[0])
+
+    def test_option_error_first_in_pyspark_worker_report(self) -> None:
+        """pyspark's own worker error report starts with the message."""
+        if spark_missing():
+            raise SkipTest(spark_missing())
+        from pyspark.util import handle_worker_exception
+
+        report = io.BytesIO()
+        try:
+            WriteOptions.parse({"url": "u", "deliveryMode": "3"})
+        except OptionError as error:
+            handle_worker_exception(error, report)
+        text = report.getvalue()[8:].decode()
+        self.assertTrue(text.startswith("txamqp09.spark.options.OptionError: option 'deliveryMode' must be 1 or 2, not 3\n"), text)
 
     def test_write_options(self) -> None:
         options = WriteOptions.parse({"url": "u", "exchange": "x", "routingKey": "k", "writeId": "w"})

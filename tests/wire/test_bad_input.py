@@ -206,16 +206,6 @@ class FrameReaderTests(_Errors):
         for payload in (p for _, _, p in expected):
             self.assertIs(type(payload), bytes)
 
-    def test_stopping_early_keeps_the_rest(self) -> None:
-        """Frames not iterated over come out of the next feed."""
-        data, expected = self._stream()
-        reader = FrameReader()
-        frames = reader.feed(data)
-        first = [next(frames), next(frames)]
-        frames.close()
-        self.assertEqual(reader.buffered, len(data) - sum(8 + len(p) for _, _, p in first))
-        self.assertEqual(first + list(reader.feed(b"")), expected)
-
     def test_buffer_like_input(self) -> None:
         """bytearray and memoryview chunks work; payloads are always bytes."""
         data, expected = self._stream()

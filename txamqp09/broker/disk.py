@@ -25,8 +25,8 @@ from typing import Callable, Optional
 
 from twisted.application.service import Service
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
-from twisted.logger import Logger
 
+from txamqp09.broker import oplog
 from txamqp09.broker.alarms import ResourceAlarms
 from txamqp09.store.interface import IMessageStore
 
@@ -60,8 +60,6 @@ class DiskMonitor(Service):
     :ivar store_error: what the store last reported of a failed write (None
         while its writes succeed).
     """
-
-    log = Logger()
 
     def __init__(
         self,
@@ -101,21 +99,14 @@ class DiskMonitor(Service):
         try:
             self.free = free = self._read_free(self.directory)
         except OSError as error:
-            self.log.error("cannot read the free space of {directory}: {error}", directory=self.directory, error=error)
+            oplog.disk_unreadable(str(self.directory), str(error))
             free = self.free if self.free is not None else self.limit
         low = free < self.limit or self.store_error is not None
         if low and DISK not in self.alarms.active():
-            self.log.warn(
-                "disk alarm set: {free} free on {directory}, limit {limit}{error}; publishers are blocked",
-                free=_mebibytes(free), directory=self.directory, limit=_mebibytes(self.limit),
-                error=f" (the store reports: {self.store_error})" if self.store_error else "",
-            )
+            oplog.disk_alarm(True, free, str(self.directory), self.limit, self.store_error)
             self.alarms.raise_alarm(DISK)
         elif not low and DISK in self.alarms.active():
-            self.log.info(
-                "disk alarm cleared: {free} free on {directory}, limit {limit}",
-                free=_mebibytes(free), directory=self.directory, limit=_mebibytes(self.limit),
-            )
+            oplog.disk_alarm(False, free, str(self.directory), self.limit, None)
             self.alarms.clear_alarm(DISK)
         if self.running:
             self._next = self.clock.callLater(self.interval(free), self.check)
@@ -130,7 +121,3 @@ class DiskMonitor(Service):
         self.store_error = error
         self.check()
 
-
-def _mebibytes(size: int) -> str:
-    """*size* bytes for a log line."""
-    return f"{size / 1048576:.1f} MiB"

@@ -40,6 +40,8 @@ __all__ = [
     "consumer_timeout",
     "data_directory",
     "definitions_applied",
+    "disk_alarm",
+    "disk_unreadable",
     "handshake_timeout",
     "known_names",
     "memory_alarm",
@@ -236,6 +238,28 @@ def memory_alarm(raised: bool, used: int, watermark: int) -> None:
             "{watermark:.1f} MiB",
             used=used / 2**20, watermark=watermark / 2**20,
         )
+
+
+def disk_alarm(raised: bool, free: int, directory: str, limit: int, store_error: Optional[str]) -> None:
+    """The disk alarm went up (publishers blocked) or cleared; sizes in bytes.
+    *store_error* is what the store last reported of a failed write, if any."""
+    if raised:
+        log.warn(
+            "disk alarm set: {free:.1f} MiB free on {directory}, limit {limit:.1f} MiB{error}; "
+            "publishers are blocked",
+            free=free / 2**20, directory=directory, limit=limit / 2**20,
+            error=f" (the store reports: {store_error})" if store_error else "",
+        )
+    else:
+        log.info(
+            "disk alarm cleared: {free:.1f} MiB free on {directory}, limit {limit:.1f} MiB",
+            free=free / 2**20, directory=directory, limit=limit / 2**20,
+        )
+
+
+def disk_unreadable(directory: str, error: str) -> None:
+    """The free space of the data directory could not be read."""
+    log.error("cannot read the free space of {directory}: {error}", directory=directory, error=error)
 
 
 def handshake_timeout(peer: str, seconds: float) -> None:

@@ -9,7 +9,6 @@ channel layer.
 from __future__ import annotations
 
 import platform
-import struct
 from typing import Any, Callable, Iterator, Optional
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -44,36 +43,24 @@ from txamqp09.broker.memory import (
 )
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
+from txamqp09.broker.publishing import Publisher
 from txamqp09.broker.runtime import RuntimeConfig
 from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT, AckTimeouts
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
-    AMQPNotImplemented,
     ChannelError,
     ChannelLevelError,
     CommandInvalid,
     ConnectionForced,
     ConnectionLevelError,
-    FrameError,
     InternalError,
     InvalidPath,
     NotAllowed,
     ResourceError,
-    UnexpectedFrame,
 )
 from txamqp09.wire.bodies import MAPPED_BODY_SIZE
-from txamqp09.wire.frames import (
-    FRAME_BODY,
-    FRAME_END,
-    FRAME_HEADER,
-    FRAME_HEARTBEAT,
-    FRAME_METHOD,
-    HEARTBEAT_FRAME,
-    FRAME_MIN_SIZE,
-    FRAME_OVERHEAD,
-    Command,
-)
+from txamqp09.wire.frames import FRAME_MIN_SIZE, HEARTBEAT_FRAME, Command
 from txamqp09.wire.versions import (
     CAPABILITIES,
     AMQP0_9_1,
@@ -88,11 +75,6 @@ PAUSED_PROBE_INTERVAL = 2.0
 #: Bytes of unfinished messages one connection may hold across its channels, by default.
 DEFAULT_PARTIAL_CONTENT_MAX = 256 * 1024 * 1024
 
-_FRAME_HEADER = struct.Struct(">BHI")
-_METHOD_IDS = struct.Struct(">I")
-_PUBLISH = (60 << 16) | 40
-_ACK = (60 << 16) | 80
-_FRAME_TYPES = frozenset({FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT})
 #: The hold the ready bytes throttle puts on a connection's reading.
 _WATERMARK_HOLD = "high watermark"
 
@@ -128,10 +110,11 @@ def server_properties(dialect: Dialect) -> dict[str, Any]:
 class ServerConnection(AMQPConnection):
     """One client's connection to the broker.
 
-    Once the connection is open, its frame loop (:meth:`framesReceived`)
-    hands basic.publish, its content and basic.ack on open channels straight
-    to the channel's hot-path methods; every other frame takes the general
-    path of :class:`~txamqp09.protocol.AMQPConnection`.
+    Each open channel's :class:`~txamqp09.broker.publishing.Publisher` is
+    the frame scanner's taker for that channel: basic.publish, its content
+    and basic.ack go straight to it; every other frame takes the general
+    path of :class:`~txamqp09.protocol.AMQPConnection`. A channel-level error
+    raised by a frame closes that channel only.
 
     :param broker: the model the connection works on (a new, empty one if
         omitted).
@@ -163,7 +146,7 @@ class ServerConnection(AMQPConnection):
         **options: Any,
     ) -> None:
         super().__init__(clock, **options)
-        self._reader.frame_max = self.frame_max
+        self.scanner.channel_error = self.channelError
         #: Seconds an untouched file or message staging entry is kept (0: always).
         self.staging_ttl = staging_ttl
         self.broker = broker if broker is not None else Broker()
@@ -207,10 +190,9 @@ class ServerConnection(AMQPConnection):
         self.channels: dict[int, ServerChannel] = {}
         #: The rules the protocol header chose (RabbitMQ's until it arrives).
         self.dialect: Dialect = RABBITMQ
-        self._input = bytearray()
         self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
-        self._confirming: list[ServerChannel] = []
+        self._confirming: list[Publisher] = []
 
     def dataReceived(self, data: bytes) -> None:
         """Handle the client's *data*. A fault of the broker's own (an
@@ -391,80 +373,6 @@ class ServerConnection(AMQPConnection):
         failure.trap(NotAllowed)
         self.close(failure.value)  # type: ignore[arg-type]
 
-    # -- frames --------------------------------------------------------------
-
-    def framesReceived(self, data: bytes) -> None:
-        """Parse frames from one buffer, taking the hot path where it applies."""
-        buf = self._input
-        buf += data
-        size = len(buf)
-        pos = 0
-        limit = self.frame_max
-        channels = self.channels
-        gate = self.gate
-        try:
-            while size - pos >= 7:
-                frame_type, number, length = _FRAME_HEADER.unpack_from(buf, pos)
-                if length + FRAME_OVERHEAD > limit:
-                    raise FrameError(f"frame of {length + FRAME_OVERHEAD} bytes exceeds frame_max {limit}")
-                end = pos + 7 + length
-                if end >= size:
-                    break
-                if buf[end] != FRAME_END:
-                    raise FrameError(
-                        f"frame-end octet is {buf[end]:#04x}, not 0xce: the frame's size "
-                        "field does not match its contents"
-                    )
-                start = pos + 7
-                pos = end + 1
-                channel = channels.get(number)
-                try:
-                    if channel is not None:
-                        if channel.content is not None:
-                            if frame_type == FRAME_BODY:
-                                channel.bodyFrame(buf, start, end)
-                                if gate.armed:
-                                    gate.contentReceived()
-                                    break
-                                continue
-                            if frame_type == FRAME_HEADER:
-                                channel.headerFrame(buf, start, end)
-                                if gate.armed:
-                                    gate.contentReceived()
-                                    break
-                                continue
-                            if frame_type == FRAME_METHOD:
-                                raise UnexpectedFrame(
-                                    "expected content header for class 60, got non content "
-                                    "header frame instead" if channel.awaits_header else
-                                    "expected content body, got non content body frame instead",
-                                    hint="a method frame arrived while basic.publish still waited "
-                                    "for its content",
-                                )
-                        elif frame_type == FRAME_METHOD and length >= 4:
-                            ids = _METHOD_IDS.unpack_from(buf, start)[0]
-                            if ids == _PUBLISH:
-                                channel.publishFrame(buf, start + 4, end)
-                                continue
-                            if ids == _ACK:
-                                channel.ackFrame(buf, start + 4, end)
-                                continue
-                    if frame_type not in _FRAME_TYPES:
-                        self._unknownFrameType(frame_type)
-                    self.frameReceived(frame_type, number, bytes(buf[start:end]))
-                except ChannelLevelError as error:
-                    self.channelError(number, error)
-                if self.state is ConnectionState.CLOSED:
-                    break
-        finally:
-            del buf[:pos]
-
-    def _unknownFrameType(self, frame_type: int) -> None:
-        assert self.version is not None
-        if frame_type in self.version.reserved_frame_types:
-            raise AMQPNotImplemented(f"frames of type {frame_type} are not supported")
-        raise FrameError(f"unknown frame type {frame_type}")
-
     # -- channels ------------------------------------------------------------
 
     def commandReceived(self, channel: int, command: Command) -> None:
@@ -527,8 +435,8 @@ class ServerConnection(AMQPConnection):
             )
         assert self.user is not None
         self.security.check_channel_limit(self.user.name)
-        channel = self.channels[number] = ServerChannel(self, number, self.model_vhost, self.client)
-        self.broker.churn.channel_created += 1
+        channel = ServerChannel(self, number, self.model_vhost, self.client)
+        self._addChannel(channel)
         self.sendMethod(number, classes.open_ok(channel))
 
     def _channelResume(self, number: int, method: Any) -> None:
@@ -542,8 +450,7 @@ class ServerConnection(AMQPConnection):
         except ChannelLevelError:
             channel.close()
             raise
-        self.channels[number] = channel
-        self.broker.churn.channel_created += 1
+        self._addChannel(channel)
         self.sendMethod(number, ok)
 
     def _channelClose(self, number: int, method: Any) -> None:
@@ -563,7 +470,14 @@ class ServerConnection(AMQPConnection):
         self._forgetChannel(number)
         self.channelClosed(number)
 
+    def _addChannel(self, channel: ServerChannel) -> None:
+        """*channel* is open: its frames go to its publisher first."""
+        self.channels[channel.number] = channel
+        self.scanner.takers[channel.number] = channel.publisher.take
+        self.broker.churn.channel_created += 1
+
     def _forgetChannel(self, number: int) -> None:
+        self.scanner.takers.pop(number, None)
         channel = self.channels.pop(number, None)
         if channel is not None:
             self.broker.churn.channel_closed += 1
@@ -576,9 +490,9 @@ class ServerConnection(AMQPConnection):
 
     # -- flow of output ------------------------------------------------------
 
-    def confirmsPending(self, channel: ServerChannel) -> None:
-        """*channel* gathers publisher acks: have them sent with this batch's output."""
-        self._confirming.append(channel)
+    def confirmsPending(self, publisher: Publisher) -> None:
+        """*publisher* gathers acks: have them sent with this batch's output."""
+        self._confirming.append(publisher)
         if self.batch.active:
             self.batch.mark(self)
         else:
@@ -587,9 +501,9 @@ class ServerConnection(AMQPConnection):
     def flush(self) -> None:
         """Write queued output, gathered publisher acks first."""
         if self._confirming:
-            channels, self._confirming = self._confirming, []
-            for channel in channels:
-                channel.flushConfirms()
+            publishers, self._confirming = self._confirming, []
+            for publisher in publishers:
+                publisher.flushConfirms()
         output = self._output
         if output and self.transport is not None:
             stats = self.stats
@@ -642,16 +556,18 @@ class ServerConnection(AMQPConnection):
     @property
     def published(self) -> bool:
         """The client has published on any channel still open."""
-        return any(channel.publishes for channel in self.channels.values())
+        return any(channel.publisher.publishes for channel in self.channels.values())
 
     def publishCount(self) -> int:
         """Messages published on the open channels, and contents under way."""
         return sum(
-            channel.publishes + (channel.content is not None) for channel in self.channels.values()
+            channel.publisher.publishes + (channel.publisher.content is not None)
+            for channel in self.channels.values()
         )
 
     def pauseReading(self) -> None:
-        """Stop reading from the client (TCP pushes back on it).
+        """Stop reading from the client (TCP pushes back on it), and stop
+        handling what was read, from the frame after the current one.
 
         Until reading resumes, a heartbeat frame goes to the client every
         :data:`PAUSED_PROBE_INTERVAL` seconds: a connection that is not read
@@ -660,6 +576,7 @@ class ServerConnection(AMQPConnection):
         it holds, unfinished messages included.
         """
         if self.state is not ConnectionState.CLOSED and self.transport is not None:
+            self.scanner.pause()
             self.transport.pauseProducing()  # type: ignore[attr-defined]
             self._probe_call = self.clock.callLater(PAUSED_PROBE_INTERVAL, self._probePaused)
 
@@ -680,8 +597,9 @@ class ServerConnection(AMQPConnection):
         if self.state is ConnectionState.CLOSED or self.transport is None:
             return
         self._last_received = self.clock.seconds()
+        self.scanner.resume()
         self.transport.resumeProducing()  # type: ignore[attr-defined]
-        if self._input:
+        if self.scanner.buffered:
             self.dataReceived(b"")
 
     def heartbeatTimedOut(self) -> None:
@@ -749,7 +667,8 @@ class ServerConnection(AMQPConnection):
 
     def _closeChannels(self) -> None:
         channels = list(self.channels.values())
-        self.channels.clear()  # in place: a running frame loop holds this dict
+        self.channels.clear()
+        self.scanner.takers.clear()  # in place: a running scan holds this dict
         self.broker.churn.channel_closed += len(channels)
         for channel in channels:
             channel.close(interrupted=True)

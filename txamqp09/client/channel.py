@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
 
-from txamqp09.client import framing
 from txamqp09.client.confirms import ConfirmTracker
 from txamqp09.client.consumer import DEFAULT_MAX_BACKLOG, Consumer, DeliveryCallback
 from txamqp09.client.errors import (
@@ -45,7 +44,18 @@ from txamqp09.wire.errors import (
     PreconditionFailed,
     error_for_code,
 )
-from txamqp09.wire.frames import Command, content_frames
+from txamqp09.wire.frames import (
+    BASIC_ACK,
+    BASIC_CLASS,
+    BASIC_NACK,
+    BASIC_REJECT,
+    FRAME_OVERHEAD,
+    NO_PROPERTIES,
+    Command,
+    content_frames,
+    encoded_content_frames,
+    tag_frame,
+)
 from txamqp09.wire.versions import ProtocolVersion
 
 if TYPE_CHECKING:
@@ -126,7 +136,7 @@ class Channel:
         self._confirms: Optional[ConfirmTracker] = None
         self._flow_active = True
         self._held: list[bytes] = []
-        self._publish_frames: dict[tuple[str, str, bool, bool], bytes] = {}
+        self._publish_methods: dict[tuple[str, str, bool, bool], bytes] = {}
         self._settled_through = 0
         self._last_ack: Optional[bytes] = None
         self._consumer_tags = count(1)
@@ -451,7 +461,7 @@ class Channel:
 
     def _encodeProperties(self, class_id: int, properties: PropertiesLike) -> bytes:
         if properties is None:
-            return framing.NO_PROPERTIES
+            return NO_PROPERTIES
         if isinstance(properties, Properties):
             return properties.encode()
         return self.version.properties[class_id](**properties).encode()
@@ -483,12 +493,13 @@ class Channel:
         if type(body) is not bytes:
             body = _as_bytes(body)
         key = (exchange, routing_key, mandatory, immediate)
-        method_frame = self._publish_frames.get(key)
-        if method_frame is None:
-            method_frame = self._cachePublishFrame(key)
-        encoded = framing.NO_PROPERTIES if properties is None else self._encodeProperties(60, properties)
-        data = framing.content_frames(
-            method_frame, self.number, encoded, body, self.connection.body_frame_limit
+        method = self._publish_methods.get(key)
+        if method is None:
+            method = self._cachePublishMethod(key)
+        encoded = NO_PROPERTIES if properties is None else self._encodeProperties(BASIC_CLASS, properties)
+        data = encoded_content_frames(
+            self.number, BASIC_CLASS, method, b"", b"", encoded, body,
+            self.connection.body_frame_limit - FRAME_OVERHEAD,
         )
         self._send(data)
         if self._confirms is not None:
@@ -498,11 +509,15 @@ class Channel:
     #: The same operation, under the name most clients use.
     publish = basic_publish
 
-    def _cachePublishFrame(self, key: tuple[str, str, bool, bool]) -> bytes:
-        if len(self._publish_frames) >= 256:
-            self._publish_frames.clear()
-        frame = self._publish_frames[key] = framing.publish_method_frame(self.number, *key)
-        return frame
+    def _cachePublishMethod(self, key: tuple[str, str, bool, bool]) -> bytes:
+        """The encoded basic.publish for (exchange, routing key, mandatory, immediate)."""
+        if len(self._publish_methods) >= 256:
+            self._publish_methods.clear()
+        exchange, routing_key, mandatory, immediate = key
+        method = self._publish_methods[key] = self.spec.BasicPublish(
+            exchange=exchange, routing_key=routing_key, mandatory=mandatory, immediate=immediate
+        ).encode()
+        return method
 
     # -- acknowledgements ------------------------------------------------------
 
@@ -525,9 +540,9 @@ class Channel:
         if self.state is not _OPEN:
             raise self._unusable()
         if not self._settle(delivery_tag, multiple):
-            self.connection.write(framing.ack_frame(self.number, delivery_tag, False))
+            self.connection.write(tag_frame(self.number, BASIC_ACK, delivery_tag, False))
             return
-        frame = framing.ack_frame(self.number, self._settled_through, True)
+        frame = tag_frame(self.number, BASIC_ACK, self._settled_through, True)
         if not self.connection.replaceQueued(self._last_ack, frame):
             self.connection.write(frame)
         self._last_ack = frame
@@ -538,13 +553,15 @@ class Channel:
             raise NotInThisVersion(f"basic.nack does not exist in AMQP {self.version.name}; use reject")
         self._checkOpen()
         self._settle(delivery_tag, multiple)
-        self.connection.write(framing.nack_frame(self.number, delivery_tag, multiple, requeue))
+        self.connection.write(
+            tag_frame(self.number, BASIC_NACK, delivery_tag, (1 if multiple else 0) | (2 if requeue else 0))
+        )
 
     def reject(self, delivery_tag: int, requeue: bool = True) -> None:
         """Refuse one delivery (basic.reject)."""
         self._checkOpen()
         self._settle(delivery_tag, False)
-        self.connection.write(framing.reject_frame(self.number, delivery_tag, requeue))
+        self.connection.write(tag_frame(self.number, BASIC_REJECT, delivery_tag, requeue))
 
     # -- explicit wrappers of the common methods ---------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import platform
 from collections import deque
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.endpoints import connectProtocol
@@ -52,6 +52,7 @@ from txamqp09.wire.errors import (
 )
 from txamqp09.wire.fields import TableCodec, field_text
 from txamqp09.wire.frames import (
+    BASIC_CLASS,
     FRAME_BODY,
     FRAME_HEADER,
     FRAME_METHOD,
@@ -80,9 +81,8 @@ __all__ = [
 _NO_LIMIT = (1 << 32) - 1
 #: Output held for the end of a batch is written once it reaches this size.
 WRITE_CHUNK = 65536
-_BASIC = 60
 #: Class and method ids of basic.deliver at the start of its frame payload.
-_DELIVER_IDS = bytes((0, _BASIC, 0, 60))
+_DELIVER_IDS = bytes((0, BASIC_CLASS, 0, 60))
 
 
 class Negotiation(enum.Enum):
@@ -328,75 +328,18 @@ class ClientConnection(AMQPConnection):
 
     # -- deliveries: the hot path ----------------------------------------------------
 
-    def framesReceived(self, data: bytes) -> None:
-        """Handle the frames *data* completes; basic.deliver with its content in one go.
-
-        A basic.deliver frame followed by its content header and body frames
-        on an open channel becomes a command without the general content
-        assembler; anything unusual (content split across reads, a frame of
-        another channel in between) takes the general path frame by frame,
-        which also reports protocol errors.
-        """
-        frames = self._reader.feed(data)
-        for frame in frames:
-            if frame[0] == FRAME_METHOD and frame[2][:4] == _DELIVER_IDS:
-                self._takeDelivery(frame, frames)
-            else:
-                self.frameReceived(*frame)
-            if self.state is ConnectionState.CLOSED:
-                return
-
-    def _takeDelivery(self, method: Frame, frames: Iterator[Frame]) -> None:
-        number = method[1]
+    def takesDeliveries(self, number: int) -> bool:
+        """Whether a basic.deliver on channel *number* may skip the general
+        content assembler: the connection and channel are open and no other
+        content is half received on it."""
         channel = self.channels.get(number)
         assembler = self._assemblers.get(number)
-        taken = [method]
-        if (
-            channel is None
-            or channel.state is not ChannelState.OPEN
-            or (assembler is not None and assembler.busy)
-            or self.state is not ConnectionState.OPEN
-        ):
-            self._framesReceivedSlowly(taken)
-            return
-        body_size = -1
-        received = 0
-        for frame in frames:
-            taken.append(frame)
-            if frame[1] != number or frame[0] != (FRAME_HEADER if body_size < 0 else FRAME_BODY):
-                break
-            if body_size < 0:
-                if len(frame[2]) < CONTENT_HEADER.size:
-                    break
-                class_id, _, body_size = CONTENT_HEADER.unpack_from(frame[2])
-                if class_id != _BASIC or body_size > self.max_body_size:
-                    break
-            else:
-                received += len(frame[2])
-            if received >= body_size:
-                if received == body_size:
-                    self._deliverTaken(number, taken)
-                    return
-                break
-        self._framesReceivedSlowly(taken)
-
-    def _deliverTaken(self, number: int, taken: list[Frame]) -> None:
-        assert self.version is not None
-        header = taken[1][2]
-        body = taken[2][2] if len(taken) == 3 else b"".join(frame[2] for frame in taken[2:])
-        command = Command(
-            decode_method(self.version.methods, taken[0][2]),
-            header[CONTENT_HEADER.size :],
-            body,
-            self.version.properties[_BASIC],
+        return (
+            channel is not None
+            and channel.state is ChannelState.OPEN
+            and (assembler is None or not assembler.busy)
+            and self.state is ConnectionState.OPEN
         )
-        self._deliver(number, command)
-
-    def _framesReceivedSlowly(self, frames: list[Frame]) -> None:
-        for frame in frames:
-            self.frameReceived(*frame)
-            if self.state is ConnectionState.CLOSED:
-                return
 
     # -- the open connection -----------------------------------------------------
 
@@ -414,6 +357,7 @@ class ClientConnection(AMQPConnection):
             return fail(ClientError(f"no channel available (channel_max {self._channelLimit()})"))
         channel = self._channel_class(self, number)
         self.channels[number] = channel
+        self.scanner.takers[number] = DeliveryTaker(self, number).take
         return channel.resume(resume) if resume else channel.open()
 
     def _freeChannelNumber(self) -> Optional[int]:
@@ -430,6 +374,7 @@ class ClientConnection(AMQPConnection):
     def forgetChannel(self, number: int) -> None:
         """*number* closed; it may be used again."""
         self.channels.pop(number, None)
+        self.scanner.takers.pop(number, None)
 
     def commandReceived(self, channel: int, command: Command) -> None:
         try:
@@ -664,3 +609,91 @@ def connect(
     connection = ClientConnection(parameters, reactor)
     connected = connectProtocol(endpoint or endpoint_for(reactor, parameters), connection)
     return connected.addCallback(lambda _: connection.whenOpened())
+
+
+class DeliveryTaker:
+    """The frame taker of one client channel: basic.deliver with its content
+    becomes a command without the general content assembler.
+
+    Anything unusual (a frame of another kind before the content is
+    complete, a content header of another class, a body above the limit)
+    hands the frames taken so far and the unusual one to the connection's
+    general path, which reports protocol errors.
+
+    :param connection: the channel's connection.
+    :param number: the channel number.
+    """
+
+    __slots__ = ("_connection", "_number", "_taken", "_size", "_received")
+
+    def __init__(self, connection: ClientConnection, number: int) -> None:
+        self._connection = connection
+        self._number = number
+        #: The frames of the delivery so far (none: no delivery under way).
+        self._taken: list[Frame] = []
+        #: The announced body size, or -1 before the content header.
+        self._size = -1
+        self._received = 0
+
+    def take(self, frame_type: int, buf: bytearray, start: int, end: int) -> bool:
+        """The channel's :data:`~txamqp09.wire.frames.FrameTaker`."""
+        taken = self._taken
+        if not taken:
+            if (
+                frame_type != FRAME_METHOD
+                or buf[start : start + 4] != _DELIVER_IDS
+                or not self._connection.takesDeliveries(self._number)
+            ):
+                return False
+            taken.append((frame_type, self._number, bytes(buf[start:end])))
+            return True
+        if self._size < 0:
+            if frame_type != FRAME_HEADER or end - start < CONTENT_HEADER.size:
+                return self._giveBack()
+            class_id, _, size = CONTENT_HEADER.unpack_from(buf, start)
+            if class_id != BASIC_CLASS or size > self._connection.max_body_size:
+                return self._giveBack()
+            self._size = size
+            taken.append((frame_type, self._number, bytes(buf[start:end])))
+            if size == 0:
+                self._complete()
+            return True
+        received = self._received + end - start
+        if frame_type != FRAME_BODY or received > self._size:
+            return self._giveBack()
+        taken.append((frame_type, self._number, bytes(buf[start:end])))
+        self._received = received
+        if received == self._size:
+            self._complete()
+        return True
+
+    def _complete(self) -> None:
+        connection = self._connection
+        assert connection.version is not None
+        taken = self._taken
+        self._reset()
+        header = taken[1][2]
+        body = taken[2][2] if len(taken) == 3 else b"".join(frame[2] for frame in taken[2:])
+        command = Command(
+            decode_method(connection.version.methods, taken[0][2]),
+            header[CONTENT_HEADER.size :],
+            body,
+            connection.version.properties[BASIC_CLASS],
+        )
+        connection._deliver(self._number, command)
+
+    def _giveBack(self) -> bool:
+        """Hand the frames taken so far to the general path; leave the current one to it."""
+        taken = self._taken
+        self._reset()
+        connection = self._connection
+        for frame in taken:
+            connection.frameReceived(*frame)
+            if connection.state is ConnectionState.CLOSED:
+                break
+        return False
+
+    def _reset(self) -> None:
+        self._taken = []
+        self._size = -1
+        self._received = 0

@@ -266,7 +266,7 @@ def channel_view(node: Node, channel: ServerChannel, *, details: bool = False) -
 
 def consumer_view(node: Node, consumer: Consumer) -> dict[str, Any]:
     """A consumer as ``/api/consumers`` shows it."""
-    channel: Any = consumer.session.sink
+    channel: Any = getattr(consumer.session.sink, "channel", None)
     channel_details: dict[str, Any] = {}
     connection = getattr(channel, "connection", None)
     if connection is not None:

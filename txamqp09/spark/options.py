@@ -40,7 +40,30 @@ _QUEUE_TYPES = ("classic", "stream")
 
 
 class OptionError(ValueError):
-    """An option is missing or has a value the data source cannot use."""
+    """An option is missing or has a value the data source cannot use.
+
+    Spark reports an error of a Python data source as a line of its own
+    (``[PYTHON_DATA_SOURCE_ERROR] Failed to initialize Python data source
+    reader:``) followed by the worker's formatted exception: a traceback
+    with the message on its last line. Python formats an exception's cause
+    before the exception, and an exception that was never raised without a
+    traceback; so an OptionError's cause is its own message, which then ends
+    Spark's first line. The cause stays when it is cleared (Spark clears
+    causes when it shortens tracebacks).
+    """
+
+    def __init__(self, message: str, *, headline: bool = False) -> None:
+        super().__init__(message)
+        self._headline = None if headline else OptionError(message, headline=True)
+
+    @property  # type: ignore[override]
+    def __cause__(self) -> Optional[BaseException]:
+        """The message, as an exception without a traceback (None for that one)."""
+        return self._headline
+
+    @__cause__.setter
+    def __cause__(self, cause: Optional[BaseException]) -> None:
+        """Ignored: the message stays first."""
 
 
 def _required(options: Mapping[str, str], name: str) -> str:

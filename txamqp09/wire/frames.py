@@ -1,13 +1,16 @@
-"""AMQP frames: an incremental reader, frame builders and the content assembler.
+"""AMQP frames: the frame scanner, frame builders and the content assembler.
 
 A frame is a 7-byte header (type octet, channel short, payload size long), the
-payload, and the frame-end octet 0xCE. :class:`FrameReader` parses frames with
-an offset straight out of the bytes it is fed when nothing is buffered, and
-otherwise out of one growing :class:`bytearray` that it compacts once per
-:meth:`~FrameReader.feed`; either way each payload is copied once. It checks
-the frame size against ``frame_max``, the frame type, and the heartbeat's
-channel and size as soon as a header arrives, before any of the payload is
-buffered.
+payload, and the frame-end octet 0xCE. :class:`FrameScanner` is the one frame
+loop of broker and client: it parses frames out of one :class:`bytearray` with
+an offset, hands the hot path's frames in place to per-channel takers and
+every other frame, copied once, to a general handler. :class:`FrameReader`
+wraps it as an iterator for tools and tests.
+
+The builders (:func:`method_frame`, :func:`content_frames`,
+:func:`encoded_content_frames`, :func:`tag_frame`) are the only code that
+writes frames, for broker and client alike; the hot paths use the last two,
+which work from already encoded pieces with precompiled structs.
 
 :class:`ContentAssembler` joins a content-carrying method with its content
 header and body frames into a :class:`Command`.
@@ -16,12 +19,14 @@ header and body frames into a :class:`Command`.
 from __future__ import annotations
 
 import struct
-from typing import Generator, Mapping, Optional, Union
+from typing import Callable, Iterator, Mapping, Optional, Union
 
 from txamqp09.wire.base import CONTENT_HEADER, Method, Properties, properties_error
 from txamqp09.wire.errors import (
+    AMQPError,
     AMQPNotImplemented,
     AMQPSyntaxError,
+    ChannelLevelError,
     FrameError,
     PreconditionFailed,
     UnexpectedFrame,
@@ -36,10 +41,20 @@ __all__ = [
     "FRAME_MIN_SIZE",
     "FRAME_OVERHEAD",
     "HEARTBEAT_FRAME",
+    "NO_PROPERTIES",
+    "BASIC_CLASS",
+    "BASIC_ACK",
+    "BASIC_REJECT",
+    "BASIC_NACK",
     "Frame",
+    "FrameHandler",
+    "FrameTaker",
+    "FrameScanner",
     "FrameReader",
     "method_frame",
     "content_frames",
+    "encoded_content_frames",
+    "tag_frame",
     "Command",
     "ContentAssembler",
 ]
@@ -59,8 +74,6 @@ _END = bytes((FRAME_END,))
 #: The heartbeat frame: type 8, channel 0, empty payload.
 HEARTBEAT_FRAME = _HEADER.pack(FRAME_HEARTBEAT, 0, 0) + _END
 
-#: The frame types that carry commands: method, content header, body.
-_CONTENT_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY))
 _TYPE_NAMES = {
     4: "out-of-band method",
     5: "out-of-band header",
@@ -73,100 +86,147 @@ Frame = tuple[int, int, bytes]
 BodyLike = Union[bytes, bytearray, memoryview]
 
 
-class FrameReader:
-    """Parses frames from a byte stream fed to it in chunks of any size.
+#: What the scanner calls with each frame no taker took: (type, channel, payload).
+FrameHandler = Callable[[int, int, bytes], None]
+#: A channel's hot-path receiver: (frame type, buffer, payload start, payload
+#: end) -> whether it took the frame (else the frame goes to the general
+#: handler). It reads the payload in place, without a copy.
+FrameTaker = Callable[[int, bytearray, int, int], bool]
+#: What the scanner calls when handling a frame raised a channel-level error.
+ChannelErrorHandler = Callable[[int, ChannelLevelError], None]
 
+
+class FrameScanner:
+    """Parses frames out of one :class:`bytearray` with an offset.
+
+    Each :meth:`scan` appends the received bytes to the buffer, walks the
+    complete frames in it with :func:`struct.unpack_from`, and removes them
+    once at the end. A frame on a channel with a *taker* (see
+    :attr:`takers`) is offered to it first, in place; every other frame is
+    copied out once and passed to the general *handler*. This is the frame
+    loop of both the broker and the client: the broker's takers read
+    basic.publish, its content and basic.ack; the client's read basic.deliver
+    and its content.
+
+    The frame size is checked against :attr:`frame_max` as soon as a
+    header is in, and the frame type (with the heartbeat's channel and size)
+    before any of the payload is buffered or a frame no taker took is handled
+    (takers take method, header and body frames only).
+
+    :param handler: called with every frame no taker took.
     :param frame_max: the largest frame accepted, header and frame-end
         included; may be changed after tuning.
-    :param reserved_types: frame types this version defines but that are not
+    :param reserved_types: frame types the version defines but that are not
         supported here (0-9's out-of-band and trace frames): they are refused
         with 540 not-implemented instead of 501 frame-error.
+    :param channel_error: if given, a channel-level error raised while a
+        frame is handled is passed to it (with the channel number) and
+        scanning goes on; otherwise the error ends the scan.
     """
 
-    __slots__ = ("_buffer", "frame_max", "_reserved")
+    __slots__ = (
+        "_buffer", "frame_max", "reserved_types", "_handler", "takers", "channel_error",
+        "halted", "_stopped",
+    )
 
     def __init__(
-        self, frame_max: int = FRAME_MIN_SIZE, reserved_types: frozenset[int] = frozenset()
+        self,
+        handler: FrameHandler,
+        frame_max: int = FRAME_MIN_SIZE,
+        reserved_types: frozenset[int] = frozenset(),
+        channel_error: Optional[ChannelErrorHandler] = None,
     ) -> None:
         self._buffer = bytearray()
         self.frame_max = frame_max
-        self._reserved = reserved_types
+        self.reserved_types = reserved_types
+        self._handler = handler
+        #: The hot-path receivers, by channel number.
+        self.takers: dict[int, FrameTaker] = {}
+        #: Where channel-level errors go (None: they end the scan).
+        self.channel_error = channel_error
+        #: Frames are not handled now (paused or stopped): checked after each frame.
+        self.halted = False
+        self._stopped = False
 
     @property
     def buffered(self) -> int:
-        """Bytes received but not yet returned as frames."""
+        """Bytes received but not yet handled as frames."""
         return len(self._buffer)
 
-    def feed(self, data: BodyLike) -> Generator[Frame, None, None]:
-        """Add *data* and yield every frame it completes, in order.
+    def stop(self) -> None:
+        """Handle no more frames, from the one after the current one on, ever."""
+        self.halted = self._stopped = True
+        self._buffer.clear()
 
-        This is a generator: *data* is taken and parsed as the result is
-        iterated, so iterate it (a result never iterated drops *data*).
-        Iteration raises :class:`FrameError` (501) at the first malformed
-        frame, after yielding the frames before it. The bytes of frames not
-        yet returned (an incomplete frame, or frames after the caller
-        stopped iterating) stay buffered for the next feed.
+    def pause(self) -> None:
+        """Handle no more frames until :meth:`resume`, from the one after
+        the current one on; what arrives meanwhile is buffered."""
+        self.halted = True
+
+    def resume(self) -> None:
+        """Handle frames again (unless stopped), starting with the next
+        :meth:`scan`: ``scan(b"")`` handles what was buffered."""
+        self.halted = self._stopped
+
+    def scan(self, data: BodyLike) -> None:
+        """Add *data* and handle every frame it completes, in order.
+
+        :raises FrameError: (501) at the first malformed frame, after the
+            frames before it were handled; the connection is then unusable.
         """
-        # Frames are sliced from *data* itself in the common case, where no
-        # partial frame is buffered: one copy per payload. Otherwise *data*
-        # joins the buffer and payloads are copied out through a view.
-        buffer = self._buffer
-        whole: Optional[bytes] = None
-        view: Optional[memoryview] = None
-        source: Union[bytes, bytearray]
-        if buffer or type(data) is not bytes:
-            buffer += data
-            source = buffer
-            view = memoryview(buffer)
-        else:
-            source = whole = data
-        size = len(source)
+        buf = self._buffer
+        if self.halted:
+            if not self._stopped:
+                buf += data
+            return
+        buf += data
+        size = len(buf)
         pos = 0
-        # Module constants as locals: looked up once per feed, not per frame.
-        unpack_header, overhead, frame_end = _HEADER.unpack_from, FRAME_OVERHEAD, FRAME_END
-        content_types = _CONTENT_TYPES
+        # Attributes and module constants as locals: looked up once per scan.
+        unpack_header, limit = _HEADER.unpack_from, self.frame_max
+        takers, handler = self.takers, self._handler
         try:
             while size - pos >= 7:
-                frame_type, channel, length = unpack_header(source, pos)
-                if length + overhead > self.frame_max:
+                frame_type, channel, length = unpack_header(buf, pos)
+                if length + FRAME_OVERHEAD > limit:
                     raise FrameError(
-                        f"frame of {length + FRAME_OVERHEAD} bytes exceeds "
-                        f"frame_max {self.frame_max}"
+                        f"frame of {length + FRAME_OVERHEAD} bytes exceeds frame_max {limit}"
                     )
-                if frame_type not in content_types:
-                    self._check_type(frame_type, channel, length)
                 start = pos + 7
                 end = start + length
                 if end >= size:
+                    if frame_type > FRAME_BODY or not frame_type:
+                        self._check_type(frame_type, channel, length)
                     break
-                if source[end] != frame_end:
+                if buf[end] != FRAME_END:
                     raise FrameError(
-                        f"frame-end octet is {source[end]:#04x}, not 0xce: the "
+                        f"frame-end octet is {buf[end]:#04x}, not 0xce: the "
                         "frame's size field does not match its contents"
                     )
-                if whole is not None:
-                    payload = whole[start:end]
-                else:
-                    assert view is not None
-                    payload = view[start:end].tobytes()
                 pos = end + 1
-                yield frame_type, channel, payload
+                try:
+                    taker = takers.get(channel)
+                    if taker is None or not taker(frame_type, buf, start, end):
+                        # Takers take only method, header and body frames.
+                        if frame_type > FRAME_BODY or not frame_type:
+                            self._check_type(frame_type, channel, length)
+                        handler(frame_type, channel, bytes(buf[start:end]))
+                except ChannelLevelError as error:
+                    if self.channel_error is None:
+                        raise
+                    self.channel_error(channel, error)
+                if self.halted:
+                    return
         finally:
-            if view is not None:
-                view.release()
-                del buffer[:pos]
-            elif pos < size:
-                buffer += source[pos:]
+            del buf[:pos]
 
     def _check_type(self, frame_type: int, channel: int, length: int) -> None:
         """Refuse a frame that is not method, header or body by its header alone."""
         if frame_type == FRAME_HEARTBEAT:
             if channel or length:
-                raise FrameError(
-                    "heartbeat frames must be on channel 0 with no payload"
-                )
+                raise FrameError("heartbeat frames must be on channel 0 with no payload")
             return
-        if frame_type in self._reserved:
+        if frame_type in self.reserved_types:
             raise AMQPNotImplemented(
                 f"{_TYPE_NAMES.get(frame_type, 'type %d' % frame_type)} frames "
                 "are not supported"
@@ -174,16 +234,77 @@ class FrameReader:
         raise FrameError(f"unknown frame type {frame_type}")
 
 
-_METHOD_HEADER = struct.Struct(">BHI")
+class FrameReader:
+    """A :class:`FrameScanner` as an iterator of frames, for tools and tests.
+
+    :param frame_max: as for :class:`FrameScanner`.
+    :param reserved_types: as for :class:`FrameScanner`.
+    """
+
+    __slots__ = ("_scanner", "_frames")
+
+    def __init__(
+        self, frame_max: int = FRAME_MIN_SIZE, reserved_types: frozenset[int] = frozenset()
+    ) -> None:
+        self._frames: list[Frame] = []
+        self._scanner = FrameScanner(
+            lambda *frame: self._frames.append(frame), frame_max, reserved_types
+        )
+
+    @property
+    def frame_max(self) -> int:
+        """The largest frame accepted."""
+        return self._scanner.frame_max
+
+    @frame_max.setter
+    def frame_max(self, frame_max: int) -> None:
+        self._scanner.frame_max = frame_max
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as frames."""
+        return self._scanner.buffered
+
+    def feed(self, data: BodyLike) -> Iterator[Frame]:
+        """Add *data* and return every frame it completes, in order.
+
+        A malformed frame raises :class:`FrameError` (501) from the iteration,
+        after the frames before it were returned.
+        """
+        self._frames = []
+        try:
+            self._scanner.scan(data)
+        except AMQPError as error:
+            return _then_raise(self._frames, error)
+        return iter(self._frames)
+
+
+def _then_raise(frames: list[Frame], error: AMQPError) -> Iterator[Frame]:
+    """*frames*, then *error*."""
+    yield from frames
+    raise error
+
+
+#: frame-end of the method frame, then the content header frame up to its properties.
+_CONTENT_HEADER_FRAME = struct.Struct(">BBHIHHQ")
+#: frame-end of the previous frame, then a body frame's header.
+_BODY_FRAME = struct.Struct(">BBHI")
+#: A whole basic method frame of a delivery tag and one octet of bits.
+_TAG_FRAME = struct.Struct(">BHIHHQBB")
+
+#: The encoded form of an empty basic properties list: no flag set.
+NO_PROPERTIES = b"\x00\x00"
+#: The basic class's id and its methods built by :func:`tag_frame`.
+BASIC_CLASS = 60
+BASIC_ACK = 80
+BASIC_REJECT = 90
+BASIC_NACK = 120
 
 
 def method_frame(channel: int, method: Method) -> bytes:
     """One method frame."""
     payload = method.encode()
-    return _METHOD_HEADER.pack(FRAME_METHOD, channel, len(payload)) + payload + _END
-
-
-_HEADER_FRAME = struct.Struct(">BHIHHQ")
+    return _HEADER.pack(FRAME_METHOD, channel, len(payload)) + payload + _END
 
 
 def content_frames(
@@ -199,26 +320,59 @@ def content_frames(
         and property list) when forwarding a received header unchanged.
     :param frame_max: the negotiated frame_max; 0 means no limit.
     """
-    payload = method.encode()
     encoded = properties if isinstance(properties, bytes) else properties.encode()
-    body_size = len(body)
-    parts: list[BodyLike] = [
-        _METHOD_HEADER.pack(FRAME_METHOD, channel, len(payload)),
-        payload,
-        _END,
-        _HEADER_FRAME.pack(
-            FRAME_HEADER, channel, 12 + len(encoded), method.CLASS_ID, 0, body_size
-        ),
-        encoded,
-        _END,
-    ]
-    chunk = frame_max - FRAME_OVERHEAD if frame_max else body_size
-    for start in range(0, body_size, chunk or 1):
-        piece = body[start : start + chunk]
-        parts.append(_HEADER.pack(FRAME_BODY, channel, len(piece)))
-        parts.append(piece)
-        parts.append(_END)
+    return encoded_content_frames(
+        channel, method.CLASS_ID, method.encode(), b"", b"", encoded, body,
+        frame_max - FRAME_OVERHEAD if frame_max else len(body) or 1,
+    )
+
+
+def encoded_content_frames(
+    channel: int,
+    class_id: int,
+    head: bytes,
+    middle: bytes,
+    tail: bytes,
+    properties: bytes,
+    body: BodyLike,
+    body_max: int,
+) -> bytes:
+    """A content method's frames, from its encoded parts: the hot paths' builder.
+
+    The method frame's payload is ``head + middle + tail``, taken in three
+    pieces so that callers need not join them first (typically: the ids and
+    the fields fixed per consumer, the fields of this message, the envelope).
+
+    :param class_id: the class of the content header.
+    :param properties: the encoded properties (flags and property list).
+    :param body_max: the largest body frame payload (frame_max less 8).
+    """
+    size = len(body)
+    method_frame = _HEADER.pack(FRAME_METHOD, channel, len(head) + len(middle) + len(tail))
+    header = _CONTENT_HEADER_FRAME.pack(
+        FRAME_END, FRAME_HEADER, channel, 12 + len(properties), class_id, 0, size
+    )
+    if size <= body_max:
+        if not size:
+            return b"".join((method_frame, head, middle, tail, header, properties, _END))
+        return b"".join(
+            (method_frame, head, middle, tail, header, properties,
+             _BODY_FRAME.pack(FRAME_END, FRAME_BODY, channel, size), body, _END)
+        )
+    parts: list[BodyLike] = [method_frame, head, middle, tail, header, properties]
+    for start in range(0, size, body_max):
+        piece = body[start : start + body_max]
+        parts += (_BODY_FRAME.pack(FRAME_END, FRAME_BODY, channel, len(piece)), piece)
+    parts.append(_END)
     return b"".join(parts)
+
+
+def tag_frame(channel: int, method_id: int, delivery_tag: int, bits: int) -> bytes:
+    """A whole basic.ack, basic.reject or basic.nack frame (*method_id*
+    :data:`BASIC_ACK`, :data:`BASIC_REJECT` or :data:`BASIC_NACK`): the
+    delivery tag and the method's bits (multiple 1, requeue 2 for nack;
+    requeue 1 for reject). The three have this layout in every version."""
+    return _TAG_FRAME.pack(FRAME_METHOD, channel, 13, BASIC_CLASS, method_id, delivery_tag, bits, FRAME_END)
 
 
 _unpack_content_header = CONTENT_HEADER.unpack_from

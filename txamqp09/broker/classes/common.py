@@ -108,16 +108,16 @@ class ClassState:
 
     def reply(self, name: str, **fields: Any) -> None:
         """Answer the current method with the method *name*."""
-        self.channel._reply(self.channel.spec.BY_NAME[name](**fields))
+        self.channel.reply(self.channel.spec.BY_NAME[name](**fields))
 
     def send(self, name: str, **fields: Any) -> None:
         """Send the method *name* to the client (a request, not an answer)."""
-        self.channel._write(method_frame(self.channel.number, self.channel.spec.BY_NAME[name](**fields)))
+        self.channel.write(method_frame(self.channel.number, self.channel.spec.BY_NAME[name](**fields)))
 
     def send_content(self, name: str, properties: Properties, body: bytes, **fields: Any) -> None:
         """Send the content method *name* with its properties and body."""
         channel = self.channel
-        channel._write(
+        channel.write(
             content_frames(
                 channel.number, channel.spec.BY_NAME[name](**fields), properties, body,
                 channel.connection.frame_max,
@@ -180,7 +180,7 @@ class DeliveringState(ClassState):
         (``x-priority``, ``x-stream-offset``...).
         """
         channel = self.channel
-        queue = channel.vhost.queue(channel._queue_name(method.queue), channel.client)
+        queue = channel.vhost.queue(channel.queue_name(method.queue), channel.client)
         consumer = self.session.consume(
             queue, tag or unique_name("amq.ctag-"), no_ack=no_ack, no_local=method.no_local,
             exclusive=method.exclusive, arguments=getattr(method, "filter", None) or {},
@@ -188,12 +188,12 @@ class DeliveringState(ClassState):
         if answer is not None:
             answer_class = channel.spec.BY_NAME[answer]
             fields = {"consumer_tag": consumer.tag} if answer_class.FIELDS else {}
-            channel._reply(answer_class(**fields))
+            channel.reply(answer_class(**fields))
         consumer.start()
 
     def publish(self, exchange: str, message: Message, mandatory: bool, immediate: bool) -> None:
         """Publish *message* through this class's session."""
-        self.channel.publishes += 1
+        self.channel.publisher.publishes += 1
         self.session.publish(exchange, message, mandatory, immediate)
 
 

@@ -56,7 +56,7 @@ class DtxState(ClassState):
             raise PreconditionFailed(
                 f"distributed transaction {self.identifier!r} is already started on this channel"
             )
-        if channel.publishes or channel.session.unacked or channel.session.consumers:
+        if channel.publisher.publishes or channel.session.unacked or channel.session.consumers:
             raise PreconditionFailed(
                 "dtx.start must come before any method that publishes or consumes on this channel"
             )

@@ -138,7 +138,7 @@ class MessageState(DeliveringState):
     def message_get(self, method: Any) -> None:
         """Transfer one message to the destination, then ok; or empty."""
         channel = self.channel
-        queue = channel.vhost.queue(channel._queue_name(method.queue), channel.client)
+        queue = channel.vhost.queue(channel.queue_name(method.queue), channel.client)
         got = self.session.get(queue, method.no_ack)
         if got is None:
             self.reply("message.empty")

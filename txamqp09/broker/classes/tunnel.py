@@ -70,7 +70,7 @@ class TunnelState(DeliveringState):
 
     def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
         """An unroutable request comes back as basic.return (tunnel has no return method)."""
-        self.channel.returned(reply_code, reply_text, message)
+        self.channel.publisher.returned(reply_code, reply_text, message)
 
     def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
         """The tunnel class has no consumers."""

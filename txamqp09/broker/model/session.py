@@ -44,7 +44,8 @@ def unique_name(prefix: str) -> str:
 
 
 class ISink(Interface):
-    """How a session reaches its client (provided by the server channel)."""
+    """How a session reaches its client (provided by the server's
+    :class:`~txamqp09.broker.publishing.Publisher`)."""
 
     def deliver(consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
         """Send basic.deliver with *message* to *consumer*."""

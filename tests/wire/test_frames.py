@@ -1,0 +1,179 @@
+"""The frame scanner's takers and error routing, and the precompiled frame builders."""
+
+from __future__ import annotations
+
+import struct
+
+from twisted.trial.unittest import SynchronousTestCase
+
+from txamqp09.wire import _amqp0_9_1
+from txamqp09.wire.errors import ChannelLevelError, FrameError, PreconditionFailed
+from txamqp09.wire.frames import (
+    BASIC_ACK,
+    BASIC_NACK,
+    BASIC_REJECT,
+    FRAME_BODY,
+    FRAME_HEADER,
+    FRAME_METHOD,
+    HEARTBEAT_FRAME,
+    FrameScanner,
+    content_frames,
+    encoded_content_frames,
+    method_frame,
+    tag_frame,
+)
+from txamqp09.wire.versions import VERSIONS
+
+M = _amqp0_9_1
+
+
+def raw_frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    """A frame written out by the spec's layout, independently of the builders."""
+    return struct.pack(">BHI", frame_type, channel, len(payload)) + payload + b"\xce"
+
+
+def reference_content(
+    channel: int, class_id: int, method: bytes, properties: bytes, body: bytes, frame_max: int
+) -> bytes:
+    """Method, content header and body frames by the spec's layout."""
+    header = struct.pack(">HHQ", class_id, 0, len(body)) + properties
+    frames = [raw_frame(FRAME_METHOD, channel, method), raw_frame(FRAME_HEADER, channel, header)]
+    chunk = frame_max - 8
+    frames += [raw_frame(FRAME_BODY, channel, body[at : at + chunk]) for at in range(0, len(body), chunk)]
+    return b"".join(frames)
+
+
+class BuilderTests(SynchronousTestCase):
+    """The builders write the spec's frame layout."""
+
+    def test_encoded_content_frames(self) -> None:
+        """Pieces of the method are joined; bodies split at frame_max; an empty body has no body frame."""
+        properties = M.BasicProperties(content_type="text/plain", delivery_mode=2).encode()
+        pieces = (b"\x00\x3c\x00\x3c", b"\x03tag", b"\x00" * 9)
+        for body in (b"", b"a", b"x" * 4088, b"y" * 4089, bytes(range(256)) * 70):
+            self.assertEqual(
+                encoded_content_frames(9, 60, *pieces, properties, body, 4088),
+                reference_content(9, 60, b"".join(pieces), properties, body, 4096),
+                len(body),
+            )
+
+    def test_buffer_bodies(self) -> None:
+        """A memoryview or bytearray body gives the same frames as bytes."""
+        body = b"z" * 10000
+        expected = encoded_content_frames(1, 60, b"ab", b"", b"", b"\x00\x00", body, 4088)
+        for like in (memoryview(body), bytearray(body)):
+            self.assertEqual(encoded_content_frames(1, 60, b"ab", b"", b"", b"\x00\x00", like, 4088), expected)
+
+    def test_content_frames_of_a_method(self) -> None:
+        """frame_max 0 means one body frame whatever its size."""
+        method = M.BasicPublish(exchange="ex", routing_key="rk", mandatory=True)
+        properties = M.BasicProperties(headers={"a": 1})
+        for frame_max, body in ((4096, b"q" * 9000), (0, b"q" * 9000)):
+            self.assertEqual(
+                content_frames(3, method, properties, body, frame_max),
+                reference_content(3, 60, method.encode(), properties.encode(), body, frame_max or 9008),
+            )
+
+    def test_tag_frames(self) -> None:
+        """ack, reject and nack frames equal the generic encoders' in every version."""
+        for version in VERSIONS.values():
+            spec = version.spec
+            self.assertEqual(tag_frame(3, BASIC_ACK, 2**40, 1), method_frame(3, spec.BasicAck(2**40, True)))
+            self.assertEqual(tag_frame(3, BASIC_REJECT, 9, 0), method_frame(3, spec.BasicReject(9, False)))
+        for multiple in (False, True):
+            for requeue in (False, True):
+                self.assertEqual(
+                    tag_frame(1, BASIC_NACK, 5, multiple | requeue << 1),
+                    method_frame(1, M.BasicNack(5, multiple, requeue)),
+                )
+
+
+class ScannerTests(SynchronousTestCase):
+    """Takers see their channel's frames in place; the rest go to the handler."""
+
+    def setUp(self) -> None:
+        self.general: list[tuple[int, int, bytes]] = []
+        self.scanner = FrameScanner(lambda *frame: self.general.append(frame), 4096)
+
+    def test_taker_reads_in_place(self) -> None:
+        """A taker gets the buffer and the payload's bounds; what it leaves goes on."""
+        taken: list[tuple[int, bytes]] = []
+
+        def take(frame_type: int, buf: bytearray, start: int, end: int) -> bool:
+            taken.append((frame_type, bytes(buf[start:end])))
+            return frame_type == FRAME_BODY
+
+        self.scanner.takers[2] = take
+        data = raw_frame(FRAME_METHOD, 2, b"mmmm") + raw_frame(FRAME_BODY, 2, b"bb") + raw_frame(FRAME_BODY, 1, b"cc")
+        self.scanner.scan(data[:5])
+        self.scanner.scan(data[5:])
+        self.assertEqual(taken, [(FRAME_METHOD, b"mmmm"), (FRAME_BODY, b"bb")])
+        self.assertEqual(self.general, [(FRAME_METHOD, 2, b"mmmm"), (FRAME_BODY, 1, b"cc")])
+        self.assertEqual(self.scanner.buffered, 0)
+
+    def test_taker_added_while_scanning(self) -> None:
+        """A taker registered by the handling of one frame sees the frames after it."""
+        taken: list[bytes] = []
+
+        def handler(frame_type: int, channel: int, payload: bytes) -> None:
+            self.scanner.takers[1] = lambda t, buf, start, end: bool(taken.append(bytes(buf[start:end]))) or True
+
+        scanner = self.scanner = FrameScanner(handler)
+        scanner.scan(raw_frame(FRAME_METHOD, 1, b"open") + raw_frame(FRAME_METHOD, 1, b"next"))
+        self.assertEqual(taken, [b"next"])
+
+    def test_channel_errors_go_to_their_handler(self) -> None:
+        """With a channel-error handler, a soft error names its channel and scanning goes on."""
+        errors: list[tuple[int, ChannelLevelError]] = []
+
+        def handler(frame_type: int, channel: int, payload: bytes) -> None:
+            if payload == b"bad":
+                raise PreconditionFailed("refused")
+            self.general.append((frame_type, channel, payload))
+
+        scanner = FrameScanner(handler, channel_error=lambda channel, error: errors.append((channel, error)))
+        scanner.scan(raw_frame(FRAME_METHOD, 4, b"bad") + raw_frame(FRAME_METHOD, 5, b"good"))
+        self.assertEqual([(channel, error.reply_code) for channel, error in errors], [(4, 406)])
+        self.assertEqual(self.general, [(FRAME_METHOD, 5, b"good")])
+
+    def test_channel_errors_end_the_scan_without_a_handler(self) -> None:
+        def handler(frame_type: int, channel: int, payload: bytes) -> None:
+            raise PreconditionFailed("refused")
+
+        scanner = FrameScanner(handler)
+        self.assertRaises(PreconditionFailed, scanner.scan, raw_frame(FRAME_METHOD, 4, b"x") * 2)
+        self.assertEqual(scanner.buffered, 9)  # the frame after the failing one
+
+    def test_stop_during_a_scan(self) -> None:
+        """Frames after stop() are not handled, and later input is ignored."""
+        def handler(frame_type: int, channel: int, payload: bytes) -> None:
+            self.general.append((frame_type, channel, payload))
+            scanner.stop()
+
+        scanner = FrameScanner(handler)
+        scanner.scan(HEARTBEAT_FRAME * 3)
+        scanner.scan(HEARTBEAT_FRAME)
+        self.assertEqual(len(self.general), 1)
+        self.assertEqual(scanner.buffered, 0)
+
+    def test_frame_error_keeps_earlier_frames(self) -> None:
+        """Frames before a broken one are handled before the error."""
+        data = raw_frame(FRAME_METHOD, 1, b"ok") + raw_frame(FRAME_METHOD, 1, b"broken")[:-1] + b"\x00"
+        self.assertRaises(FrameError, self.scanner.scan, data)
+        self.assertEqual(self.general, [(FRAME_METHOD, 1, b"ok")])
+
+    def test_pause_and_resume(self) -> None:
+        """Frames after pause() wait, with what arrives meanwhile, for resume() and a scan."""
+        def handler(frame_type: int, channel: int, payload: bytes) -> None:
+            self.general.append((frame_type, channel, payload))
+            if payload == b"pause":
+                scanner.pause()
+
+        scanner = FrameScanner(handler)
+        scanner.scan(raw_frame(FRAME_METHOD, 1, b"pause") + raw_frame(FRAME_METHOD, 1, b"two"))
+        scanner.scan(raw_frame(FRAME_METHOD, 1, b"three"))
+        self.assertEqual([payload for _, _, payload in self.general], [b"pause"])
+        scanner.resume()
+        scanner.scan(b"")
+        self.assertEqual([payload for _, _, payload in self.general], [b"pause", b"two", b"three"])
+        self.assertEqual(scanner.buffered, 0)

@@ -1,0 +1,411 @@
+"""The broker's hot path on one channel: publish -> route -> deliver -> ack.
+
+A :class:`Publisher` is its channel's frame taker on the connection's
+:class:`~txamqp09.wire.frames.FrameScanner`: basic.publish, its content
+header and body frames, and basic.ack are read straight out of the input
+buffer, without method objects, and handed to the channel's model
+:class:`~txamqp09.broker.model.Session`. It is also that session's
+:class:`~txamqp09.broker.model.ISink`: deliveries, returns and publisher
+confirms are written with the precompiled builders of
+:mod:`txamqp09.wire.frames`, forwarding the publisher's property bytes
+unchanged. Every other method of the channel takes the general path
+(:class:`~txamqp09.broker.channel.ServerChannel`).
+
+A content frame received while resource alarms are active blocks the
+connection (:meth:`~txamqp09.broker.alarms.PublishGate.contentReceived`),
+which pauses the frame scanner after that frame.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Callable, Optional
+
+from zope.interface import implementer
+
+from txamqp09.broker.held import HeldOutput
+from txamqp09.broker.model import Consumer, ISink, Message, Session
+from txamqp09.wire.base import CONTENT_HEADER
+from txamqp09.wire.bodies import BodyBuffer
+from txamqp09.wire.errors import (
+    AMQPError,
+    AMQPSyntaxError,
+    FrameError,
+    PreconditionFailed,
+    UnexpectedFrame,
+)
+from txamqp09.wire.fields import encode_shortstr
+from txamqp09.wire.frames import (
+    BASIC_ACK,
+    BASIC_CLASS,
+    BASIC_NACK,
+    FRAME_BODY,
+    FRAME_HEADER,
+    FRAME_METHOD,
+    FRAME_OVERHEAD,
+    encoded_content_frames,
+    tag_frame,
+)
+
+if TYPE_CHECKING:
+    from txamqp09.broker.auth import AccessGuard
+    from txamqp09.broker.channel import ServerChannel
+
+__all__ = ["Publisher", "blame"]
+
+_METHOD_IDS = struct.Struct(">I")
+_PUBLISH = (BASIC_CLASS << 16) | 40
+_ACK = (BASIC_CLASS << 16) | BASIC_ACK
+_TAG_AND_FLAG = struct.Struct(">QB")
+_CONTENT_HEADER_SIZE = CONTENT_HEADER.size
+_DELIVER_IDS = struct.pack(">HH", BASIC_CLASS, 60)
+_GET_OK_IDS = struct.pack(">HH", BASIC_CLASS, 71)
+_RETURN_IDS = struct.pack(">HH", BASIC_CLASS, 50)
+_MESSAGE_COUNT = struct.Struct(">I")
+_REPLY_CODE = struct.Struct(">H")
+#: Distinct (ticket, exchange, routing key) triples remembered per channel.
+_ENVELOPE_CACHE_SIZE = 1024
+
+
+def blame(error: AMQPError, class_id: int, method_id: int) -> None:
+    """Name the method that caused *error*, unless it names one already."""
+    if not error.class_id:
+        error.class_id, error.method_id = class_id, method_id
+
+
+def _decode_name(raw: bytes | bytearray) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AMQPSyntaxError("basic.publish: exchange or routing key is not UTF-8", 60, 40) from None
+
+
+@implementer(ISink)
+class Publisher:
+    """The publish, deliver and acknowledge path of one server channel.
+
+    :param channel: the server channel whose hot path this is.
+    :param output: the channel's output, held while the store makes what an
+        answer follows durable.
+    :param cancelled: called when a consumer of the channel's session ended
+        because its queue went (the channel tells the client).
+    :param per_consumer_qos: as for :class:`~txamqp09.broker.model.Session`.
+    :param rollback_redelivers: as for :class:`~txamqp09.broker.model.Session`.
+    :param user_id: as for :class:`~txamqp09.broker.model.Session`.
+
+    :ivar channel: the server channel.
+    :ivar session: the channel's model session, with this as its sink.
+    :ivar publishes: messages published on the channel, in any class.
+    """
+
+    __slots__ = (
+        "channel", "session", "client", "number", "publishes", "_guard", "_tickets", "_gate", "_write", "_output",
+        "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
+        "content", "_flags", "_raw_properties", "_remaining", "_body",
+        "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
+        "_confirms_pending", "_confirmed_up_to",
+    )
+
+    def __init__(
+        self,
+        channel: ServerChannel,
+        output: HeldOutput,
+        cancelled: Callable[[Consumer], None],
+        *,
+        per_consumer_qos: bool,
+        rollback_redelivers: bool,
+        user_id: Optional[str],
+    ) -> None:
+        connection = channel.connection
+        assert connection.version is not None and connection.guard is not None
+        self.channel = channel
+        self.session = Session(
+            channel.vhost, channel.client, self, per_consumer_qos=per_consumer_qos,
+            rollback_redelivers=rollback_redelivers, user_id=user_id,
+        )
+        self.client = channel.client
+        self.number = channel.number
+        self.publishes = 0
+        self._guard: AccessGuard = connection.guard
+        self._tickets = connection.guard.tickets
+        #: Alarms block the connection at a content frame while it is armed.
+        self._gate = connection.gate
+        self._write = connection.write
+        self._output = output
+        self._connection = connection
+        self._cancelled = cancelled
+        self._properties_class = connection.version.properties[BASIC_CLASS]
+        self._body_max = connection.frame_max - FRAME_OVERHEAD
+        self._max_body_size = connection.max_body_size
+        #: The basic.publish waiting for content: (exchange, routing key,
+        #: their wire encoding); None when no content is due.
+        self.content: Optional[tuple[str, str, bytes]] = None
+        #: The mandatory (1) and immediate (2) bits of that basic.publish.
+        self._flags = 0
+        self._raw_properties: Optional[bytes] = None
+        self._remaining = 0
+        #: The body frames so far of a body that spans several.
+        self._body: Optional[BodyBuffer] = None
+        #: basic.publish's (ticket, exchange, routing key) bytes -> decoded
+        #: and checked content, valid while the stamp below is current.
+        self._envelopes: dict[bytes, tuple[str, str, bytes]] = {}
+        self._envelopes_stamp = -1
+        #: basic.deliver's class and method ids and consumer tag, by tag.
+        self._deliver_prefixes: dict[str, bytes] = {}
+        self._confirms_pending = 0
+        self._confirmed_up_to = 0
+
+    def close(self) -> None:
+        """The channel is closing: drop partial content and gathered confirms."""
+        self.content = None
+        self._raw_properties = None
+        body = self._body
+        if body is not None:
+            self._body = None
+            self._connection.bodyReleased(body.held, dropped=True)
+            body.discard()
+        self._confirms_pending = 0
+
+    # -- frames in -------------------------------------------------------------
+
+    def take(self, frame_type: int, buf: bytearray, start: int, end: int) -> bool:
+        """The channel's :data:`~txamqp09.wire.frames.FrameTaker`: take
+        basic.publish, its content and basic.ack; leave every other frame.
+
+        The common cases are written out here rather than in helpers: one
+        Python call less per frame is measurable on the hot path.
+        """
+        if self.content is None:
+            if frame_type != FRAME_METHOD or end - start < 4:
+                return False
+            ids = _METHOD_IDS.unpack_from(buf, start)[0]
+            if ids == _PUBLISH:
+                # ticket (short), exchange and routing key (shortstr), bits
+                offset = start + 4
+                key_at = offset + 4 + buf[offset + 2] if offset + 3 <= end else end
+                flags_at = key_at + buf[key_at - 1] if key_at <= end else end
+                if flags_at >= end:
+                    raise AMQPSyntaxError("basic.publish: frame ends inside its fields", 60, 40)
+                fields = bytes(buf[offset:flags_at])
+                content = self._envelopes.get(fields)
+                tickets = self._tickets
+                stamp = tickets.database.generation + tickets.usage.generation
+                if content is None or stamp != self._envelopes_stamp:
+                    content = self._checkedEnvelope(fields, stamp)
+                self.content = content
+                self._flags = buf[flags_at]
+                return True
+            if ids == _ACK:
+                self._ack(buf, start + 4, end)
+                return True
+            return False
+        if frame_type == FRAME_BODY:
+            if self._raw_properties is None:
+                raise UnexpectedFrame(
+                    "expected content header for class 60, got non content header frame instead",
+                    hint="a body frame came before the content header of basic.publish",
+                )
+            remaining = self._remaining - (end - start)
+            if remaining == 0 and self._body is None:
+                self._published(bytes(buf[start:end]))
+            else:
+                self._bodyPart(buf, start, end, remaining)
+            if self._gate.armed:
+                self._gate.contentReceived()
+            return True
+        if frame_type == FRAME_HEADER:
+            if self._raw_properties is not None:
+                raise UnexpectedFrame(
+                    "expected content body, got non content body frame instead",
+                    hint="a second content header arrived for one basic.publish",
+                )
+            if end - start < _CONTENT_HEADER_SIZE + 2:
+                raise FrameError(f"content header of {end - start} bytes is too short")
+            class_id, _weight, size = CONTENT_HEADER.unpack_from(buf, start)
+            if class_id != BASIC_CLASS or size > self._max_body_size:
+                self._refuseHeader(class_id, size)
+            self._raw_properties = bytes(buf[start + _CONTENT_HEADER_SIZE : end])
+            self._remaining = size
+            if size == 0:
+                self._published(b"")
+            if self._gate.armed:
+                self._gate.contentReceived()
+            return True
+        if frame_type == FRAME_METHOD:
+            raise UnexpectedFrame(
+                "expected content header for class 60, got non content header frame instead"
+                if self._raw_properties is None
+                else "expected content body, got non content body frame instead",
+                hint="a method frame arrived while basic.publish still waited for its content",
+            )
+        return False
+
+    def _checkedEnvelope(self, fields: bytes, stamp: int) -> tuple[str, str, bytes]:
+        """Decode basic.publish's ticket, exchange and routing key, and check them.
+
+        The result is remembered until the users database or any access
+        ticket changes: both count their changes, and *stamp* is the sum of
+        the counts now.
+
+        :raises AccessRefused: the user may not publish to the exchange with this ticket.
+        :raises NotAllowed: the ticket belongs to another channel.
+        """
+        if stamp != self._envelopes_stamp or len(self._envelopes) >= _ENVELOPE_CACHE_SIZE:
+            self._envelopes.clear()
+            self._envelopes_stamp = stamp
+        key_at = 4 + fields[2]
+        exchange = _decode_name(fields[3 : key_at - 1])
+        routing_key = _decode_name(fields[key_at:])
+        self._guard.check_publish(self.number, (fields[0] << 8) | fields[1], exchange, routing_key)
+        content = (exchange, routing_key, fields[2:])
+        self._envelopes[fields] = content
+        return content
+
+    def _refuseHeader(self, class_id: int, size: int) -> None:
+        """Refuse a content header of another class or with too large a body."""
+        if class_id != BASIC_CLASS:
+            raise UnexpectedFrame(f"content header for class {class_id} follows basic.publish")
+        self.content = None
+        raise PreconditionFailed(
+            f"message body of {size} bytes exceeds the maximum of {self._max_body_size} bytes",
+            60,
+            40,
+        )
+
+    def _bodyPart(self, buf: bytearray, start: int, end: int, remaining: int) -> None:
+        """One of several body frames of the pending basic.publish, *remaining* bytes to go.
+
+        The connection counts the bytes of unfinished bodies across its
+        channels (:meth:`~txamqp09.broker.server.ServerConnection.bodyBuffered`).
+        """
+        if remaining < 0:
+            raise FrameError(
+                f"body frames carry {-remaining} bytes more than the content header announced"
+            )
+        size = end - start
+        body = self._body
+        if body is None:
+            body = self._body = BodyBuffer(self._remaining)
+        body.add(buf, start, end)
+        self._remaining = remaining
+        if remaining:
+            self._connection.bodyBuffered(size)
+        else:
+            self._body = None
+            self._connection.bodyReleased(body.held - size, dropped=False)
+            self._published(body.take())
+
+    def _published(self, body: bytes) -> None:
+        content = self.content
+        assert content is not None and self._raw_properties is not None
+        exchange, routing_key, envelope = content
+        message = Message(
+            exchange, routing_key, envelope, self._raw_properties, body,
+            self._properties_class, self.client,
+        )
+        self.content = None
+        self._raw_properties = None
+        self.publishes += 1
+        flags = self._flags
+        try:
+            self.session.publish(exchange, message, flags & 1 == 1, flags & 2 == 2)
+        except AMQPError as error:
+            blame(error, 60, 40)
+            raise
+
+    def _ack(self, buf: bytearray, offset: int, end: int) -> None:
+        """basic.ack fields at *offset* (after the class and method ids)."""
+        if offset + _TAG_AND_FLAG.size > end:
+            raise AMQPSyntaxError("basic.ack: frame ends inside its fields", 60, 80)
+        tag, flags = _TAG_AND_FLAG.unpack_from(buf, offset)
+        try:
+            self.session.ack(tag, bool(flags & 1))
+        except AMQPError as error:
+            blame(error, 60, 80)
+            raise
+
+    # -- consumers -------------------------------------------------------------
+
+    def consuming(self, tag: str) -> None:
+        """The channel's session has a basic consumer *tag*: deliveries to it may start."""
+        self._deliver_prefixes[tag] = _DELIVER_IDS + encode_shortstr(tag)
+
+    def stopped(self, tag: str) -> None:
+        """The basic consumer *tag* ended."""
+        self._deliver_prefixes.pop(tag, None)
+
+    # -- the session's sink ----------------------------------------------------
+
+    def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
+        """basic.deliver with its content, in one write."""
+        # Queues read a paged-out body back before they hand the message out.
+        body: bytes = message.body  # type: ignore[assignment]
+        frames = encoded_content_frames(
+            self.number, BASIC_CLASS, self._deliver_prefixes[consumer.tag],
+            _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.envelope,
+            message.raw_properties, body, self._body_max,
+        )
+        if self._output.held:
+            self._output.send_after(0, frames)
+        else:
+            self._write(frames)
+
+    def get_ok(self, delivery_tag: int, redelivered: bool, message: Message, message_count: int) -> None:
+        """basic.get-ok with *message*'s content, after the answers held for the store."""
+        self._sendContent(
+            _GET_OK_IDS, _TAG_AND_FLAG.pack(delivery_tag, redelivered),
+            message.envelope + _MESSAGE_COUNT.pack(message_count), message,
+        )
+
+    def returned(self, reply_code: int, reply_text: str, message: Message) -> None:
+        """basic.return with the message's content."""
+        self._sendContent(
+            _RETURN_IDS, _REPLY_CODE.pack(reply_code) + encode_shortstr(reply_text),
+            message.envelope, message,
+        )
+
+    def _sendContent(self, head: bytes, middle: bytes, tail: bytes, message: Message) -> None:
+        """A basic content method with *message*'s content, after the answers held for the store."""
+        body: bytes = message.body  # type: ignore[assignment]
+        self._output.send_after(
+            0,
+            encoded_content_frames(
+                self.number, BASIC_CLASS, head, middle, tail, message.raw_properties, body,
+                self._body_max,
+            ),
+        )
+
+    def confirmed(self, sequence: int, ack: bool) -> None:
+        """Confirm one published message.
+
+        Acks are gathered while the connection's input is handled and sent
+        as one basic.ack with ``multiple`` at the end (see
+        :meth:`flushConfirms`); a nack first sends the acks before it.
+        """
+        if ack:
+            if not self._confirms_pending:
+                self._connection.confirmsPending(self)
+            self._confirms_pending += 1
+            self._confirmed_up_to = sequence
+            return
+        self.flushConfirms()
+        self._output.send_after(0, tag_frame(self.number, BASIC_NACK, sequence, 0))
+
+    def flushConfirms(self) -> None:
+        """Send the gathered acks: one basic.ack, ``multiple`` when it covers
+        several, once the persistent messages among them are durable."""
+        if self._confirms_pending:
+            multiple = self._confirms_pending > 1
+            self._confirms_pending = 0
+            tag = self._confirmed_up_to
+            self._output.confirm(
+                max(self.session.stored_sequence, self.client.log_sequence),
+                tag_frame(self.number, BASIC_ACK, tag, multiple),
+                tag_frame(self.number, BASIC_NACK, tag, multiple),
+            )
+
+    def cancelled(self, consumer: Consumer) -> None:
+        """The consumer's queue went: forget it and have the channel tell the client."""
+        self.stopped(consumer.tag)
+        self._cancelled(consumer)
+
