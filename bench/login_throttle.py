@@ -16,7 +16,8 @@ Run::
     python bench/login_throttle.py --user app
 
 It prints the correct client's connect latencies (baseline and under
-attack: median, 99th percentile, slowest, how many took over 50 ms), how the guesses were answered
+attack: median, 99th percentile, slowest, how many took over 50 ms, how
+many were refused), how the guesses were answered
 (refused after a check, refused unchecked because the host had too many
 refusals waiting), how long the attack took, and the load average.
 """
@@ -133,28 +134,34 @@ class Attack:
                 self.answers[kind] = self.answers.get(kind, 0) + 1
 
 
-def connect_latency(port: int) -> float:
-    """Seconds pika takes to open a connection with the right password (it is then closed)."""
+def connect_latency(port: int) -> Optional[float]:
+    """Seconds pika takes to open a connection with the right password (it is
+    then closed); None if the broker refused it."""
     parameters = pika.ConnectionParameters(
         "127.0.0.1", port, credentials=pika.PlainCredentials("guest", "guest"),
         connection_attempts=1, socket_timeout=30, blocked_connection_timeout=None,
     )
     started = time.perf_counter()
-    connection = pika.BlockingConnection(parameters)
+    try:
+        connection = pika.BlockingConnection(parameters)
+    except pika.exceptions.AMQPConnectionError:
+        return None
     elapsed = time.perf_counter() - started
     connection.close()
     return elapsed
 
 
-def summary(latencies: list[float]) -> str:
-    """Median, 99th percentile and slowest of *latencies*, in milliseconds."""
-    if not latencies:
-        return "no connections"
-    ordered = sorted(latencies)
+def summary(attempts: list[Optional[float]]) -> str:
+    """Median, 99th percentile and slowest of the latencies of *attempts*, in
+    milliseconds, and how many were refused (None)."""
+    ordered = sorted(latency for latency in attempts if latency is not None)
+    refused = len(attempts) - len(ordered)
+    if not ordered:
+        return f"no connections, {refused} refused"
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     slow = sum(latency > 0.050 for latency in ordered)
     return (f"{len(ordered)} connects: median {statistics.median(ordered) * 1000:.1f} ms, "
-            f"p99 {p99 * 1000:.1f} ms, slowest {ordered[-1] * 1000:.1f} ms, {slow} over 50 ms")
+            f"p99 {p99 * 1000:.1f} ms, slowest {ordered[-1] * 1000:.1f} ms, {slow} over 50 ms, {refused} refused")
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -168,7 +175,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     port = free_port()
     broker = start_broker(port)
     try:
-        baseline = []
+        baseline: list[Optional[float]] = []
         for _ in range(args.baseline):
             baseline.append(connect_latency(port))
             time.sleep(1.0)
@@ -177,7 +184,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         attacker = multiprocessing.Process(target=attack.run_threads, args=(args.concurrency, answers))
         started = time.monotonic()
         attacker.start()
-        under_attack: list[Any] = []
+        under_attack: list[Optional[float]] = []
         while attacker.is_alive():
             under_attack.append(connect_latency(port))
             time.sleep(1.0)

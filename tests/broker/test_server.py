@@ -6,6 +6,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.broker.peer import Peer, factory
+from txamqp09.broker.server import Handshake
 from txamqp09.wire.frames import FRAME_BODY, FRAME_HEADER, HEARTBEAT_FRAME, method_frame
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9
 
@@ -310,3 +311,70 @@ class OlderVersionTests(SynchronousTestCase):
         self.assertEqual(peer.deliveries(), [b"a"])
         peer.feed(method_frame(1, peer.spec.BasicAck(delivery_tag=1)))
         self.assertEqual(peer.deliveries(), [b"b"])
+
+
+class HandshakeStateTests(SynchronousTestCase):
+    """Each handshake method is taken in one named state; elsewhere it is refused."""
+
+    def setUp(self) -> None:
+        self.peer = Peer(factory(), handshake=False)
+        self.spec = self.peer.spec
+        self.peer.feed(self.peer.version.header)
+        self.peer.expect(0, "connection.start")
+
+    def start_ok(self) -> None:
+        self.peer.send(0, self.spec.ConnectionStartOk(
+            client_properties={}, mechanism="PLAIN", response=b"\x00guest\x00guest", locale="en_US"))
+
+    def logged_in(self) -> None:
+        self.start_ok()
+        self.peer.expect(0, "connection.tune")
+
+    def tune_ok(self) -> None:
+        self.peer.send(0, self.spec.ConnectionTuneOk(channel_max=0, frame_max=4096, heartbeat=0))
+
+    def open(self) -> None:
+        self.peer.send(0, self.spec.ConnectionOpen(virtual_host="/"))
+
+    def assertRefused(self, code: int, text: str) -> None:
+        close = self.peer.expect(0, "connection.close")
+        self.assertEqual((close.reply_code, close.reply_text), (code, text))
+
+    def test_states_in_order(self) -> None:
+        server = self.peer.server
+        self.assertIs(server.handshake, Handshake.STARTING)
+        self.logged_in()
+        self.assertIs(server.handshake, Handshake.TUNING)
+        self.tune_ok()
+        self.assertIs(server.handshake, Handshake.OPENING)
+        self.open()
+        self.peer.expect(0, "connection.open-ok")
+        self.assertIs(server.handshake, Handshake.RUNNING)
+
+    def test_tune_ok_before_start_ok(self) -> None:
+        self.tune_ok()
+        self.assertRefused(503, "COMMAND_INVALID - connection.tune-ok arrived out of order during negotiation")
+
+    def test_open_before_tune_ok(self) -> None:
+        self.logged_in()
+        self.open()
+        self.assertRefused(503, "COMMAND_INVALID - connection.open arrived out of order during negotiation")
+
+    def test_second_tune_ok(self) -> None:
+        self.logged_in()
+        self.tune_ok()
+        self.tune_ok()
+        self.assertRefused(503, "COMMAND_INVALID - connection.tune-ok arrived out of order during negotiation")
+
+    def test_second_start_ok(self) -> None:
+        self.logged_in()
+        self.start_ok()
+        self.assertRefused(503, "COMMAND_INVALID - connection.start-ok arrived out of order during negotiation")
+
+    def test_update_secret_before_open(self) -> None:
+        self.logged_in()
+        self.tune_ok()
+        self.peer.send(0, self.spec.ConnectionUpdateSecret(new_secret=b"guest", reason="refresh"))
+        self.assertRefused(
+            503, "COMMAND_INVALID - connection.update-secret arrived before the connection was opened"
+        )

@@ -8,6 +8,7 @@ channel layer.
 
 from __future__ import annotations
 
+import enum
 import platform
 from typing import Any, Callable, Iterator, Optional
 
@@ -78,9 +79,45 @@ DEFAULT_PARTIAL_CONTENT_MAX = 256 * 1024 * 1024
 #: The hold the ready bytes throttle puts on a connection's reading.
 _WATERMARK_HOLD = "high watermark"
 
+
+class Handshake(enum.Enum):
+    """The server's side of the connection handshake (RabbitMQ's names).
+
+    ::
+
+        STARTING --start-ok--> SECURING --login accepted--> TUNING
+                 --tune-ok--> OPENING --open--> RUNNING
+
+    connection.start is sent when the protocol header arrives; a refused
+    login closes the connection from SECURING. Each handshake method is
+    accepted in one state only (see :data:`_AWAITED_IN`); anywhere else it
+    is refused by :meth:`ServerConnection._expect`.
+    """
+
+    #: connection.start sent: start-ok is due.
+    STARTING = "starting"
+    #: start-ok received: the login is being decided.
+    SECURING = "securing"
+    #: The login succeeded and connection.tune was sent: tune-ok is due.
+    TUNING = "tuning"
+    #: tune-ok received: connection.open is due.
+    OPENING = "opening"
+    #: connection.open-ok sent: channels may be used.
+    RUNNING = "running"
+
+
+#: The one handshake state in which each channel-0 method of the client is taken.
+_AWAITED_IN = {
+    "connection.start-ok": Handshake.STARTING,
+    "connection.tune-ok": Handshake.TUNING,
+    "connection.open": Handshake.OPENING,
+    "connection.update-secret": Handshake.RUNNING,
+}
+
 __all__ = [
     "DEFAULT_HIGH_WATERMARK",
     "DEFAULT_PARTIAL_CONTENT_MAX",
+    "Handshake",
     "ServerConnection",
     "ServerFactory",
     "server_properties",
@@ -155,6 +192,8 @@ class ServerConnection(AMQPConnection):
         self.negotiation_timeout = negotiation_timeout
         #: The client's address and verified TLS certificate.
         self.peer = PeerInfo()
+        #: Where the handshake is.
+        self.handshake = Handshake.STARTING
         #: The login under way (start-ok received, not yet decided).
         self._pending_login: Optional[Deferred[Login]] = None
         #: When the transport connected (the clock's seconds).
@@ -252,17 +291,19 @@ class ServerConnection(AMQPConnection):
 
     # -- negotiation ---------------------------------------------------------
 
-    def _expect(self, method: Any, done: bool) -> None:
-        """Refuse negotiation *method* if its step is *done*: 503, or in
-        RabbitMQ's dialect 504 once the connection is open."""
-        if done and self.vhost is not None and self.dialect.misplaced_methods_as_rabbitmq:
+    def _expect(self, method: Any) -> None:
+        """Refuse handshake *method* unless the handshake is in the state
+        that awaits it: 503 command-invalid, or in RabbitMQ's dialect 504
+        once the connection is running."""
+        if self.handshake is _AWAITED_IN[method.NAME]:
+            return
+        if self.handshake is Handshake.RUNNING and self.dialect.misplaced_methods_as_rabbitmq:
             raise self._unexpected(method, hint=f"{method.NAME} arrived after the connection was opened")
-        if done:
-            raise CommandInvalid(
-                f"{method.NAME} arrived out of order during negotiation",
-                method.CLASS_ID,
-                method.METHOD_ID,
-            )
+        if _AWAITED_IN[method.NAME] is Handshake.RUNNING:
+            text = f"{method.NAME} arrived before the connection was opened"
+        else:
+            text = f"{method.NAME} arrived out of order during negotiation"
+        raise CommandInvalid(text, method.CLASS_ID, method.METHOD_ID)
 
     def connection_start_ok(self, method: Any) -> None:
         """Start the login; connection.tune follows once it succeeds.
@@ -271,7 +312,8 @@ class ServerConnection(AMQPConnection):
         answered more and more slowly); methods arriving meanwhile are out
         of order.
         """
-        self._expect(method, self._pending_login is not None or self.user is not None)
+        self._expect(method)
+        self.handshake = Handshake.SECURING
         self.client_properties = method.client_properties
         self.auth_mechanism = method.mechanism
         capabilities = self.client_properties.get("capabilities")
@@ -288,6 +330,7 @@ class ServerConnection(AMQPConnection):
         self.login, self.user = login, login.user
         if self.state is not ConnectionState.NEGOTIATING:
             return  # closed while the login waited; connectionLost logs out
+        self.handshake = Handshake.TUNING
         self.sendMethod(
             0,
             self.version.spec.ConnectionTune(
@@ -304,7 +347,7 @@ class ServerConnection(AMQPConnection):
         self.close(failure.value)  # type: ignore[arg-type]
 
     def connection_tune_ok(self, method: Any) -> None:
-        self._expect(method, self.user is None or self.vhost is not None)
+        self._expect(method)
         channel_max = method.channel_max or self.channel_max
         frame_max = method.frame_max or self.frame_max
         if channel_max > self.channel_max or frame_max > self.frame_max:
@@ -323,10 +366,11 @@ class ServerConnection(AMQPConnection):
         self.channel_max, self.frame_max = channel_max, frame_max
         self.setFrameMax(frame_max)
         self.startHeartbeat(method.heartbeat)
+        self.handshake = Handshake.OPENING
 
     def connection_open(self, method: Any) -> None:
         """Open the virtual host: 402 if it does not exist, 403 without permissions on it."""
-        self._expect(method, self.user is None or self.vhost is not None)
+        self._expect(method)
         assert self.version is not None and self.user is not None
         try:
             self.guard = self.security.open_vhost(
@@ -344,6 +388,7 @@ class ServerConnection(AMQPConnection):
         vhost_classes(self.model_vhost).staging.ttl = self.staging_ttl
         self.guard.exchanges = self.model_vhost.exchanges
         self.state = ConnectionState.OPEN
+        self.handshake = Handshake.RUNNING
         if self._negotiation_call is not None and self._negotiation_call.active():
             self._negotiation_call.cancel()
         self._negotiation_call = None
@@ -355,11 +400,7 @@ class ServerConnection(AMQPConnection):
     def connection_update_secret(self, method: Any) -> None:
         """0-9-1: check the client's new secret (a refreshed token, say) through
         the same cred checkers as its login; update-secret-ok, or 530."""
-        if self.state is not ConnectionState.OPEN:
-            raise CommandInvalid(
-                "connection.update-secret before the connection was opened",
-                method.CLASS_ID, method.METHOD_ID,
-            )
+        self._expect(method)
         assert self.user is not None
         checked = self.security.check_secret(self.user, method.new_secret, self.peer)
         checked.addCallbacks(self._secretAccepted, self._secretRefused)
