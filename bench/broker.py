@@ -40,6 +40,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from txamqp09.testing.rabbitmq import RabbitMQ, free_port, rabbitmq_missing
+
+#: The source tree the broker runs from.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from txamqp09.wire import _amqp0_9_1 as spec
 from txamqp09.wire.base import decode_method
 from txamqp09.wire.frames import FRAME_METHOD, FrameReader, content_frames, method_frame
@@ -157,23 +160,33 @@ class Txamqp09Broker:
 
     :param data_dir: the message store's directory (the run's own).
     :param options: more ``twistd amqp09`` options.
+    :param log: a file the broker's log is appended to (none kept if omitted).
     """
 
     name = "txamqp09"
 
-    def __init__(self, data_dir: str, options: tuple[str, ...] = ()) -> None:
+    def __init__(self, data_dir: str, options: tuple[str, ...] = (), log: Optional[str] = None) -> None:
         self.port = free_port()
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "twisted", "amqp09", "--listen",
-             f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0", "--data-dir", data_dir, *options],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        with open(log or os.devnull, "ab") as output:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "twisted", "--log-format", "text", "amqp09", "--listen",
+                 f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0", "--data-dir", data_dir,
+                 *options],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"},  # a killed broker's log is whole
+            )
         _wait_for_port(self.port, self._process)
         self.pid = self._process.pid
 
     def stop(self) -> None:
         self._process.terminate()
+        self._process.wait(30)
+
+    def kill(self) -> None:
+        """SIGKILL, and wait for the process to end."""
+        self._process.kill()
         self._process.wait(30)
 
 

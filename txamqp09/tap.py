@@ -205,7 +205,10 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     )
     monitor = None
     if store is not None:
-        monitor = DiskMonitor(Path(options["data-dir"]), options["disk-free-limit"], factory.alarms, clock)
+        monitor = DiskMonitor(
+            Path(options["data-dir"]), options["disk-free-limit"], factory.alarms, clock,
+            reserved=store.log_allowance,
+        )
         monitor.watch(store)
     definitions = options.definitions.source if options["definitions"] else None
     broker: Any = BrokerService(

@@ -87,6 +87,18 @@ class DiskMonitorTests(SynchronousTestCase):
         store.report(None)
         self.assertEqual(self.changes, [frozenset({"disk"}), frozenset()])
 
+    def test_space_the_store_may_take_counts_as_used(self) -> None:
+        reserved = 4 * MiB
+        monitor = DiskMonitor(
+            Path("/data"), 50 * MiB, self.alarms, self.clock, self.read_free, reserved=lambda: reserved
+        )
+        self.free = 52 * MiB
+        monitor.check()
+        self.assertEqual((monitor.free, self.alarms.active()), (48 * MiB, frozenset({"disk"})))
+        reserved = 0
+        monitor.check()
+        self.assertEqual(self.alarms.active(), frozenset())
+
     def test_unreadable_free_space_keeps_the_last_state(self) -> None:
         self.free = 10 * MiB
         self.clock.advance(MAX_INTERVAL)

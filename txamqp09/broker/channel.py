@@ -32,7 +32,7 @@ from twisted.python.failure import Failure
 from txamqp09.broker.classes import ChannelClasses, class_handler
 from txamqp09.broker.dialects import Dialect
 from txamqp09.broker.held import HeldOutput
-from txamqp09.broker.model import Client, Consumer, VirtualHost
+from txamqp09.broker.model import Client, Consumer, Mode, VirtualHost
 from txamqp09.broker.model.session import unique_name
 from txamqp09.broker.publishing import Publisher, blame
 from txamqp09.wire.base import Method
@@ -389,7 +389,7 @@ class ServerChannel:
 
     def _recover(self, requeue: bool) -> None:
         """basic.recover, refused on a transactional channel where the dialect says so."""
-        if self.session.tx is not None and not self.dialect.recover_in_tx:
+        if self.session.mode is Mode.TX and not self.dialect.recover_in_tx:
             raise PreconditionFailed("basic.recover is not allowed on a transactional channel")
         self.session.recover(requeue)
 

@@ -46,8 +46,9 @@ class Dialect:
     channel_max_counts_open: bool
     #: An unknown virtual host is 530 "vhost ... not found"; otherwise 402.
     unknown_vhost_not_allowed: bool
-    #: queue.delete and queue.unbind of a missing queue, and exchange.delete
-    #: of a missing exchange, succeed; otherwise 404.
+    #: queue.delete and queue.unbind of a missing queue, queue.unbind from a
+    #: missing exchange and exchange.delete of a missing exchange succeed;
+    #: otherwise 404.
     missing_delete_ok: bool
     #: An empty queue name with no queue declared on the channel is 404;
     #: otherwise 530 (a connection exception).

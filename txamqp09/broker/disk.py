@@ -10,6 +10,11 @@ The alarm also stays up while the store reports that its writes fail (a
 disk full before the limit was seen, or an I/O error), until a write
 succeeds again and the free space is above the limit.
 
+Space the store has the right to take at any moment counts as used: the
+write-ahead log grows to its checkpoint size and is emptied again, and
+counting it only when it is there would raise and clear the alarm with
+each checkpoint.
+
 The monitor looks again sooner the closer the free space is to the limit,
 so that publishing at the disk's full speed cannot overshoot it between two
 looks: the next look comes when :data:`ASSUMED_WRITE_RATE` bytes a second
@@ -56,7 +61,10 @@ class DiskMonitor(Service):
     :param directory: the data directory (it exists once the store is open).
     :param limit: free bytes below which the alarm goes up.
     :param free: how free space is read (:func:`free_bytes`; tests give a fake).
-    :ivar free: the free bytes at the last look (None before the first).
+    :param reserved: bytes the store may take at any moment without
+        growing its data (see the module's docstring); they count as used.
+    :ivar free: the free bytes at the last look, less those reserved (None
+        before the first).
     :ivar store_error: what the store last reported of a failed write (None
         while its writes succeed).
     """
@@ -68,12 +76,14 @@ class DiskMonitor(Service):
         alarms: ResourceAlarms,
         clock: IReactorTime,
         free: Callable[[Path], int] = free_bytes,
+        reserved: Callable[[], int] = lambda: 0,
     ) -> None:
         self.directory = directory
         self.limit = limit
         self.alarms = alarms
         self.clock = clock
         self._read_free = free
+        self._reserved = reserved
         self.free: Optional[int] = None
         self.store_error: Optional[str] = None
         self._next: Optional[IDelayedCall] = None
@@ -97,7 +107,7 @@ class DiskMonitor(Service):
         if self._next is not None and self._next.active():
             self._next.cancel()
         try:
-            self.free = free = self._read_free(self.directory)
+            self.free = free = self._read_free(self.directory) - self._reserved()
         except OSError as error:
             oplog.disk_unreadable(str(self.directory), str(error))
             free = self.free if self.free is not None else self.limit

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import quote_plus
 
-from txamqp09.broker.model import Binding, Consumer, Exchange, Queue
+from txamqp09.broker.model import Binding, Consumer, Exchange, Mode, Queue
 from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.runtime import jsonable, queue_policy_fields
 from txamqp09.management.stats import channel_message_stats, with_details
@@ -235,6 +235,7 @@ def channel_view(node: Node, channel: ServerChannel, *, details: bool = False) -
     session = channel.session
     peer_host, peer_port = _address(connection.transport.getPeer() if connection.transport is not None else None)
     transaction = session.tx
+    mode = session.mode
     view: dict[str, Any] = {
         "name": channel_name(channel),
         "node": node.name,
@@ -244,13 +245,13 @@ def channel_view(node: Node, channel: ServerChannel, *, details: bool = False) -
         "vhost": channel.vhost.name,
         "connection_details": {"name": connection_name(connection), "peer_host": peer_host, "peer_port": peer_port},
         "state": "running" if session.flow_active else "flow",
-        "confirm": session.confirming,
-        "transactional": transaction is not None,
+        "confirm": mode is Mode.CONFIRM,
+        "transactional": mode is Mode.TX,
         "consumer_count": len(session.consumers),
         "messages_unacknowledged": len(session.unacked),
         "messages_unconfirmed": 0,
-        "messages_uncommitted": len(transaction.publishes) if transaction is not None else 0,
-        "acks_uncommitted": len(transaction.settlements) if transaction is not None else 0,
+        "messages_uncommitted": len(transaction.publishes),
+        "acks_uncommitted": len(transaction.settlements),
         "prefetch_count": session.consumer_prefetch_count,
         "global_prefetch_count": session.prefetch.count,
         "pending_raft_commands": 0,

@@ -693,6 +693,10 @@ class SQLiteStore:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         _reclaim(db)
 
+    def log_allowance(self) -> int:
+        """Bytes the write-ahead log may still grow by before it is checkpointed."""
+        return max(CHECKPOINT_BYTES - self.log_size(), 0)
+
     def log_size(self) -> int:
         """The bytes of the write-ahead log's file."""
         try:

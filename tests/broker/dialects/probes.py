@@ -1475,3 +1475,64 @@ def frame_connection_open_twice(s: Session) -> None:
     raw = s.raw()
     raw.send(0, spec.ConnectionOpen(virtual_host="/"))
     raw.sync()
+
+
+# -- more paths through bindings, transactions and consumers -------------------
+
+
+@probe
+def tx_publish_missing_exchange(s: Session) -> None:
+    channel = s.channel()
+    channel.tx_select()
+    channel.basic_publish(s.name("ex"), "k", b"x")
+    channel.tx_commit()
+
+
+@probe
+def queue_unbind_missing_exchange(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.queue_unbind(s.name("q"), s.name("ex"), "k")
+
+
+@probe
+def exchange_unbind_missing_destination(s: Session) -> None:
+    s.channel().exchange_unbind(s.name("dst"), "amq.direct", "k")
+
+
+@probe
+def exchange_unbind_missing_source(s: Session) -> None:
+    s.channel().exchange_unbind("amq.direct", s.name("src"), "k")
+
+
+@probe
+def basic_consume_exclusive_on_single_active_consumer_queue(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True, arguments={"x-single-active-consumer": True})
+    channel.basic_consume(s.name("q"), lambda *_: None, exclusive=True)
+
+
+@probe
+def basic_consume_quorum_with_global_qos(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), durable=True, arguments={"x-queue-type": "quorum"})
+    try:
+        channel.basic_qos(prefetch_count=5, global_qos=True)
+        channel.basic_consume(s.name("q"), lambda *_: None)
+    finally:
+        s.channel().queue_delete(s.name("q"))
+
+
+@probe
+def basic_get_quorum_redelivery_count(s: Session) -> Any:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), durable=True, arguments={"x-queue-type": "quorum"})
+    try:
+        channel.confirm_delivery()
+        channel.basic_publish("", s.name("q"), b"x")
+        first, _, _ = channel.basic_get(s.name("q"))
+        channel.basic_nack(first.delivery_tag, requeue=True)
+        _, properties, _ = channel.basic_get(s.name("q"), auto_ack=True)
+        return (properties.headers or {}).get("x-delivery-count")
+    finally:
+        s.channel().queue_delete(s.name("q"))

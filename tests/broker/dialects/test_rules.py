@@ -167,6 +167,13 @@ class SpecifiedDialectTests(_Cases):
         answer = self.assertClosed(self.ask(self.peer.spec.BasicRecover(requeue=True)), "channel", 406)
         self.assertEqual(answer.reply_text, "basic.recover is not allowed on a transactional channel")
 
+    def test_unbind_from_missing_exchange_is_not_found(self) -> None:
+        if not hasattr(self.peer.spec, "QueueUnbind"):
+            raise SkipTest(f"AMQP {self.version.name} has no queue.unbind")
+        self.declare_queue("q")
+        answer = self.ask(self.peer.spec.QueueUnbind(queue="q", exchange="nowhere", routing_key="k"))
+        self.assertClosed(answer, "channel", 404)
+
     def test_exchange_redeclared_with_another_type_closes_the_connection(self) -> None:
         self.assertEqual(self.declare_exchange("x", "direct").NAME, "exchange.declare-ok")
         answer = self.assertClosed(self.declare_exchange("x", "fanout"), "connection", 530)
@@ -304,10 +311,41 @@ class RabbitMQDialectTests(_Cases):
         self.assertIsNone(RABBITMQ.publisher_user_id("relay", ("impersonator",)))
         self.assertEqual(RABBITMQ.publisher_user_id("relay", ("administrator",)), "relay")
 
+    def test_exchange_unbind_of_missing_exchanges_succeeds(self) -> None:
+        spec = self.peer.spec
+        for source, destination in (("nowhere", "amq.direct"), ("amq.direct", "nowhere")):
+            answer = self.ask(spec.ExchangeUnbind(destination=destination, source=source, routing_key="k"))
+            self.assertEqual(answer.NAME, "exchange.unbind-ok")
+        answer = self.ask(spec.ExchangeUnbind(destination="nowhere", source="", routing_key="k"))
+        self.assertClosed(answer, "channel", 403)
+
+    def test_exclusive_consumer_refused_on_single_active_consumer_queue(self) -> None:
+        self.declare_queue("q", arguments={"x-single-active-consumer": True})
+        answer = self.assertClosed(
+            self.ask(self.peer.spec.BasicConsume(queue="q", exclusive=True)), "channel", 403
+        )
+        self.assertEqual(answer.reply_text, "ACCESS_REFUSED - queue 'q' in vhost '/' in exclusive use")
+
+    def test_quorum_queue_refuses_global_qos(self) -> None:
+        spec = self.peer.spec
+        self.declare_queue("q", durable=True, arguments={"x-queue-type": "quorum"})
+        self.ask(spec.BasicQos(prefetch_count=5, global_=False))
+        self.assertEqual(self.ask(spec.BasicConsume(queue="q", consumer_tag="a")).NAME, "basic.consume-ok")
+        self.ask(spec.BasicQos(prefetch_count=5, global_=True))
+        answer = self.assertClosed(self.ask(spec.BasicConsume(queue="q", consumer_tag="b")), "connection", 540)
+        self.assertEqual(
+            answer.reply_text, "NOT_IMPLEMENTED - queue 'q' in vhost '/' does not support global qos"
+        )
+
     def test_capabilities_announced(self) -> None:
         capabilities = self.server_properties()["capabilities"]
         self.assertIs(capabilities["publisher_confirms"], True)
         self.assertIs(capabilities["per_consumer_qos"], True)
+
+    def test_unbind_from_missing_exchange_succeeds(self) -> None:
+        self.declare_queue("q")
+        answer = self.ask(self.peer.spec.QueueUnbind(queue="q", exchange="nowhere", routing_key="k"))
+        self.assertEqual(answer.NAME, "queue.unbind-ok")
 
     def test_delete_missing_exchange_succeeds(self) -> None:
         self.assertEqual(self.ask(self.peer.spec.ExchangeDelete(exchange="nowhere")).NAME, "exchange.delete-ok")

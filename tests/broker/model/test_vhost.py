@@ -5,7 +5,7 @@ from __future__ import annotations
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.broker.support import message, session
-from txamqp09.broker.model import Broker, Client, VirtualHost
+from txamqp09.broker.model import Broker, Client, Mode, VirtualHost
 from txamqp09.wire.errors import (
     AccessRefused,
     CommandInvalid,
@@ -393,3 +393,20 @@ class PublishTests(SynchronousTestCase):
     def test_commit_without_select(self) -> None:
         self.assertRaises(PreconditionFailed, self.publisher.tx_commit)
         self.assertRaises(PreconditionFailed, self.publisher.tx_rollback)
+
+    def test_mode_transitions(self) -> None:
+        """none -> tx or confirm, each kept on a second select; no way from one to the other."""
+        self.assertIs(self.publisher.mode, Mode.NONE)
+        self.publisher.tx_select()
+        self.publisher.tx_select()
+        self.assertIs(self.publisher.mode, Mode.TX)
+        refused = self.assertRaises(PreconditionFailed, self.publisher.confirm_select)
+        self.assertEqual(refused.reply_text, "cannot switch from tx to confirm mode")
+        confirming, _ = session(self.vhost, self.client)
+        confirming.confirm_select()
+        confirming.confirm_select()
+        self.assertIs(confirming.mode, Mode.CONFIRM)
+        refused = self.assertRaises(PreconditionFailed, confirming.tx_select)
+        self.assertEqual(refused.reply_text, "cannot switch from confirm to tx mode")
+        self.assertRaises(PreconditionFailed, confirming.tx_commit)
+        self.assertIs(confirming.mode, Mode.CONFIRM)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from zope.interface import implementer
 
-from txamqp09.broker.model import Consumer, ISink, Message, Session
+from txamqp09.broker.model import Consumer, ISink, Message, Mode, Session
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
@@ -57,7 +57,7 @@ class ClassSession(Session):
         super().__init__(main.vhost, main.client, sink, per_consumer_qos=False)
         self.flow_active = main.flow_active
         self.update_sending()
-        if main.tx is not None:
+        if main.mode is Mode.TX:
             self.tx_select()
 
     @property  # type: ignore[override]

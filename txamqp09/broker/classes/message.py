@@ -34,7 +34,7 @@ from typing import Any, Optional
 from txamqp09.broker.classes.common import DeliveringState, basic_message
 from txamqp09.broker.classes.registry import register, user_name, vhost_classes
 from txamqp09.broker.classes.staging import Staged
-from txamqp09.broker.model import Consumer, Message
+from txamqp09.broker.model import Consumer, Message, Mode
 from txamqp09.wire.errors import CommandInvalid, NotFound, PreconditionFailed
 from txamqp09.wire.fields import Content
 from txamqp09.wire.frames import FRAME_OVERHEAD
@@ -152,7 +152,7 @@ class MessageState(DeliveringState):
 
         :raises PreconditionFailed: the channel is transactional, as the spec requires.
         """
-        if self.session.tx is not None:
+        if self.session.mode is Mode.TX:
             raise PreconditionFailed("message.recover is not allowed on a transactional channel")
         self.session.recover(method.requeue)
         self.reply("message.ok")

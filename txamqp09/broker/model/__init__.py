@@ -16,7 +16,7 @@ from txamqp09.broker.model.exchange import (
 )
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
-from txamqp09.broker.model.session import Client, ISink, Session
+from txamqp09.broker.model.session import Client, ISink, Mode, Session
 from txamqp09.broker.model.store import Persistence
 from txamqp09.broker.model.vhost import Broker, VirtualHost
 
@@ -32,6 +32,7 @@ __all__ = [
     "FanoutExchange",
     "HeadersExchange",
     "Message",
+    "Mode",
     "Persistence",
     "Prefetch",
     "Queue",

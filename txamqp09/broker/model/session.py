@@ -10,6 +10,7 @@ talk back to the server layer through an :class:`ISink`.
 from __future__ import annotations
 
 import base64
+import enum
 import os
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
@@ -19,11 +20,11 @@ from zope.interface import Interface
 from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.deadletter import REJECTED
 from txamqp09.broker.model.message import EXPIRATION_FLAG, USER_ID_FLAG, Message, message_ttl
-from txamqp09.broker.model.arguments import STREAM
+from txamqp09.broker.model.arguments import QUORUM, STREAM
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.broker.model.stream import rejection_refused
 from txamqp09.broker.model.stats import ChannelCounters
-from txamqp09.wire.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
+from txamqp09.wire.errors import AccessRefused, AMQPNotImplemented, NotAllowed, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.vhost import VirtualHost
@@ -112,6 +113,38 @@ def _by_queue(deliveries: Iterable[Delivery]) -> dict[Queue, list[Delivery]]:
     return by_queue
 
 
+class Mode(enum.Enum):
+    """What a session does with publishes and settlements.
+
+    ::
+
+        NONE --tx.select-->      TX       (tx.select again: stays)
+        NONE --confirm.select--> CONFIRM  (confirm.select again: stays)
+
+    A session never leaves TX or CONFIRM; switching from one to the other
+    is refused with 406 precondition-failed (:meth:`Session.tx_select`,
+    :meth:`Session.confirm_select`), and tx.commit or tx.rollback outside
+    TX too.
+    """
+
+    #: Publishes are routed and settlements applied as they arrive.
+    NONE = "none"
+    #: Publishes and settlements are held until tx.commit.
+    TX = "tx"
+    #: Every publish is confirmed (basic.ack or basic.nack).
+    CONFIRM = "confirm"
+
+
+# The modes as module constants: compared on every publish and ack.
+_TX = Mode.TX
+_CONFIRM = Mode.CONFIRM
+#: The refusal of a switch to a mode from the other one: (text, hint).
+_SWITCH_REFUSED = {
+    Mode.TX: ("cannot switch from confirm to tx mode", "the channel confirms publishes"),
+    Mode.CONFIRM: ("cannot switch from tx to confirm mode", "the channel is transactional"),
+}
+
+
 class Transaction:
     """Publishes and settlements of a transactional session, held until commit."""
 
@@ -160,8 +193,10 @@ class Session:
         self.closed = False
         #: Deliveries may be sent now (flow on, connection writable, open).
         self.sending = True
-        self.tx: Optional[Transaction] = None
-        self.confirming = False
+        #: Transactional, confirming, or neither.
+        self.mode = Mode.NONE
+        #: What a transactional session holds until commit (empty in other modes).
+        self.tx = Transaction()
         self.published = 0
         #: The message store's sequence number of the last persistent message
         #: this session wrote (0: none); confirms wait until it is durable.
@@ -230,17 +265,26 @@ class Session:
 
         :param arguments: basic.consume's arguments (``x-priority``).
         :raises NotAllowed: the tag is in use on this channel (530).
-        :raises AccessRefused: exclusive use conflicts with other consumers (403).
+        :raises AccessRefused: exclusive use conflicts with other consumers,
+            or the queue has a single active consumer (403).
+        :raises AMQPNotImplemented: a quorum queue with a channel-wide
+            prefetch (RabbitMQ's global qos) (540).
         :raises PreconditionFailed: an invalid argument (406).
         """
         tag = tag or unique_name("amq.ctag-")
         if tag in self.consumers:
             raise NotAllowed(f"attempt to reuse consumer tag {tag!r}", hint="it is in use on this channel")
-        if queue.has_exclusive_consumer or (exclusive and queue.consumers):
+        if queue.has_exclusive_consumer or (exclusive and (queue.consumers or queue.settings.single_active_consumer)):
             raise AccessRefused(
                 f"queue {queue.name!r} in vhost {self.vhost.name!r} in exclusive use",
                 hint="another consumer holds it exclusively" if queue.has_exclusive_consumer
-                else "it has consumers already",
+                else "it has consumers already" if queue.consumers
+                else "it has a single active consumer, so consumers may not be exclusive",
+            )
+        if queue.settings.queue_type == QUORUM and self.per_consumer_qos and self.prefetch.count:
+            raise AMQPNotImplemented(
+                f"queue {queue.name!r} in vhost {self.vhost.name!r} does not support global qos",
+                hint="set the prefetch count with basic.qos global=false",
             )
         consumer = queue.new_consumer(
             tag, self, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
@@ -298,7 +342,7 @@ class Session:
                     f"user_id property set to '{claimed}' but authenticated user was '{self.user_id}'"
                 )
         self.stats.publish += 1
-        if self.tx is not None:
+        if self.mode is _TX:
             self.tx.publishes.append((exchange, message, mandatory, immediate))
         else:
             self._route(exchange, message, mandatory, immediate)
@@ -331,7 +375,7 @@ class Session:
         else:
             for queue in queues:
                 accepted = queue.publish(message) and accepted
-        if self.confirming:
+        if self.mode is _CONFIRM:
             self.published += 1
             self.stats.confirm += accepted
             self.sink.confirmed(self.published, accepted)
@@ -350,9 +394,17 @@ class Session:
 
         :raises PreconditionFailed: the channel is transactional (406).
         """
-        if self.tx is not None:
-            raise PreconditionFailed("cannot switch from tx to confirm mode", hint="the channel is transactional")
-        self.confirming = True
+        self._enter(Mode.CONFIRM)
+
+    def _enter(self, mode: Mode) -> None:
+        """Switch to *mode* (staying in it is allowed).
+
+        :raises PreconditionFailed: the session is in the other of TX and CONFIRM (406).
+        """
+        if self.mode is not mode and self.mode is not Mode.NONE:
+            text, hint = _SWITCH_REFUSED[mode]
+            raise PreconditionFailed(text, hint=hint)
+        self.mode = mode
 
     # -- getting -------------------------------------------------------------
 
@@ -431,7 +483,7 @@ class Session:
 
         :raises PreconditionFailed: *tag* is not an unsettled delivery (406).
         """
-        if multiple or self.tx is not None:
+        if multiple or self.mode is _TX:
             self._settle_later_or_now(self._select(tag, multiple), ACK)
             return
         delivery = self.unacked.pop(tag, None)
@@ -485,7 +537,7 @@ class Session:
         )
 
     def _select(self, tag: int, multiple: bool) -> list[int]:
-        pending = self.tx.pending if self.tx is not None else ()
+        pending = self.tx.pending
         if multiple and tag == 0:
             return [each for each in self.unacked if each not in pending]
         if tag not in self.unacked or tag in pending:
@@ -501,7 +553,7 @@ class Session:
         return selected
 
     def _settle_later_or_now(self, tags: list[int], outcome: str) -> None:
-        if self.tx is not None:
+        if self.mode is _TX:
             self.tx.settlements.append((tags, outcome))
             self.tx.pending.update(tags)
         else:
@@ -542,9 +594,8 @@ class Session:
         """
         deliveries = list(self.unacked.values())
         self.unacked.clear()
-        if self.tx is not None:
-            self.tx.pending.clear()
-            self.tx.settlements.clear()
+        self.tx.pending.clear()
+        self.tx.settlements.clear()
         back: list[Delivery] = []
         for delivery in deliveries:
             consumer = delivery.consumer
@@ -568,13 +619,10 @@ class Session:
 
         :raises PreconditionFailed: the channel is in confirm mode (406).
         """
-        if self.confirming:
-            raise PreconditionFailed("cannot switch from confirm to tx mode", hint="the channel confirms publishes")
-        if self.tx is None:
-            self.tx = Transaction()
+        self._enter(Mode.TX)
 
     def _transaction(self, verb: str) -> Transaction:
-        if self.tx is None:
+        if self.mode is not _TX:
             raise PreconditionFailed("channel is not transactional", hint=f"send tx.select before tx.{verb}")
         return self.tx
 
@@ -604,7 +652,7 @@ class Session:
             return
         self.closed = True
         self.sending = False
-        self.tx = None
+        self.tx = Transaction()
         self.vhost.retired.add(self.stats)
         deliveries = list(self.unacked.values())
         self.unacked.clear()

@@ -346,8 +346,12 @@ class VirtualHost:
     def unbind_exchange(
         self, destination: str, source: str, routing_key: str, arguments: Mapping[str, Any]
     ) -> None:
-        """exchange.unbind; a binding that does not exist counts as removed."""
-        self._unbind_key(self._bindable(source), self._bindable(destination), routing_key, arguments)
+        """exchange.unbind; a binding, source or destination that does not
+        exist counts as removed (as RabbitMQ)."""
+        if source in self.exchanges and destination in self.exchanges:
+            self._unbind_key(self._bindable(source), self._bindable(destination), routing_key, arguments)
+        elif "" in (source, destination):
+            raise _default_exchange_refused()
 
     # -- bindings ------------------------------------------------------------
 
@@ -530,9 +534,11 @@ class VirtualHost:
         dialect: Dialect = RABBITMQ,
     ) -> None:
         """queue.unbind; a binding that does not exist counts as removed, and
-        so does (in RabbitMQ's dialect) a queue that does not exist."""
-        if queue not in self.queues and dialect.missing_delete_ok:
-            self._queue_source(exchange, dialect)
+        so do (in RabbitMQ's dialect) a queue or an exchange that does not exist."""
+        missing = queue not in self.queues or (exchange and exchange not in self.exchanges)
+        if missing and dialect.missing_delete_ok:
+            if not exchange:
+                self._queue_source(exchange, dialect)
             return
         target = self.queue(queue, client)
         source = self._queue_source(exchange, dialect)

@@ -1,0 +1,56 @@
+"""The durability benchmarks run short: bench/soak.py (kill -9 cycles) and
+bench/diskfull.py (a real full disk), with their figures checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.defer import inlineCallbacks
+from twisted.internet.utils import getProcessOutputAndValue
+from twisted.trial.unittest import TestCase
+
+from txamqp09.testing.faults import MountFailed, mount_small_file_system, unmount
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+MiB = 1024 * 1024
+
+
+class BenchTests(TestCase):
+    timeout = 300
+
+    @inlineCallbacks
+    def bench(self, script: str, *arguments: str) -> Any:
+        """Run bench/*script* with *arguments* and ``--json``; its figures."""
+        out, err, code = yield getProcessOutputAndValue(
+            sys.executable, [str(BENCH / script), *arguments, "--json"], env=dict(os.environ), reactor=reactor
+        )
+        self.assertEqual(code, 0, err.decode(errors="replace")[-2000:])
+        return json.loads(out.decode().strip().splitlines()[-1])
+
+    @inlineCallbacks
+    def test_five_kill_9_cycles_lose_and_corrupt_nothing(self) -> Any:
+        figures = yield self.bench("soak.py", "--cycles", "5", "--seconds", "1")
+        self.assertEqual([cycle["lost"] for cycle in figures["cycles"]], [0] * 5)
+        self.assertEqual((figures["lost"], figures["corrupt"]), (0, 0))
+        self.assertTrue(all(cycle["confirmed"] > 0 for cycle in figures["cycles"]), figures)
+        self.assertLess(figures["store_bytes"], 64 * MiB)
+
+    @inlineCallbacks
+    def test_a_full_disk_blocks_publishers_and_they_resume_once_it_is_drained(self) -> Any:
+        probe = Path(self.mktemp()).absolute()
+        try:
+            mount_small_file_system(probe, MiB)
+        except MountFailed as error:
+            raise self.skipTest(f"no small file system to fill: {error}") from None
+        unmount(probe)
+        figures = yield self.bench("diskfull.py", "--size", "24MiB", "--limit", "8MiB", "--after", "100")
+        self.assertTrue(figures["blocked"], figures)
+        self.assertEqual((figures["nacked"], figures["error"]), (0, None))
+        self.assertGreater(figures["confirmed_before_alarm"], 5000)
+        self.assertGreaterEqual(figures["confirmed_after_resuming"], 100)
+        self.assertEqual((figures["lost"], figures["corrupt"]), (0, 0))
