@@ -163,7 +163,7 @@ class AMQPConnection(Protocol):
         self._handlers = {}
         for cls in version.methods.values():
             if cls.NAME.startswith("connection."):
-                handler = getattr(self, cls.NAME.replace(".", "_").replace("-", "_"), None)
+                handler = getattr(self, cls.HANDLER, None)
                 if handler is not None:
                     self._handlers[cls] = handler
         self.state = ConnectionState.NEGOTIATING

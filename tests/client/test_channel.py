@@ -11,7 +11,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.client.support import ScriptedServer
-from txamqp09.client.api import channel_class, client_sent_methods, python_name
+from txamqp09.client.api import channel_class, client_sent_methods
 from txamqp09.client.channel import Channel, ChannelState
 from txamqp09.client.errors import (
     AlreadySettled,
@@ -405,7 +405,7 @@ class GeneratedAPITests(SynchronousTestCase):
         for version in VERSIONS.values():
             cls = channel_class(version)
             for method_class in client_sent_methods(version):
-                self.assertTrue(callable(getattr(cls, python_name(method_class))), method_class.NAME)
+                self.assertTrue(callable(getattr(cls, method_class.HANDLER)), method_class.NAME)
 
     def test_docstring_and_typed_keyword_signature(self) -> None:
         cls = channel_class(AMQP0_9_1)

@@ -263,6 +263,17 @@ class CompletenessTests(SynchronousTestCase):
             ["short", "shortstr", "shortstr", "shortstr", "bit", "table"],
         )
 
+    def test_handler_names(self) -> None:
+        """Each method class names its handler; the rule is the generator's."""
+        self.assertEqual(_amqp0_9_1.QueueDeclare.HANDLER, "queue_declare")
+        self.assertEqual(_amqp0_9_1.BasicGetOk.HANDLER, "basic_get_ok")
+        self.assertEqual(_amqp0_9_1.ConnectionUpdateSecretOk.HANDLER, "connection_update_secret_ok")
+        self.assertEqual(_amqp0_9.MessageOk.HANDLER, "message_ok")
+        for module in (_amqp0_8, _amqp0_9, _amqp0_9_1):
+            names = [cls.HANDLER for cls in module.METHODS.values()]
+            self.assertEqual(len(set(names)), len(names))
+            self.assertTrue(all(name.isidentifier() for name in names))
+
     def test_basic_recover_waits_for_recover_ok(self) -> None:
         """The stripped 0-9-1 XML lost this; the full spec and RabbitMQ have it."""
         self.assertTrue(_amqp0_9_1.BasicRecover.SYNCHRONOUS)

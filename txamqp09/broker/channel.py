@@ -443,9 +443,9 @@ def handlers_for(version: ProtocolVersion) -> dict[type[Method], Handler]:
         for cls in version.methods.values():
             if "server" not in cls.CHASSIS or cls.NAME.startswith("connection."):
                 continue
-            handler = getattr(ServerChannel, cls.NAME.replace(".", "_").replace("-", "_"), None)
+            handler = getattr(ServerChannel, cls.HANDLER, None)
             if handler is None:
-                handler = class_handler(cls.NAME)
+                handler = class_handler(cls)
             if handler is not None:
                 table[cls] = handler
     return table

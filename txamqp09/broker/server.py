@@ -130,6 +130,12 @@ def _address(address: Any) -> str:
     return f"{getattr(address, 'host', address)}:{getattr(address, 'port', '')}"
 
 
+#: What connection.start announces: the extensions both sides implement, and
+#: consumer priorities (basic.consume's x-priority), which only the broker
+#: acts on.
+_SERVER_CAPABILITIES = {**CAPABILITIES, "consumer_priorities": True}
+
+
 def server_properties(dialect: Dialect) -> dict[str, Any]:
     """The server-properties table of connection.start on a connection of *dialect*."""
     properties: dict[str, Any] = {
@@ -140,7 +146,7 @@ def server_properties(dialect: Dialect) -> dict[str, Any]:
         "information": "AMQP 0-9, 0-8 and 0-9-1 for Twisted; MIT licensed",
     }
     if dialect.announces_capabilities:
-        properties["capabilities"] = dict(CAPABILITIES)
+        properties["capabilities"] = dict(_SERVER_CAPABILITIES)
     return properties
 
 

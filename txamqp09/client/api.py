@@ -22,17 +22,12 @@ from txamqp09.client.channel import BodyLike, Channel, PropertiesLike
 from txamqp09.wire.base import Method
 from txamqp09.wire.versions import ProtocolVersion
 
-__all__ = ["channel_class", "python_name", "client_sent_methods"]
+__all__ = ["channel_class", "client_sent_methods"]
 
 #: Channel methods the channel's own lifecycle sends; use Channel.close().
 _MANAGED = frozenset({"channel.open", "channel.close", "channel.close-ok"})
 
 _classes: dict[str, type[Channel]] = {}
-
-
-def python_name(method_class: type[Method]) -> str:
-    """``queue.declare`` -> ``queue_declare``."""
-    return method_class.NAME.replace(".", "_").replace("-", "_")
 
 
 def client_sent_methods(version: ProtocolVersion) -> list[type[Method]]:
@@ -98,7 +93,7 @@ def _sender(method_class: type[Method]) -> Callable[..., Any]:
 def _caller(method_class: type[Method]) -> Callable[..., Any]:
     """The channel method that sends *method_class*, named and documented after it."""
     send = (_content_sender if method_class.CONTENT else _sender)(method_class)
-    name = python_name(method_class)
+    name = method_class.HANDLER
     send.__name__ = name
     send.__qualname__ = f"Channel.{name}"
     send.__doc__ = _docstring(method_class)
@@ -111,9 +106,9 @@ def channel_class(version: ProtocolVersion) -> type[Channel]:
     cls = _classes.get(version.name)
     if cls is None:
         methods: dict[str, Any] = {
-            python_name(method_class): _caller(method_class)
+            method_class.HANDLER: _caller(method_class)
             for method_class in client_sent_methods(version)
-            if not hasattr(Channel, python_name(method_class))
+            if not hasattr(Channel, method_class.HANDLER)
         }
         suffix = version.name.replace("-", "_")
         methods["__doc__"] = f"A channel of an AMQP {version.name} connection.\n\n{Channel.__doc__}"

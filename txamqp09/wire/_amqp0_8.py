@@ -163,6 +163,7 @@ class ConnectionStart(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_start"
     FIELDS = (('version_major', 'octet'), ('version_minor', 'octet'), ('server_properties', 'table'), ('mechanisms', 'longstr'), ('locales', 'longstr'), )
 
     def __init__(
@@ -227,6 +228,7 @@ class ConnectionStartOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_start_ok"
     FIELDS = (('client_properties', 'table'), ('mechanism', 'shortstr'), ('response', 'longstr'), ('locale', 'shortstr'), )
 
     def __init__(
@@ -284,6 +286,7 @@ class ConnectionSecure(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_secure"
     FIELDS = (('challenge', 'longstr'), )
 
     def __init__(
@@ -325,6 +328,7 @@ class ConnectionSecureOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_secure_ok"
     FIELDS = (('response', 'longstr'), )
 
     def __init__(
@@ -377,6 +381,7 @@ class ConnectionTune(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_tune"
     FIELDS = (('channel_max', 'short'), ('frame_max', 'long'), ('heartbeat', 'short'), )
 
     def __init__(
@@ -430,6 +435,7 @@ class ConnectionTuneOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_tune_ok"
     FIELDS = (('channel_max', 'short'), ('frame_max', 'long'), ('heartbeat', 'short'), )
 
     def __init__(
@@ -485,6 +491,7 @@ class ConnectionOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_open"
     FIELDS = (('virtual_host', 'shortstr'), ('capabilities', 'shortstr'), ('insist', 'bit'), )
 
     def __init__(
@@ -541,6 +548,7 @@ class ConnectionOpenOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_open_ok"
     FIELDS = (('known_hosts', 'shortstr'), )
 
     def __init__(
@@ -591,6 +599,7 @@ class ConnectionRedirect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_redirect"
     FIELDS = (('host', 'shortstr'), ('known_hosts', 'shortstr'), )
 
     def __init__(
@@ -652,6 +661,7 @@ class ConnectionClose(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "connection_close"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('class_id', 'short'), ('method_id', 'short'), )
 
     def __init__(
@@ -702,6 +712,7 @@ class ConnectionCloseOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "connection_close_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -735,6 +746,7 @@ class ChannelOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "channel_open"
     FIELDS = (('out_of_band', 'shortstr'), )
 
     def __init__(
@@ -773,6 +785,7 @@ class ChannelOpenOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "channel_open_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -807,6 +820,7 @@ class ChannelFlow(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "channel_flow"
     FIELDS = (('active', 'bit'), )
 
     def __init__(
@@ -846,6 +860,7 @@ class ChannelFlowOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "channel_flow_ok"
     FIELDS = (('active', 'bit'), )
 
     def __init__(
@@ -888,6 +903,7 @@ class ChannelAlert(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "channel_alert"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('details', 'table'), )
 
     def __init__(
@@ -951,6 +967,7 @@ class ChannelClose(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "channel_close"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('class_id', 'short'), ('method_id', 'short'), )
 
     def __init__(
@@ -1001,6 +1018,7 @@ class ChannelCloseOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "channel_close_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1061,6 +1079,7 @@ class AccessRequest(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "access_request"
     FIELDS = (('realm', 'shortstr'), ('exclusive', 'bit'), ('passive', 'bit'), ('active', 'bit'), ('write', 'bit'), ('read', 'bit'), )
 
     def __init__(
@@ -1123,6 +1142,7 @@ class AccessRequestOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "access_request_ok"
     FIELDS = (('ticket', 'short'), )
 
     def __init__(
@@ -1202,6 +1222,7 @@ class ExchangeDeclare(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "exchange_declare"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('type', 'shortstr'), ('passive', 'bit'), ('durable', 'bit'), ('auto_delete', 'bit'), ('internal', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1273,6 +1294,7 @@ class ExchangeDeclareOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "exchange_declare_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1320,6 +1342,7 @@ class ExchangeDelete(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "exchange_delete"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('if_unused', 'bit'), ('nowait', 'bit'), )
 
     def __init__(
@@ -1371,6 +1394,7 @@ class ExchangeDeleteOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "exchange_delete_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1439,6 +1463,7 @@ class QueueDeclare(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_declare"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('passive', 'bit'), ('durable', 'bit'), ('exclusive', 'bit'), ('auto_delete', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1514,6 +1539,7 @@ class QueueDeclareOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_declare_ok"
     FIELDS = (('queue', 'shortstr'), ('message_count', 'long'), ('consumer_count', 'long'), )
 
     def __init__(
@@ -1591,6 +1617,7 @@ class QueueBind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_bind"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1655,6 +1682,7 @@ class QueueBindOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_bind_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1694,6 +1722,7 @@ class QueuePurge(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_purge"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -1745,6 +1774,7 @@ class QueuePurgeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_purge_ok"
     FIELDS = (('message_count', 'long'), )
 
     def __init__(
@@ -1800,6 +1830,7 @@ class QueueDelete(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_delete"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('if_unused', 'bit'), ('if_empty', 'bit'), ('nowait', 'bit'), )
 
     def __init__(
@@ -1857,6 +1888,7 @@ class QueueDeleteOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_delete_ok"
     FIELDS = (('message_count', 'long'), )
 
     def __init__(
@@ -2138,6 +2170,7 @@ class BasicQos(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_qos"
     FIELDS = (('prefetch_size', 'long'), ('prefetch_count', 'short'), ('global_', 'bit'), )
 
     def __init__(
@@ -2179,6 +2212,7 @@ class BasicQosOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_qos_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -2240,6 +2274,7 @@ class BasicConsume(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_consume"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('consumer_tag', 'shortstr'), ('no_local', 'bit'), ('no_ack', 'bit'), ('exclusive', 'bit'), ('nowait', 'bit'), )
 
     def __init__(
@@ -2307,6 +2342,7 @@ class BasicConsumeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_consume_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -2356,6 +2392,7 @@ class BasicCancel(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_cancel"
     FIELDS = (('consumer_tag', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -2403,6 +2440,7 @@ class BasicCancelOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_cancel_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -2469,6 +2507,7 @@ class BasicPublish(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('server', )
+    HANDLER = "basic_publish"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('mandatory', 'bit'), ('immediate', 'bit'), )
 
     def __init__(
@@ -2542,6 +2581,7 @@ class BasicReturn(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "basic_return"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -2614,6 +2654,7 @@ class BasicDeliver(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "basic_deliver"
     FIELDS = (('consumer_tag', 'shortstr'), ('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -2690,6 +2731,7 @@ class BasicGet(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_get"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('no_ack', 'bit'), )
 
     def __init__(
@@ -2759,6 +2801,7 @@ class BasicGetOk(Method):
     SYNCHRONOUS = True
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "basic_get_ok"
     FIELDS = (('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('message_count', 'long'), )
 
     def __init__(
@@ -2819,6 +2862,7 @@ class BasicGetEmpty(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_get_empty"
     FIELDS = (('cluster_id', 'shortstr'), )
 
     def __init__(
@@ -2869,6 +2913,7 @@ class BasicAck(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_ack"
     FIELDS = (('delivery_tag', 'longlong'), ('multiple', 'bit'), )
 
     def __init__(
@@ -2915,6 +2960,7 @@ class BasicReject(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_reject"
     FIELDS = (('delivery_tag', 'longlong'), ('requeue', 'bit'), )
 
     def __init__(
@@ -2959,6 +3005,7 @@ class BasicRecover(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_recover"
     FIELDS = (('requeue', 'bit'), )
 
     def __init__(
@@ -3172,6 +3219,7 @@ class FileQos(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_qos"
     FIELDS = (('prefetch_size', 'long'), ('prefetch_count', 'short'), ('global_', 'bit'), )
 
     def __init__(
@@ -3213,6 +3261,7 @@ class FileQosOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "file_qos_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3274,6 +3323,7 @@ class FileConsume(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_consume"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('consumer_tag', 'shortstr'), ('no_local', 'bit'), ('no_ack', 'bit'), ('exclusive', 'bit'), ('nowait', 'bit'), )
 
     def __init__(
@@ -3341,6 +3391,7 @@ class FileConsumeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "file_consume_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -3389,6 +3440,7 @@ class FileCancel(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_cancel"
     FIELDS = (('consumer_tag', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -3436,6 +3488,7 @@ class FileCancelOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "file_cancel_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -3492,6 +3545,7 @@ class FileOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "file_open"
     FIELDS = (('identifier', 'shortstr'), ('content_size', 'longlong'), )
 
     def __init__(
@@ -3541,6 +3595,7 @@ class FileOpenOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "file_open_ok"
     FIELDS = (('staged_size', 'longlong'), )
 
     def __init__(
@@ -3576,6 +3631,7 @@ class FileStage(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('server', 'client', )
+    HANDLER = "file_stage"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3636,6 +3692,7 @@ class FilePublish(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_publish"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('mandatory', 'bit'), ('immediate', 'bit'), ('identifier', 'shortstr'), )
 
     def __init__(
@@ -3715,6 +3772,7 @@ class FileReturn(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "file_return"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -3792,6 +3850,7 @@ class FileDeliver(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "file_deliver"
     FIELDS = (('consumer_tag', 'shortstr'), ('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('identifier', 'shortstr'), )
 
     def __init__(
@@ -3868,6 +3927,7 @@ class FileAck(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_ack"
     FIELDS = (('delivery_tag', 'longlong'), ('multiple', 'bit'), )
 
     def __init__(
@@ -3915,6 +3975,7 @@ class FileReject(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_reject"
     FIELDS = (('delivery_tag', 'longlong'), ('requeue', 'bit'), )
 
     def __init__(
@@ -4078,6 +4139,7 @@ class StreamQos(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "stream_qos"
     FIELDS = (('prefetch_size', 'long'), ('prefetch_count', 'short'), ('consume_rate', 'long'), ('global_', 'bit'), )
 
     def __init__(
@@ -4121,6 +4183,7 @@ class StreamQosOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "stream_qos_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4175,6 +4238,7 @@ class StreamConsume(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "stream_consume"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('consumer_tag', 'shortstr'), ('no_local', 'bit'), ('exclusive', 'bit'), ('nowait', 'bit'), )
 
     def __init__(
@@ -4239,6 +4303,7 @@ class StreamConsumeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "stream_consume_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -4287,6 +4352,7 @@ class StreamCancel(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "stream_cancel"
     FIELDS = (('consumer_tag', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -4334,6 +4400,7 @@ class StreamCancelOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "stream_cancel_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -4400,6 +4467,7 @@ class StreamPublish(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('server', )
+    HANDLER = "stream_publish"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('mandatory', 'bit'), ('immediate', 'bit'), )
 
     def __init__(
@@ -4473,6 +4541,7 @@ class StreamReturn(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "stream_return"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -4543,6 +4612,7 @@ class StreamDeliver(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "stream_deliver"
     FIELDS = (('consumer_tag', 'shortstr'), ('delivery_tag', 'longlong'), ('exchange', 'shortstr'), ('queue', 'shortstr'), )
 
     def __init__(
@@ -4603,6 +4673,7 @@ class TxSelect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "tx_select"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4630,6 +4701,7 @@ class TxSelectOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "tx_select_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4657,6 +4729,7 @@ class TxCommit(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "tx_commit"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4684,6 +4757,7 @@ class TxCommitOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "tx_commit_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4711,6 +4785,7 @@ class TxRollback(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "tx_rollback"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4738,6 +4813,7 @@ class TxRollbackOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "tx_rollback_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4769,6 +4845,7 @@ class DtxSelect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "dtx_select"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4796,6 +4873,7 @@ class DtxSelectOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "dtx_select_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4828,6 +4906,7 @@ class DtxStart(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "dtx_start"
     FIELDS = (('dtx_identifier', 'shortstr'), )
 
     def __init__(
@@ -4867,6 +4946,7 @@ class DtxStartOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "dtx_start_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4999,6 +5079,7 @@ class TunnelRequest(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('server', )
+    HANDLER = "tunnel_request"
     FIELDS = (('meta_data', 'table'), )
 
     def __init__(
@@ -5049,6 +5130,7 @@ class TestInteger(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "test_integer"
     FIELDS = (('integer_1', 'octet'), ('integer_2', 'short'), ('integer_3', 'long'), ('integer_4', 'longlong'), ('operation', 'octet'), )
 
     def __init__(
@@ -5093,6 +5175,7 @@ class TestIntegerOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "test_integer_ok"
     FIELDS = (('result', 'longlong'), )
 
     def __init__(
@@ -5133,6 +5216,7 @@ class TestString(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "test_string"
     FIELDS = (('string_1', 'shortstr'), ('string_2', 'longstr'), ('operation', 'octet'), )
 
     def __init__(
@@ -5182,6 +5266,7 @@ class TestStringOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "test_string_ok"
     FIELDS = (('result', 'longstr'), )
 
     def __init__(
@@ -5226,6 +5311,7 @@ class TestTable(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "test_table"
     FIELDS = (('table', 'table'), ('integer_op', 'octet'), ('string_op', 'octet'), )
 
     def __init__(
@@ -5273,6 +5359,7 @@ class TestTableOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "test_table_ok"
     FIELDS = (('integer_result', 'longlong'), ('string_result', 'longstr'), )
 
     def __init__(
@@ -5313,6 +5400,7 @@ class TestContent(Method):
     SYNCHRONOUS = True
     CONTENT = True
     CHASSIS = ('client', 'server', )
+    HANDLER = "test_content"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -5341,6 +5429,7 @@ class TestContentOk(Method):
     SYNCHRONOUS = True
     CONTENT = True
     CHASSIS = ('client', 'server', )
+    HANDLER = "test_content_ok"
     FIELDS = (('content_checksum', 'long'), )
 
     def __init__(

@@ -167,6 +167,7 @@ class ConnectionStart(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_start"
     FIELDS = (('version_major', 'octet'), ('version_minor', 'octet'), ('server_properties', 'table'), ('mechanisms', 'longstr'), ('locales', 'longstr'), )
 
     def __init__(
@@ -231,6 +232,7 @@ class ConnectionStartOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_start_ok"
     FIELDS = (('client_properties', 'table'), ('mechanism', 'shortstr'), ('response', 'longstr'), ('locale', 'shortstr'), )
 
     def __init__(
@@ -288,6 +290,7 @@ class ConnectionSecure(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_secure"
     FIELDS = (('challenge', 'longstr'), )
 
     def __init__(
@@ -329,6 +332,7 @@ class ConnectionSecureOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_secure_ok"
     FIELDS = (('response', 'longstr'), )
 
     def __init__(
@@ -381,6 +385,7 @@ class ConnectionTune(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_tune"
     FIELDS = (('channel_max', 'short'), ('frame_max', 'long'), ('heartbeat', 'short'), )
 
     def __init__(
@@ -434,6 +439,7 @@ class ConnectionTuneOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_tune_ok"
     FIELDS = (('channel_max', 'short'), ('frame_max', 'long'), ('heartbeat', 'short'), )
 
     def __init__(
@@ -489,6 +495,7 @@ class ConnectionOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_open"
     FIELDS = (('virtual_host', 'shortstr'), ('capabilities', 'shortstr'), ('insist', 'bit'), )
 
     def __init__(
@@ -545,6 +552,7 @@ class ConnectionOpenOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_open_ok"
     FIELDS = (('known_hosts', 'shortstr'), )
 
     def __init__(
@@ -595,6 +603,7 @@ class ConnectionRedirect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_redirect"
     FIELDS = (('host', 'shortstr'), ('known_hosts', 'shortstr'), )
 
     def __init__(
@@ -656,6 +665,7 @@ class ConnectionClose(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "connection_close"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('class_id', 'short'), ('method_id', 'short'), )
 
     def __init__(
@@ -706,6 +716,7 @@ class ConnectionCloseOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "connection_close_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -739,6 +750,7 @@ class ChannelOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "channel_open"
     FIELDS = (('out_of_band', 'shortstr'), )
 
     def __init__(
@@ -779,6 +791,7 @@ class ChannelOpenOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "channel_open_ok"
     FIELDS = (('channel_id', 'longstr'), )
 
     def __init__(
@@ -823,6 +836,7 @@ class ChannelFlow(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "channel_flow"
     FIELDS = (('active', 'bit'), )
 
     def __init__(
@@ -862,6 +876,7 @@ class ChannelFlowOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "channel_flow_ok"
     FIELDS = (('active', 'bit'), )
 
     def __init__(
@@ -914,6 +929,7 @@ class ChannelClose(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "channel_close"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('class_id', 'short'), ('method_id', 'short'), )
 
     def __init__(
@@ -964,6 +980,7 @@ class ChannelCloseOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "channel_close_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -992,6 +1009,7 @@ class ChannelResume(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "channel_resume"
     FIELDS = (('channel_id', 'longstr'), )
 
     def __init__(
@@ -1028,6 +1046,7 @@ class ChannelPing(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "channel_ping"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1056,6 +1075,7 @@ class ChannelPong(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "channel_pong"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1082,6 +1102,7 @@ class ChannelOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "channel_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1142,6 +1163,7 @@ class AccessRequest(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "access_request"
     FIELDS = (('realm', 'shortstr'), ('exclusive', 'bit'), ('passive', 'bit'), ('active', 'bit'), ('write', 'bit'), ('read', 'bit'), )
 
     def __init__(
@@ -1204,6 +1226,7 @@ class AccessRequestOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "access_request_ok"
     FIELDS = (('ticket', 'short'), )
 
     def __init__(
@@ -1283,6 +1306,7 @@ class ExchangeDeclare(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "exchange_declare"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('type', 'shortstr'), ('passive', 'bit'), ('durable', 'bit'), ('auto_delete', 'bit'), ('internal', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1354,6 +1378,7 @@ class ExchangeDeclareOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "exchange_declare_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1401,6 +1426,7 @@ class ExchangeDelete(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "exchange_delete"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('if_unused', 'bit'), ('nowait', 'bit'), )
 
     def __init__(
@@ -1452,6 +1478,7 @@ class ExchangeDeleteOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "exchange_delete_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1520,6 +1547,7 @@ class QueueDeclare(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_declare"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('passive', 'bit'), ('durable', 'bit'), ('exclusive', 'bit'), ('auto_delete', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1595,6 +1623,7 @@ class QueueDeclareOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_declare_ok"
     FIELDS = (('queue', 'shortstr'), ('message_count', 'long'), ('consumer_count', 'long'), )
 
     def __init__(
@@ -1672,6 +1701,7 @@ class QueueBind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_bind"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1736,6 +1766,7 @@ class QueueBindOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_bind_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1775,6 +1806,7 @@ class QueueUnbind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_unbind"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('arguments', 'table'), )
 
     def __init__(
@@ -1833,6 +1865,7 @@ class QueueUnbindOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_unbind_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1872,6 +1905,7 @@ class QueuePurge(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_purge"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -1923,6 +1957,7 @@ class QueuePurgeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_purge_ok"
     FIELDS = (('message_count', 'long'), )
 
     def __init__(
@@ -1978,6 +2013,7 @@ class QueueDelete(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_delete"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('if_unused', 'bit'), ('if_empty', 'bit'), ('nowait', 'bit'), )
 
     def __init__(
@@ -2035,6 +2071,7 @@ class QueueDeleteOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_delete_ok"
     FIELDS = (('message_count', 'long'), )
 
     def __init__(
@@ -2316,6 +2353,7 @@ class BasicQos(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_qos"
     FIELDS = (('prefetch_size', 'long'), ('prefetch_count', 'short'), ('global_', 'bit'), )
 
     def __init__(
@@ -2357,6 +2395,7 @@ class BasicQosOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_qos_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -2422,6 +2461,7 @@ class BasicConsume(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_consume"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('consumer_tag', 'shortstr'), ('no_local', 'bit'), ('no_ack', 'bit'), ('exclusive', 'bit'), ('nowait', 'bit'), ('filter', 'table'), )
 
     def __init__(
@@ -2493,6 +2533,7 @@ class BasicConsumeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_consume_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -2542,6 +2583,7 @@ class BasicCancel(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_cancel"
     FIELDS = (('consumer_tag', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -2589,6 +2631,7 @@ class BasicCancelOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_cancel_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -2655,6 +2698,7 @@ class BasicPublish(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('server', )
+    HANDLER = "basic_publish"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('mandatory', 'bit'), ('immediate', 'bit'), )
 
     def __init__(
@@ -2728,6 +2772,7 @@ class BasicReturn(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "basic_return"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -2800,6 +2845,7 @@ class BasicDeliver(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "basic_deliver"
     FIELDS = (('consumer_tag', 'shortstr'), ('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -2876,6 +2922,7 @@ class BasicGet(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_get"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('no_ack', 'bit'), )
 
     def __init__(
@@ -2945,6 +2992,7 @@ class BasicGetOk(Method):
     SYNCHRONOUS = True
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "basic_get_ok"
     FIELDS = (('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('message_count', 'long'), )
 
     def __init__(
@@ -3005,6 +3053,7 @@ class BasicGetEmpty(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_get_empty"
     FIELDS = (('cluster_id', 'shortstr'), )
 
     def __init__(
@@ -3055,6 +3104,7 @@ class BasicAck(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_ack"
     FIELDS = (('delivery_tag', 'longlong'), ('multiple', 'bit'), )
 
     def __init__(
@@ -3101,6 +3151,7 @@ class BasicReject(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_reject"
     FIELDS = (('delivery_tag', 'longlong'), ('requeue', 'bit'), )
 
     def __init__(
@@ -3145,6 +3196,7 @@ class BasicRecover(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_recover"
     FIELDS = (('requeue', 'bit'), )
 
     def __init__(
@@ -3358,6 +3410,7 @@ class FileQos(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_qos"
     FIELDS = (('prefetch_size', 'long'), ('prefetch_count', 'short'), ('global_', 'bit'), )
 
     def __init__(
@@ -3399,6 +3452,7 @@ class FileQosOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "file_qos_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3464,6 +3518,7 @@ class FileConsume(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_consume"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('consumer_tag', 'shortstr'), ('no_local', 'bit'), ('no_ack', 'bit'), ('exclusive', 'bit'), ('nowait', 'bit'), ('filter', 'table'), )
 
     def __init__(
@@ -3535,6 +3590,7 @@ class FileConsumeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "file_consume_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -3583,6 +3639,7 @@ class FileCancel(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_cancel"
     FIELDS = (('consumer_tag', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -3630,6 +3687,7 @@ class FileCancelOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "file_cancel_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -3686,6 +3744,7 @@ class FileOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "file_open"
     FIELDS = (('identifier', 'shortstr'), ('content_size', 'longlong'), )
 
     def __init__(
@@ -3735,6 +3794,7 @@ class FileOpenOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "file_open_ok"
     FIELDS = (('staged_size', 'longlong'), )
 
     def __init__(
@@ -3770,6 +3830,7 @@ class FileStage(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('server', 'client', )
+    HANDLER = "file_stage"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3830,6 +3891,7 @@ class FilePublish(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_publish"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('mandatory', 'bit'), ('immediate', 'bit'), ('identifier', 'shortstr'), )
 
     def __init__(
@@ -3909,6 +3971,7 @@ class FileReturn(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "file_return"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -3986,6 +4049,7 @@ class FileDeliver(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "file_deliver"
     FIELDS = (('consumer_tag', 'shortstr'), ('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('identifier', 'shortstr'), )
 
     def __init__(
@@ -4062,6 +4126,7 @@ class FileAck(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_ack"
     FIELDS = (('delivery_tag', 'longlong'), ('multiple', 'bit'), )
 
     def __init__(
@@ -4109,6 +4174,7 @@ class FileReject(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "file_reject"
     FIELDS = (('delivery_tag', 'longlong'), ('requeue', 'bit'), )
 
     def __init__(
@@ -4272,6 +4338,7 @@ class StreamQos(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "stream_qos"
     FIELDS = (('prefetch_size', 'long'), ('prefetch_count', 'short'), ('consume_rate', 'long'), ('global_', 'bit'), )
 
     def __init__(
@@ -4315,6 +4382,7 @@ class StreamQosOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "stream_qos_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4373,6 +4441,7 @@ class StreamConsume(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "stream_consume"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('consumer_tag', 'shortstr'), ('no_local', 'bit'), ('exclusive', 'bit'), ('nowait', 'bit'), ('filter', 'table'), )
 
     def __init__(
@@ -4441,6 +4510,7 @@ class StreamConsumeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "stream_consume_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -4489,6 +4559,7 @@ class StreamCancel(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "stream_cancel"
     FIELDS = (('consumer_tag', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -4536,6 +4607,7 @@ class StreamCancelOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "stream_cancel_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -4602,6 +4674,7 @@ class StreamPublish(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('server', )
+    HANDLER = "stream_publish"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('mandatory', 'bit'), ('immediate', 'bit'), )
 
     def __init__(
@@ -4675,6 +4748,7 @@ class StreamReturn(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "stream_return"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -4745,6 +4819,7 @@ class StreamDeliver(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "stream_deliver"
     FIELDS = (('consumer_tag', 'shortstr'), ('delivery_tag', 'longlong'), ('exchange', 'shortstr'), ('queue', 'shortstr'), )
 
     def __init__(
@@ -4805,6 +4880,7 @@ class TxSelect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "tx_select"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4832,6 +4908,7 @@ class TxSelectOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "tx_select_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4859,6 +4936,7 @@ class TxCommit(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "tx_commit"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4886,6 +4964,7 @@ class TxCommitOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "tx_commit_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4913,6 +4992,7 @@ class TxRollback(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "tx_rollback"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4940,6 +5020,7 @@ class TxRollbackOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "tx_rollback_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4971,6 +5052,7 @@ class DtxSelect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "dtx_select"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -4998,6 +5080,7 @@ class DtxSelectOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "dtx_select_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -5030,6 +5113,7 @@ class DtxStart(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "dtx_start"
     FIELDS = (('dtx_identifier', 'shortstr'), )
 
     def __init__(
@@ -5069,6 +5153,7 @@ class DtxStartOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "dtx_start_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -5201,6 +5286,7 @@ class TunnelRequest(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('server', )
+    HANDLER = "tunnel_request"
     FIELDS = (('meta_data', 'table'), )
 
     def __init__(
@@ -5319,6 +5405,7 @@ class MessageTransfer(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_transfer"
     FIELDS = (('ticket', 'short'), ('destination', 'shortstr'), ('redelivered', 'bit'), ('immediate', 'bit'), ('ttl', 'longlong'), ('priority', 'octet'), ('timestamp', 'timestamp'), ('delivery_mode', 'octet'), ('expiration', 'timestamp'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('message_id', 'shortstr'), ('correlation_id', 'shortstr'), ('reply_to', 'shortstr'), ('content_type', 'shortstr'), ('content_encoding', 'shortstr'), ('user_id', 'shortstr'), ('app_id', 'shortstr'), ('transaction_id', 'shortstr'), ('security_token', 'longstr'), ('application_headers', 'table'), ('body', 'content'), )
 
     def __init__(
@@ -5493,6 +5580,7 @@ class MessageConsume(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "message_consume"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('destination', 'shortstr'), ('no_local', 'bit'), ('no_ack', 'bit'), ('exclusive', 'bit'), ('filter', 'table'), )
 
     def __init__(
@@ -5565,6 +5653,7 @@ class MessageCancel(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "message_cancel"
     FIELDS = (('destination', 'shortstr'), )
 
     def __init__(
@@ -5626,6 +5715,7 @@ class MessageGet(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "message_get"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('destination', 'shortstr'), ('no_ack', 'bit'), )
 
     def __init__(
@@ -5687,6 +5777,7 @@ class MessageRecover(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "message_recover"
     FIELDS = (('requeue', 'bit'), )
 
     def __init__(
@@ -5734,6 +5825,7 @@ class MessageOpen(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_open"
     FIELDS = (('reference', 'longstr'), )
 
     def __init__(
@@ -5773,6 +5865,7 @@ class MessageClose(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_close"
     FIELDS = (('reference', 'longstr'), )
 
     def __init__(
@@ -5813,6 +5906,7 @@ class MessageAppend(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_append"
     FIELDS = (('reference', 'longstr'), ('bytes', 'longstr'), )
 
     def __init__(
@@ -5867,6 +5961,7 @@ class MessageCheckpoint(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_checkpoint"
     FIELDS = (('reference', 'longstr'), ('identifier', 'shortstr'), )
 
     def __init__(
@@ -5916,6 +6011,7 @@ class MessageResume(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_resume"
     FIELDS = (('reference', 'longstr'), ('identifier', 'shortstr'), )
 
     def __init__(
@@ -5985,6 +6081,7 @@ class MessageQos(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "message_qos"
     FIELDS = (('prefetch_size', 'long'), ('prefetch_count', 'short'), ('global_', 'bit'), )
 
     def __init__(
@@ -6024,6 +6121,7 @@ class MessageOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -6050,6 +6148,7 @@ class MessageEmpty(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_empty"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -6081,6 +6180,7 @@ class MessageReject(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_reject"
     FIELDS = (('code', 'short'), ('text', 'shortstr'), )
 
     def __init__(
@@ -6125,6 +6225,7 @@ class MessageOffset(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "message_offset"
     FIELDS = (('value', 'longlong'), )
 
     def __init__(

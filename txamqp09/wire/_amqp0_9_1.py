@@ -145,6 +145,7 @@ class ConnectionStart(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_start"
     FIELDS = (('version_major', 'octet'), ('version_minor', 'octet'), ('server_properties', 'table'), ('mechanisms', 'longstr'), ('locales', 'longstr'), )
 
     def __init__(
@@ -209,6 +210,7 @@ class ConnectionStartOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_start_ok"
     FIELDS = (('client_properties', 'table'), ('mechanism', 'shortstr'), ('response', 'longstr'), ('locale', 'shortstr'), )
 
     def __init__(
@@ -266,6 +268,7 @@ class ConnectionSecure(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_secure"
     FIELDS = (('challenge', 'longstr'), )
 
     def __init__(
@@ -307,6 +310,7 @@ class ConnectionSecureOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_secure_ok"
     FIELDS = (('response', 'longstr'), )
 
     def __init__(
@@ -358,6 +362,7 @@ class ConnectionTune(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_tune"
     FIELDS = (('channel_max', 'short'), ('frame_max', 'long'), ('heartbeat', 'short'), )
 
     def __init__(
@@ -411,6 +416,7 @@ class ConnectionTuneOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_tune_ok"
     FIELDS = (('channel_max', 'short'), ('frame_max', 'long'), ('heartbeat', 'short'), )
 
     def __init__(
@@ -463,6 +469,7 @@ class ConnectionOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_open"
     FIELDS = (('virtual_host', 'shortstr'), ('capabilities', 'shortstr'), ('insist', 'bit'), )
 
     def __init__(
@@ -516,6 +523,7 @@ class ConnectionOpenOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_open_ok"
     FIELDS = (('known_hosts', 'shortstr'), )
 
     def __init__(
@@ -571,6 +579,7 @@ class ConnectionClose(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "connection_close"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('class_id', 'short'), ('method_id', 'short'), )
 
     def __init__(
@@ -621,6 +630,7 @@ class ConnectionCloseOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "connection_close_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -651,6 +661,7 @@ class ConnectionBlocked(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "connection_blocked"
     FIELDS = (('reason', 'shortstr'), )
 
     def __init__(
@@ -690,6 +701,7 @@ class ConnectionUnblocked(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "connection_unblocked"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -723,6 +735,7 @@ class ConnectionUpdateSecret(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "connection_update_secret"
     FIELDS = (('new_secret', 'longstr'), ('reason', 'shortstr'), )
 
     def __init__(
@@ -765,6 +778,7 @@ class ConnectionUpdateSecretOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "connection_update_secret_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -797,6 +811,7 @@ class ChannelOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "channel_open"
     FIELDS = (('out_of_band', 'shortstr'), )
 
     def __init__(
@@ -838,6 +853,7 @@ class ChannelOpenOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "channel_open_ok"
     FIELDS = (('channel_id', 'longstr'), )
 
     def __init__(
@@ -882,6 +898,7 @@ class ChannelFlow(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "channel_flow"
     FIELDS = (('active', 'bit'), )
 
     def __init__(
@@ -921,6 +938,7 @@ class ChannelFlowOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "channel_flow_ok"
     FIELDS = (('active', 'bit'), )
 
     def __init__(
@@ -973,6 +991,7 @@ class ChannelClose(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "channel_close"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('class_id', 'short'), ('method_id', 'short'), )
 
     def __init__(
@@ -1023,6 +1042,7 @@ class ChannelCloseOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "channel_close_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1092,6 +1112,7 @@ class ExchangeDeclare(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "exchange_declare"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('type', 'shortstr'), ('passive', 'bit'), ('durable', 'bit'), ('auto_delete', 'bit'), ('internal', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1163,6 +1184,7 @@ class ExchangeDeclareOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "exchange_declare_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1207,6 +1229,7 @@ class ExchangeDelete(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "exchange_delete"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('if_unused', 'bit'), ('nowait', 'bit'), )
 
     def __init__(
@@ -1258,6 +1281,7 @@ class ExchangeDeleteOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "exchange_delete_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1303,6 +1327,7 @@ class ExchangeBind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "exchange_bind"
     FIELDS = (('reserved_1', 'short'), ('destination', 'shortstr'), ('source', 'shortstr'), ('routing_key', 'shortstr'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1367,6 +1392,7 @@ class ExchangeBindOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "exchange_bind_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1408,6 +1434,7 @@ class ExchangeUnbind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "exchange_unbind"
     FIELDS = (('reserved_1', 'short'), ('destination', 'shortstr'), ('source', 'shortstr'), ('routing_key', 'shortstr'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1472,6 +1499,7 @@ class ExchangeUnbindOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "exchange_unbind_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1549,6 +1577,7 @@ class QueueDeclare(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_declare"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('passive', 'bit'), ('durable', 'bit'), ('exclusive', 'bit'), ('auto_delete', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1627,6 +1656,7 @@ class QueueDeclareOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_declare_ok"
     FIELDS = (('queue', 'shortstr'), ('message_count', 'long'), ('consumer_count', 'long'), )
 
     def __init__(
@@ -1702,6 +1732,7 @@ class QueueBind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_bind"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -1766,6 +1797,7 @@ class QueueBindOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_bind_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1805,6 +1837,7 @@ class QueueUnbind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_unbind"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('arguments', 'table'), )
 
     def __init__(
@@ -1863,6 +1896,7 @@ class QueueUnbindOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_unbind_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -1900,6 +1934,7 @@ class QueuePurge(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_purge"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -1950,6 +1985,7 @@ class QueuePurgeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_purge_ok"
     FIELDS = (('message_count', 'long'), )
 
     def __init__(
@@ -2003,6 +2039,7 @@ class QueueDelete(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "queue_delete"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('if_unused', 'bit'), ('if_empty', 'bit'), ('nowait', 'bit'), )
 
     def __init__(
@@ -2059,6 +2096,7 @@ class QueueDeleteOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "queue_delete_ok"
     FIELDS = (('message_count', 'long'), )
 
     def __init__(
@@ -2341,6 +2379,7 @@ class BasicQos(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_qos"
     FIELDS = (('prefetch_size', 'long'), ('prefetch_count', 'short'), ('global_', 'bit'), )
 
     def __init__(
@@ -2382,6 +2421,7 @@ class BasicQosOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_qos_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -2443,6 +2483,7 @@ class BasicConsume(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_consume"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('consumer_tag', 'shortstr'), ('no_local', 'bit'), ('no_ack', 'bit'), ('exclusive', 'bit'), ('nowait', 'bit'), ('arguments', 'table'), )
 
     def __init__(
@@ -2514,6 +2555,7 @@ class BasicConsumeOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_consume_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -2563,6 +2605,7 @@ class BasicCancel(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "basic_cancel"
     FIELDS = (('consumer_tag', 'shortstr'), ('nowait', 'bit'), )
 
     def __init__(
@@ -2610,6 +2653,7 @@ class BasicCancelOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', 'server', )
+    HANDLER = "basic_cancel_ok"
     FIELDS = (('consumer_tag', 'shortstr'), )
 
     def __init__(
@@ -2674,6 +2718,7 @@ class BasicPublish(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('server', )
+    HANDLER = "basic_publish"
     FIELDS = (('ticket', 'short'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('mandatory', 'bit'), ('immediate', 'bit'), )
 
     def __init__(
@@ -2748,6 +2793,7 @@ class BasicReturn(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "basic_return"
     FIELDS = (('reply_code', 'short'), ('reply_text', 'shortstr'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -2821,6 +2867,7 @@ class BasicDeliver(Method):
     SYNCHRONOUS = False
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "basic_deliver"
     FIELDS = (('consumer_tag', 'shortstr'), ('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), )
 
     def __init__(
@@ -2894,6 +2941,7 @@ class BasicGet(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_get"
     FIELDS = (('ticket', 'short'), ('queue', 'shortstr'), ('no_ack', 'bit'), )
 
     def __init__(
@@ -2963,6 +3011,7 @@ class BasicGetOk(Method):
     SYNCHRONOUS = True
     CONTENT = True
     CHASSIS = ('client', )
+    HANDLER = "basic_get_ok"
     FIELDS = (('delivery_tag', 'longlong'), ('redelivered', 'bit'), ('exchange', 'shortstr'), ('routing_key', 'shortstr'), ('message_count', 'long'), )
 
     def __init__(
@@ -3023,6 +3072,7 @@ class BasicGetEmpty(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_get_empty"
     FIELDS = (('cluster_id', 'shortstr'), )
 
     def __init__(
@@ -3073,6 +3123,7 @@ class BasicAck(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "basic_ack"
     FIELDS = (('delivery_tag', 'longlong'), ('multiple', 'bit'), )
 
     def __init__(
@@ -3119,6 +3170,7 @@ class BasicReject(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_reject"
     FIELDS = (('delivery_tag', 'longlong'), ('requeue', 'bit'), )
 
     def __init__(
@@ -3163,6 +3215,7 @@ class BasicRecoverAsync(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_recover_async"
     FIELDS = (('requeue', 'bit'), )
 
     def __init__(
@@ -3205,6 +3258,7 @@ class BasicRecover(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "basic_recover"
     FIELDS = (('requeue', 'bit'), )
 
     def __init__(
@@ -3240,6 +3294,7 @@ class BasicRecoverOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "basic_recover_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3277,6 +3332,7 @@ class BasicNack(Method):
     SYNCHRONOUS = False
     CONTENT = False
     CHASSIS = ('server', 'client', )
+    HANDLER = "basic_nack"
     FIELDS = (('delivery_tag', 'longlong'), ('multiple', 'bit'), ('requeue', 'bit'), )
 
     def __init__(
@@ -3322,6 +3378,7 @@ class TxSelect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "tx_select"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3349,6 +3406,7 @@ class TxSelectOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "tx_select_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3377,6 +3435,7 @@ class TxCommit(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "tx_commit"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3404,6 +3463,7 @@ class TxCommitOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "tx_commit_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3433,6 +3493,7 @@ class TxRollback(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "tx_rollback"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3460,6 +3521,7 @@ class TxRollbackOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "tx_rollback_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:
@@ -3493,6 +3555,7 @@ class ConfirmSelect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('server', )
+    HANDLER = "confirm_select"
     FIELDS = (('nowait', 'bit'), )
 
     def __init__(
@@ -3528,6 +3591,7 @@ class ConfirmSelectOk(Method):
     SYNCHRONOUS = True
     CONTENT = False
     CHASSIS = ('client', )
+    HANDLER = "confirm_select_ok"
     FIELDS = ()
 
     def encode(self) -> bytes:

@@ -77,6 +77,10 @@ class Method(_Fielded):
     RESPONSES: ClassVar[tuple[type[Method], ...]] = ()
     #: Chassis that must or may receive this method: "server", "client".
     CHASSIS: ClassVar[tuple[str, ...]] = ()
+    #: The name of the Python method that handles it on either side:
+    #: ``queue.declare`` -> ``queue_declare`` (``connection_open`` on a
+    #: connection, ``basic_publish`` on a server channel, ...).
+    HANDLER: ClassVar[str] = ""
 
     def encode(self) -> bytes:
         """The method frame payload: class id, method id, fields."""

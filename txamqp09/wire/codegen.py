@@ -140,6 +140,12 @@ class MethodSpec:
     field_docs: dict[str, str] = field(default_factory=dict)
 
     @property
+    def handler(self) -> str:
+        """The name of the Python method that handles this one: ``queue.declare``
+        -> ``queue_declare``, ``basic.get-ok`` -> ``basic_get_ok``."""
+        return f"{self.klass}_{self.name}".replace("-", "_")
+
+    @property
     def pyname(self) -> str:
         """The generated class's name, e.g. ``BasicGetOk``."""
         return camel(self.klass) + camel(self.name)
@@ -699,6 +705,7 @@ def _method_class(
         f"    SYNCHRONOUS = {m.synchronous}",
         f"    CONTENT = {m.content}",
         f"    CHASSIS = ({''.join(repr(c) + ', ' for c in m.chassis)})",
+        f'    HANDLER = "{m.handler}"',
         f"    FIELDS = ({''.join(f'({f.attr!r}, {f.type!r}), ' for f in m.fields)})",
         "",
     ]

@@ -133,10 +133,10 @@ class RawConnection:
         self._reader = FrameReader(1 << 20)
         self._methods: list[tuple[int, Any]] = []
         self.socket.sendall(AMQP0_9_1.header)
-        self.expect("connection.start")
+        self.start = self.expect("connection.start")
         self.send(0, spec.ConnectionStartOk(
             client_properties={}, mechanism=mechanism, response=response, locale="en_US"))
-        self.expect("connection.tune")
+        self.tune = self.expect("connection.tune")
         self.send(0, spec.ConnectionTuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=0))
         self.send(0, spec.ConnectionOpen(virtual_host="/"))
         self.expect("connection.open-ok")
@@ -1536,3 +1536,14 @@ def basic_get_quorum_redelivery_count(s: Session) -> Any:
         return (properties.headers or {}).get("x-delivery-count")
     finally:
         s.channel().queue_delete(s.name("q"))
+
+
+@probe
+def connection_start_and_tune(s: Session) -> Any:
+    raw = s.raw()
+    capabilities = raw.start.server_properties.get("capabilities", {})
+    return (
+        sorted(name for name, on in capabilities.items() if on),
+        raw.start.mechanisms.split(), raw.start.locales,
+        raw.tune.channel_max, raw.tune.frame_max, raw.tune.heartbeat,
+    )

@@ -67,6 +67,10 @@ EXPLAINED: dict[str, str] = {
         "a malformed PLAIN response is closed with 403 saying what is wrong; RabbitMQ closes the "
         "socket without connection.close"
     ),
+    "connection_start_and_tune": (
+        "the capabilities lack direct_reply_to: the amq.rabbitmq.reply-to pseudo-queue is not "
+        "implemented"
+    ),
     "basic_get_quorum_redelivery_count": (
         "quorum queues are classic queues with quorum queues' declaration rules here: they count "
         "returns for x-delivery-limit but do not add RabbitMQ's x-delivery-count header"

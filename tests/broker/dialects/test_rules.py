@@ -341,6 +341,7 @@ class RabbitMQDialectTests(_Cases):
         capabilities = self.server_properties()["capabilities"]
         self.assertIs(capabilities["publisher_confirms"], True)
         self.assertIs(capabilities["per_consumer_qos"], True)
+        self.assertIs(capabilities["consumer_priorities"], True)
 
     def test_unbind_from_missing_exchange_succeeds(self) -> None:
         self.declare_queue("q")

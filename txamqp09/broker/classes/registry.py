@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 from txamqp09.broker.classes.common import ClassState
 from txamqp09.broker.classes.staging import StagingArea
 from txamqp09.broker.model import VirtualHost
+from txamqp09.wire.base import Method
 from txamqp09.wire.frames import Command
 
 if TYPE_CHECKING:
@@ -165,13 +166,13 @@ def channel_classes(channel: ServerChannel) -> ChannelClasses:
     return classes
 
 
-def class_handler(name: str) -> Optional[Callable[[ServerChannel, Any], None]]:
-    """The handler of method *name* (``"file.open"``), or None if no class serves it."""
-    amqp_class = name.split(".", 1)[0]
+def class_handler(method_class: type[Method]) -> Optional[Callable[[ServerChannel, Any], None]]:
+    """The handler of *method_class* (file.open, say), or None if no class serves it."""
+    amqp_class = method_class.NAME.split(".", 1)[0]
     state_class = _STATE_CLASSES.get(amqp_class)
     if state_class is None:
         return None
-    function = getattr(state_class, name.replace(".", "_").replace("-", "_"), None)
+    function = getattr(state_class, method_class.HANDLER, None)
     if function is None:
         return None
 
