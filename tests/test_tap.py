@@ -12,7 +12,7 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.server import Site
 
-from tests.broker.auth.certs import TestPKI
+from txamqp09.testing.certificates import CertificateAuthority
 from txamqp09.tap import Options, makeService
 
 
@@ -96,7 +96,7 @@ class SecurityOptionsTests(SynchronousTestCase):
         """The definitions' vhosts exist in the model; the TLS port shares the factory."""
         definitions = self.directory / "definitions.json"
         definitions.write_text(json.dumps({"vhosts": [{"name": "/"}, {"name": "billing"}]}), encoding="utf-8")
-        key, certificate, ca = TestPKI().write_server_files(self.directory)
+        key, certificate, ca = CertificateAuthority().write_server_files(self.directory)
         tcp, tls = build(
             "--port", "5999", "--definitions", str(definitions), "--require-tickets",
             "--ssl-port", "5998", "--ssl-interface", "127.0.0.1", "--ssl-key", str(key),

@@ -72,7 +72,7 @@ T = TypeVar("T")
 class LoopbackTestCase(TestCase):
     """Starts a broker on 127.0.0.1 before each test and stops it after.
 
-    Blocking clients run through :meth:`inThread` while the broker serves
+    Blocking clients run through :meth:`in_thread` while the broker serves
     them from the reactor thread.
     """
 
@@ -85,10 +85,33 @@ class LoopbackTestCase(TestCase):
         self.port = self.server.start()
         self.addCleanup(self.server.stop)
 
-    def inThread(self, function: Callable[..., T], *args: Any) -> Deferred[T]:
+    def in_thread(self, function: Callable[..., T], *args: Any) -> Deferred[T]:
         """Run a blocking client function in a thread; its result, as a Deferred."""
         return deferToThread(function, *args)
 
     def queue(self, name: str) -> Any:
         """The model's queue *name* in vhost ``/``."""
         return self.server.broker.vhosts["/"].queues[name]
+
+
+def wait_on_node_clock(port: int, seconds: float, patience: float = 10.0) -> None:
+    """Return once *seconds* have passed on the clock of the broker on *port*
+    (a real one, e.g. RabbitMQ): a probe message with that TTL is dead-lettered
+    to a queue this waits on. Blocking (pika): call it from a thread."""
+    import pika
+
+    connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    try:
+        channel = connection.channel()
+        expired = channel.queue_declare("", exclusive=True).method.queue
+        probe = channel.queue_declare("", exclusive=True, arguments={
+            "x-message-ttl": int(seconds * 1000),
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": expired,
+        }).method.queue
+        channel.basic_publish("", probe, b"tick")
+        method, _, _ = next(channel.consume(expired, auto_ack=True, inactivity_timeout=patience))
+        if method is None:
+            raise AssertionError(f"the broker's clock did not reach {seconds} s within {patience} s")
+    finally:
+        connection.close()

@@ -6,14 +6,15 @@ from typing import Any
 
 import pika
 from twisted.internet import defer, reactor
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.peer import Peer, factory
+from txamqp09.testing.scripted import ScriptedClient, server_factory
 from tests.broker.support import LoopbackTestCase
 from tests.client.support import inline
 from txamqp09.broker.alarms import ResourceAlarms, blocked_reason
 from txamqp09.client import connect
+from txamqp09.testing.waiting import eventually
 from txamqp09.wire.frames import HEARTBEAT_FRAME
 from txamqp09.wire.versions import AMQP0_9
 
@@ -49,11 +50,11 @@ class BlockingTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
         self.alarms = ResourceAlarms()
-        self.factory = factory(self.clock, alarms=self.alarms)
+        self.factory = server_factory(self.clock, alarms=self.alarms)
         self.queues = self.factory.broker.vhosts["/"].queues
 
-    def peer(self, **options: object) -> Peer:
-        peer = Peer(self.factory, capabilities=BLOCKED, **options)  # type: ignore[arg-type]
+    def peer(self, **options: object) -> ScriptedClient:
+        peer = ScriptedClient(self.factory, capabilities=BLOCKED, **options)  # type: ignore[arg-type]
         peer.send(1, peer.spec.QueueDeclare(queue="q"))
         peer.expect(1, "queue.declare-ok")
         return peer
@@ -133,11 +134,11 @@ class BlockingTests(SynchronousTestCase):
         peer.expect(0, "connection.blocked")
 
     def test_clients_without_the_capability_are_only_paused(self) -> None:
-        for version_peer in (Peer(self.factory), Peer(self.factory, AMQP0_9, capabilities=BLOCKED)):
+        for version_peer in (ScriptedClient(self.factory), ScriptedClient(self.factory, AMQP0_9, capabilities=BLOCKED)):
             version_peer.send(1, version_peer.spec.QueueDeclare(queue="q"))
             version_peer.frames()
         self.alarms.raise_alarm("memory")
-        for version_peer in (Peer(self.factory), Peer(self.factory, AMQP0_9, capabilities=BLOCKED)):
+        for version_peer in (ScriptedClient(self.factory), ScriptedClient(self.factory, AMQP0_9, capabilities=BLOCKED)):
             version_peer.publish(1, "q", b"x")
             self.assertEqual(
                 (version_peer.frames(), version_peer.transport.producerState), ([], "paused")
@@ -218,7 +219,7 @@ class BlockedClientTests(LoopbackTestCase):
             finally:
                 publisher.close()
 
-        self.assertEqual((yield self.inThread(scenario)), [self.reason, "unblocked"])
+        self.assertEqual((yield self.in_thread(scenario)), [self.reason, "unblocked"])
         self.assertEqual(self.queue("alarmed").message_count, 2)
 
     @inline
@@ -231,12 +232,10 @@ class BlockedClientTests(LoopbackTestCase):
         await channel.queue_declare("alarmed")
         self.block()
         channel.basic_publish(b"held", routing_key="alarmed")
-        while not changes:
-            await deferLater(reactor, 0.01, lambda: None)
+        await eventually(lambda: changes, reactor)
         self.assertEqual((changes, connection.blocked), ([self.reason], self.reason))
         self.release()
-        while len(changes) < 2:
-            await deferLater(reactor, 0.01, lambda: None)
+        await eventually(lambda: len(changes) >= 2, reactor)
         await channel.confirm_select()
         await channel.basic_publish(b"after", routing_key="alarmed")
         self.assertEqual((changes, connection.blocked), ([self.reason, None], None))

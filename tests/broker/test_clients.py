@@ -32,7 +32,7 @@ class PyAmqpTests(LoopbackTestCase):
                 channel.basic_ack(got.delivery_tag)
                 return got.body, got.headers, channel.queue_declare("py", passive=True).message_count
 
-        body, headers, remaining = yield self.inThread(scenario)
+        body, headers, remaining = yield self.in_thread(scenario)
         self.assertEqual((body, headers, remaining), (b"hello", {"k": "v"}, 0))
 
     @defer.inlineCallbacks
@@ -46,7 +46,7 @@ class PyAmqpTests(LoopbackTestCase):
                     return error.reply_code
                 return None
 
-        self.assertEqual((yield self.inThread(scenario)), 403)
+        self.assertEqual((yield self.in_thread(scenario)), 403)
 
 
     @defer.inlineCallbacks
@@ -68,7 +68,7 @@ class PyAmqpTests(LoopbackTestCase):
                     mine.drain_events(timeout=5)
                 return received, channel.queue_declare("local", passive=True).message_count
 
-        self.assertEqual((yield self.inThread(scenario)), ([b"theirs"], 1))
+        self.assertEqual((yield self.in_thread(scenario)), ([b"theirs"], 1))
 
     @defer.inlineCallbacks
     def test_prefetch_size_and_recover_to_same_consumer(self) -> Any:
@@ -90,7 +90,7 @@ class PyAmqpTests(LoopbackTestCase):
                 connection.drain_events(timeout=5)
                 return received, waiting
 
-        received, waiting = yield self.inThread(scenario)
+        received, waiting = yield self.in_thread(scenario)
         self.assertEqual(received, [(b"a", False), (b"a", True)])
         self.assertEqual(waiting, 1)
 
@@ -112,7 +112,7 @@ class KombuTests(LoopbackTestCase):
                 queue.close()
                 return first.payload, second.payload, again.payload, again.delivery_info["redelivered"]
 
-        self.assertEqual((yield self.inThread(scenario)), ({"n": 1}, {"n": 2}, {"n": 2}, True))
+        self.assertEqual((yield self.in_thread(scenario)), ({"n": 1}, {"n": 2}, {"n": 2}, True))
 
     @defer.inlineCallbacks
     def test_topic_exchange_consumer(self) -> Any:
@@ -130,14 +130,14 @@ class KombuTests(LoopbackTestCase):
                     connection.drain_events(timeout=5)
             return received
 
-        self.assertEqual((yield self.inThread(scenario)), [{"key": "app.error"}, {"key": "db.error"}])
+        self.assertEqual((yield self.in_thread(scenario)), [{"key": "app.error"}, {"key": "db.error"}])
 
 
 class AioPikaTests(LoopbackTestCase):
     """aio-pika, on an asyncio loop in a thread."""
 
-    def runAsync(self, coroutine: Any) -> defer.Deferred[Any]:
-        return self.inThread(asyncio.run, coroutine)
+    def run_async(self, coroutine: Any) -> defer.Deferred[Any]:
+        return self.in_thread(asyncio.run, coroutine)
 
     @defer.inlineCallbacks
     def test_consume_iterator_and_confirms(self) -> Any:
@@ -166,7 +166,7 @@ class AioPikaTests(LoopbackTestCase):
                     returned = True
                 return bodies, returned
 
-        bodies, returned = yield self.runAsync(scenario())
+        bodies, returned = yield self.run_async(scenario())
         self.assertEqual(bodies, [(b"0", 0), (b"1", 1), (b"2", 2)])
         self.assertTrue(returned)
         self.assertEqual(self.queue("aio").message_count, 0)
@@ -188,4 +188,4 @@ class AioPikaTests(LoopbackTestCase):
                 await message.ack()
                 return message.body
 
-        self.assertEqual((yield self.runAsync(scenario())), b"through")
+        self.assertEqual((yield self.run_async(scenario())), b"through")

@@ -7,7 +7,7 @@ from typing import Any, Optional, cast
 
 from twisted.internet import reactor
 from twisted.internet.interfaces import IReactorFromThreads
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.client.support import inline
@@ -20,6 +20,7 @@ from txamqp09.store.memory import MemoryStore
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.faults import DISK_FULL, faulty_store
+from txamqp09.testing.waiting import eventually
 
 MiB = 1024 * 1024
 PERSISTENT = {"delivery_mode": 2}
@@ -167,8 +168,7 @@ class FullDiskTests(TestCase):
             got.ack()
         self.assertEqual(drained, [b"%d" % n for n in range(20)] + [b"lost"])
 
-        while self.server.factory.alarms.active():
-            await deferLater(reactor, 0.01, lambda: None)
+        await eventually(lambda: not self.server.factory.alarms.active(), reactor)
         await channel.basic_publish(b"after", routing_key="q", properties=PERSISTENT)
         self.assertEqual(changes, ["low on disk", None])
         await publisher.disconnect()

@@ -8,7 +8,7 @@ from twisted.internet.defer import Deferred, fail
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.peer import Peer, factory
+from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.store.memory import MemoryStore
 from txamqp09.wire.frames import content_frames
@@ -60,8 +60,8 @@ class HeldStore(MemoryStore):
 class DurableConfirmTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.store = HeldStore()
-        self.factory = factory(Clock(), broker=Broker(persistence=Persistence(self.store)))
-        self.peer = Peer(self.factory)
+        self.factory = server_factory(Clock(), broker=Broker(persistence=Persistence(self.store)))
+        self.peer = ScriptedClient(self.factory)
         self.spec = self.peer.spec
         self.peer.send(1, self.spec.QueueDeclare(queue="q", durable=True))
         self.store.make_durable()

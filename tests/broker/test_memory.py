@@ -5,7 +5,7 @@ from __future__ import annotations
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.peer import Peer, factory
+from txamqp09.testing.scripted import ScriptedClient, server_factory
 from tests.broker import test_alarms
 from tests.test_tap import build
 from txamqp09.broker.alarms import ResourceAlarms
@@ -123,9 +123,9 @@ class UnfinishedMessagesTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
         self.probe = Probe()
-        self.factory = factory(self.clock, memory_probe=self.probe, memory_high_watermark=200 * MiB)
+        self.factory = server_factory(self.clock, memory_probe=self.probe, memory_high_watermark=200 * MiB)
 
-    def unfinished(self, peer: Peer, channel: int, size: int, body_frames: int) -> int:
+    def unfinished(self, peer: ScriptedClient, channel: int, size: int, body_frames: int) -> int:
         """Publish a message of *size* bytes on *channel* but send only its
         first *body_frames* body frames (of 4088 bytes); the bytes sent."""
         frames = peer.publish_bytes(channel, "q", b"u" * size)
@@ -134,7 +134,7 @@ class UnfinishedMessagesTests(SynchronousTestCase):
         return body_frames * 4088
 
     def test_large_body_over_many_frames(self) -> None:
-        peer = Peer(self.factory)
+        peer = ScriptedClient(self.factory)
         peer.send(1, peer.spec.QueueDeclare(queue="q"))
         peer.send(1, peer.spec.BasicConsume(queue="q", no_ack=True))
         peer.frames()
@@ -144,7 +144,7 @@ class UnfinishedMessagesTests(SynchronousTestCase):
         self.assertEqual(peer.server.partial_bytes, 0)
 
     def test_partial_bytes_counted_and_released(self) -> None:
-        peer = Peer(self.factory)
+        peer = ScriptedClient(self.factory)
         peer.open(2)
         first = self.unfinished(peer, 1, 2 * MiB, 30)
         second = self.unfinished(peer, 2, 2 * MiB, 20)
@@ -156,7 +156,7 @@ class UnfinishedMessagesTests(SynchronousTestCase):
 
     def test_connection_limit_across_channels(self) -> None:
         self.factory.options["partial_content_max"] = 3 * MiB
-        peer = Peer(self.factory)
+        peer = ScriptedClient(self.factory)
         peer.open(2)
         self.unfinished(peer, 1, 4 * MiB, 500)
         self.unfinished(peer, 2, 4 * MiB, 500)
@@ -165,7 +165,7 @@ class UnfinishedMessagesTests(SynchronousTestCase):
         self.assertIn("unfinished messages on this connection", close.reply_text)
 
     def test_buffered_bodies_raise_the_alarm_without_waiting(self) -> None:
-        peer = Peer(self.factory, capabilities={"connection.blocked": True})
+        peer = ScriptedClient(self.factory, capabilities={"connection.blocked": True})
         self.probe.used = 250 * MiB
         self.unfinished(peer, 1, 16 * MiB, 2000)
         self.assertEqual(self.factory.alarms.active(), frozenset({"memory"}))
@@ -175,7 +175,7 @@ class UnfinishedMessagesTests(SynchronousTestCase):
     def test_a_client_not_read_is_sent_heartbeats(self) -> None:
         """The heartbeats make a client that went away show as gone, and
         what it held is freed."""
-        peer = Peer(self.factory)
+        peer = ScriptedClient(self.factory)
         self.factory.alarms.raise_alarm("memory")
         self.unfinished(peer, 1, 4 * MiB, 10)
         peer.frames()

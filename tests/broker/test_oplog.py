@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from tests.broker.peer import Peer
+from txamqp09.testing.scripted import ScriptedClient
 from txamqp09.broker import oplog
 from txamqp09.broker.alarms import ResourceAlarms
 from txamqp09.broker.disk import DiskMonitor
@@ -49,7 +49,7 @@ class ConnectionLinesTests(SynchronousTestCase):
         self.factory = ServerFactory(self.clock)
 
     def test_opened_and_closed(self) -> None:
-        peer = Peer(self.factory)
+        peer = ScriptedClient(self.factory)
         self.clock.advance(2.5)
         peer.send(0, peer.spec.ConnectionClose(reply_code=200, reply_text="bye", class_id=0, method_id=0))
         peer.server.connectionLost(None)
@@ -59,7 +59,7 @@ class ConnectionLinesTests(SynchronousTestCase):
         ])
 
     def test_client_product_is_named(self) -> None:
-        peer = Peer(self.factory, handshake=False)
+        peer = ScriptedClient(self.factory, handshake=False)
         peer.feed(peer.version.header)
         peer.send(0, peer.spec.ConnectionStartOk(
             client_properties={"product": b"pika", "version": b"1.3.2"}, mechanism="PLAIN",
@@ -69,7 +69,7 @@ class ConnectionLinesTests(SynchronousTestCase):
         self.assertIn("client pika 1.3.2", self.log.lines()[-1])
 
     def test_unknown_vhost(self) -> None:
-        peer = Peer(self.factory, handshake=False)
+        peer = ScriptedClient(self.factory, handshake=False)
         peer.feed(peer.version.header)
         peer.send(0, peer.spec.ConnectionStartOk(
             client_properties={}, mechanism="PLAIN", response=b"\x00guest\x00guest", locale="en_US"))
@@ -84,7 +84,7 @@ class ConnectionLinesTests(SynchronousTestCase):
                                               r"user 'guest', 530 ")
 
     def test_handshake_timeout(self) -> None:
-        peer = Peer(self.factory, handshake=False)
+        peer = ScriptedClient(self.factory, handshake=False)
         self.clock.advance(peer.server.negotiation_timeout)
         peer.server.connectionLost(None)
         self.assertEqual(self.log.lines(), [
@@ -95,9 +95,9 @@ class ConnectionLinesTests(SynchronousTestCase):
 
     def test_log_level_quiets_lower_levels(self) -> None:
         oplog.set_level("warn")
-        Peer(self.factory).server.connectionLost(None)
+        ScriptedClient(self.factory).server.connectionLost(None)
         self.clock.advance(10.0)
-        Peer(self.factory, handshake=False)
+        ScriptedClient(self.factory, handshake=False)
         self.clock.advance(10.0)
         self.assertEqual(
             self.log.lines(), ["warn: connection from 127.0.0.1:40000 dropped: not opened within 10.0 s"]

@@ -27,7 +27,7 @@ class BlockingTests(LoopbackTestCase):
             pika.ConnectionParameters("127.0.0.1", self.port, frame_max=4096)
         )
 
-    def runClient(self, scenario: Any) -> defer.Deferred[Any]:
+    def run_client(self, scenario: Any) -> defer.Deferred[Any]:
         def in_thread() -> Any:
             connection = self.connect()
             try:
@@ -36,7 +36,7 @@ class BlockingTests(LoopbackTestCase):
                 if connection.is_open:
                     connection.close()
 
-        return self.inThread(in_thread)
+        return self.in_thread(in_thread)
 
     @defer.inlineCallbacks
     def test_round_trip_keeps_properties_and_large_bodies(self) -> Any:
@@ -57,7 +57,7 @@ class BlockingTests(LoopbackTestCase):
             empty = channel.basic_get(queue, auto_ack=True)
             return queue, first, second, empty
 
-        queue, (method, properties, body), second, empty = yield self.runClient(scenario)
+        queue, (method, properties, body), second, empty = yield self.run_client(scenario)
         self.assertEqual(body, big)
         self.assertEqual((method.exchange, method.routing_key, method.message_count), ("", queue, 1))
         self.assertEqual(properties.headers, {"n": 1, "s": "text"})
@@ -92,7 +92,7 @@ class BlockingTests(LoopbackTestCase):
             ]
 
         self.assertEqual(
-            (yield self.runClient(scenario)), [[b"o1", None], [b"a1", None], [b"p1", None]]
+            (yield self.run_client(scenario)), [[b"o1", None], [b"a1", None], [b"p1", None]]
         )
 
     @defer.inlineCallbacks
@@ -115,7 +115,7 @@ class BlockingTests(LoopbackTestCase):
                 connection.process_data_events(time_limit=1)
             return received
 
-        received = yield self.runClient(scenario)
+        received = yield self.run_client(scenario)
         self.assertEqual(received, [("a", b"0"), ("b", b"1"), ("a", b"2"), ("b", b"3")])
 
     @defer.inlineCallbacks
@@ -143,7 +143,7 @@ class BlockingTests(LoopbackTestCase):
             )
             return held, sorted(received), waiting
 
-        held, received, waiting = yield self.runClient(scenario)
+        held, received, waiting = yield self.run_client(scenario)
         self.assertEqual(held, 3)
         self.assertEqual(len(received), 3)
         self.assertEqual(waiting, 3)
@@ -166,7 +166,7 @@ class BlockingTests(LoopbackTestCase):
                 for method, _, body in (again.basic_get("jobs", auto_ack=True) for _ in range(3))
             ], first[0].redelivered
 
-        order, first_redelivered = yield self.runClient(scenario)
+        order, first_redelivered = yield self.run_client(scenario)
         self.assertFalse(first_redelivered)
         self.assertEqual(order, [(b"0", True), (b"2", True), (b"3", False)])
 
@@ -183,7 +183,7 @@ class BlockingTests(LoopbackTestCase):
             channel.basic_recover(requeue=True)
             return [channel.basic_get("r", auto_ack=True)[2] for _ in range(4)]
 
-        self.assertEqual((yield self.runClient(scenario)), [b"1", b"2", b"3", None])
+        self.assertEqual((yield self.run_client(scenario)), [b"1", b"2", b"3", None])
 
     @defer.inlineCallbacks
     def test_publisher_confirms(self) -> Any:
@@ -205,7 +205,7 @@ class BlockingTests(LoopbackTestCase):
                     outcomes.append("nack")
             return outcomes
 
-        self.assertEqual((yield self.runClient(scenario)), ["returned", "nack"])
+        self.assertEqual((yield self.run_client(scenario)), ["returned", "nack"])
 
     @defer.inlineCallbacks
     def test_transactions(self) -> Any:
@@ -225,7 +225,7 @@ class BlockingTests(LoopbackTestCase):
             channel.tx_commit()
             return during, before_commit, channel.basic_get("tx", auto_ack=True)[2]
 
-        self.assertEqual((yield self.runClient(scenario)), (0, 0, b"committed"))
+        self.assertEqual((yield self.run_client(scenario)), (0, 0, b"committed"))
         self.assertEqual(self.queue("tx").message_count, 0)
 
     @defer.inlineCallbacks
@@ -242,7 +242,7 @@ class BlockingTests(LoopbackTestCase):
                 connection.process_data_events(time_limit=1)
             return cancelled, count
 
-        self.assertEqual((yield self.runClient(scenario)), (["watcher"], 0))
+        self.assertEqual((yield self.run_client(scenario)), (["watcher"], 0))
 
     @defer.inlineCallbacks
     def test_queue_purge_delete_and_counts(self) -> Any:
@@ -257,7 +257,7 @@ class BlockingTests(LoopbackTestCase):
             deleted = channel.queue_delete("counted").method.message_count
             return declared.message_count, declared.consumer_count, purged, deleted
 
-        self.assertEqual((yield self.runClient(scenario)), (3, 0, 3, 1))
+        self.assertEqual((yield self.run_client(scenario)), (3, 0, 3, 1))
 
     def expect_channel_error(self, code: int, action: Any) -> defer.Deferred[Any]:
         """*action(channel)* closes the channel with *code*; the connection stays usable."""
@@ -275,7 +275,7 @@ class BlockingTests(LoopbackTestCase):
             self.assertIsNotNone(result, "no channel error")
             self.assertEqual((result[0], result[2]), (code, True), result[1])
 
-        return self.runClient(scenario).addCallback(check)
+        return self.run_client(scenario).addCallback(check)
 
     def test_404_publish_to_missing_exchange(self) -> defer.Deferred[Any]:
         def action(channel: Any) -> None:
@@ -317,14 +317,14 @@ class BlockingTests(LoopbackTestCase):
             finally:
                 other.close()
 
-        self.assertEqual((yield self.runClient(scenario)), (405, "private"))
+        self.assertEqual((yield self.run_client(scenario)), (405, "private"))
 
     @defer.inlineCallbacks
     def test_exclusive_queue_goes_with_its_connection(self) -> Any:
         def scenario(connection: pika.BlockingConnection) -> Any:
             connection.channel().queue_declare("mine", exclusive=True)
 
-        yield self.runClient(scenario)
+        yield self.run_client(scenario)
         self.assertNotIn("mine", self.server.broker.vhosts["/"].queues)
 
     def expect_connection_error(self, code: int, action: Any) -> defer.Deferred[Any]:
@@ -335,7 +335,7 @@ class BlockingTests(LoopbackTestCase):
                 return error.reply_code
             return None
 
-        return self.runClient(scenario).addCallback(self.assertEqual, code)
+        return self.run_client(scenario).addCallback(self.assertEqual, code)
 
     def test_503_unknown_exchange_type(self) -> defer.Deferred[Any]:
         return self.expect_connection_error(503, lambda channel: channel.exchange_declare("odd", "weird"))
@@ -376,7 +376,7 @@ class IsolationTests(LoopbackTestCase):
             finally:
                 healthy.close()
 
-        got, answer = yield self.inThread(scenario)
+        got, answer = yield self.in_thread(scenario)
         self.assertEqual(got, [b"0", b"1", b"2"])
         self.assertIn(b"\x00\x0a\x00\x32\x01\xf5", answer)  # reply code 501
         self.assertGreater(self.queue("stalled").message_count, 0)
@@ -410,7 +410,7 @@ class BlockedConnectionTests(LoopbackTestCase):
                 publisher.close()
                 drainer.close()
 
-        self.assertEqual((yield self.inThread(scenario)), (["blocked", "unblocked"], 1))
+        self.assertEqual((yield self.in_thread(scenario)), (["blocked", "unblocked"], 1))
 
 
 class TwistedAdapterTests(LoopbackTestCase):

@@ -27,6 +27,7 @@ from twisted.internet.task import Clock
 from twisted.internet.threads import blockingCallFromThread, deferToThread
 from twisted.trial.unittest import TestCase
 
+from tests.broker.support import wait_on_node_clock
 from txamqp09.broker.model import Broker
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
@@ -480,4 +481,4 @@ class RabbitMQTests(FeatureCases, TestCase):
         self.port = shared_rabbitmq().port
 
     def elapse(self, seconds: float) -> None:
-        time.sleep(seconds)
+        wait_on_node_clock(self.port, seconds, _PATIENCE)

@@ -14,17 +14,20 @@ import txamqp.spec
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.internet.protocol import ClientCreator
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import Clock
+from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 from txamqp.client import TwistedDelegate
 from txamqp.content import Content
 from txamqp.protocol import AMQClient
 
+from tests.broker.support import wait_on_node_clock
 from tests.client.support import inline
 from txamqp09.broker.model import Broker
 from txamqp09.client import Channel, Message, connect
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.waiting import eventually
 
 if TYPE_CHECKING:
     _Base = TestCase
@@ -46,15 +49,9 @@ class OwnClientCases(_Base):
         """Let *seconds* pass for the broker."""
         raise NotImplementedError
 
-    async def until(self, attempt: Callable[[], Deferred[Optional[Message]]]) -> Message:
+    def until(self, attempt: Callable[[], Deferred[Optional[Message]]]) -> Deferred[Message]:
         """The first message *attempt* gets (a real broker may take a moment)."""
-        give_up = time.monotonic() + _PATIENCE
-        while True:
-            message = await attempt()
-            if message is not None:
-                return message
-            assert time.monotonic() < give_up, "the broker did not get there in time"
-            await deferLater(reactor, 0.01, lambda: None)
+        return eventually(attempt, reactor, _PATIENCE, what="a message")  # type: ignore[arg-type]
 
     @inline
     async def test_ttl_priorities_and_dead_letters(self) -> None:
@@ -105,7 +102,7 @@ class OwnClientRabbitMQTests(OwnClientCases, TestCase):
         self.url = f"amqp://guest:guest@127.0.0.1:{shared_rabbitmq().port}/"
 
     def elapse(self, seconds: float) -> Deferred[None]:
-        return deferLater(reactor, seconds, lambda: None)
+        return deferToThread(wait_on_node_clock, shared_rabbitmq().port, seconds, _PATIENCE)
 
 
 class TxAMQPTests(TestCase):

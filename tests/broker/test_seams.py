@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyClass, verifyObject
 
-from tests.broker.peer import Peer, factory
+from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.broker.classes.common import DeliveringState
 from txamqp09.broker.classes.file import FileState
 from txamqp09.broker.classes.message import MessageState
@@ -42,13 +42,13 @@ class SinkTests(SynchronousTestCase):
 
     def test_server_channels(self) -> None:
         """A server channel's session reports to the channel's publisher."""
-        peer = Peer(factory())
+        peer = ScriptedClient(server_factory())
         sink = peer.server.channels[1].session.sink
         self.assertIs(sink, peer.server.channels[1].publisher)
         verifyObject(ISink, sink)
 
     def test_class_states_with_deliveries_of_their_own(self) -> None:
-        peer = Peer(factory(), AMQP0_9)
+        peer = ScriptedClient(server_factory(), AMQP0_9)
         classes = channel_classes(peer.server.channels[1])
         for state_class in (FileState, MessageState, StreamState, TunnelState):
             self.assertTrue(issubclass(state_class, DeliveringState))

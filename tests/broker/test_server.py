@@ -5,8 +5,8 @@ from __future__ import annotations
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.peer import Peer, factory
 from txamqp09.broker.server import Handshake
+from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.wire.frames import FRAME_BODY, FRAME_HEADER, HEARTBEAT_FRAME, method_frame
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9
 
@@ -14,15 +14,15 @@ from txamqp09.wire.versions import AMQP0_8, AMQP0_9
 class ChannelLayerTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
-        self.factory = factory(self.clock, close_timeout=5)
-        self.peer = Peer(self.factory)
+        self.factory = server_factory(self.clock, close_timeout=5)
+        self.peer = ScriptedClient(self.factory)
         self.spec = self.peer.spec
 
-    def declare(self, peer: Peer, name: str) -> None:
+    def declare(self, peer: ScriptedClient, name: str) -> None:
         peer.send(1, peer.spec.QueueDeclare(queue=name))
         peer.expect(1, "queue.declare-ok")
 
-    def consume(self, peer: Peer, queue: str, tag: str = "c", no_ack: bool = True) -> None:
+    def consume(self, peer: ScriptedClient, queue: str, tag: str = "c", no_ack: bool = True) -> None:
         peer.send(1, peer.spec.BasicConsume(queue=queue, consumer_tag=tag, no_ack=no_ack))
         peer.expect(1, "basic.consume-ok")
 
@@ -128,7 +128,7 @@ class ChannelLayerTests(SynchronousTestCase):
         self.assertEqual(self.peer.deliveries(), [b"waiting"])
 
     def test_misbehaving_connection_leaves_others_alone(self) -> None:
-        other = Peer(self.factory)
+        other = ScriptedClient(self.factory)
         self.declare(other, "shared")
         self.consume(other, "shared")
         self.peer.feed(b"\x01\x00\x01\x00\x00\x00\x04abcd\x00")
@@ -141,7 +141,7 @@ class ChannelLayerTests(SynchronousTestCase):
         self.assertEqual(self.peer.expect(0, "connection.close").reply_code, 501)
 
     def test_cancel_notify_only_when_advertised(self) -> None:
-        notified = Peer(self.factory, capabilities={"consumer_cancel_notify": True})
+        notified = ScriptedClient(self.factory, capabilities={"consumer_cancel_notify": True})
         for peer in (self.peer, notified):
             self.declare(peer, "doomed")
             self.consume(peer, "doomed")
@@ -197,7 +197,7 @@ class ChannelLayerTests(SynchronousTestCase):
 
     def test_heartbeats(self) -> None:
         """The server sends heartbeats and drops a client silent for two intervals."""
-        peer = Peer(self.factory, heartbeat=2)
+        peer = ScriptedClient(self.factory, heartbeat=2)
         peer.frames()
         self.clock.advance(1)
         self.assertTrue(any(frame_type == 8 for frame_type, _, _ in peer.frames()))
@@ -213,11 +213,11 @@ class PublisherThrottleTests(SynchronousTestCase):
 
     def setUp(self) -> None:
         self.clock = Clock()
-        self.factory = factory(self.clock, high_watermark=1000)
+        self.factory = server_factory(self.clock, high_watermark=1000)
         self.factory.startFactory()
         self.addCleanup(self.factory.stopFactory)
 
-    def fill(self, peer: Peer) -> None:
+    def fill(self, peer: ScriptedClient) -> None:
         peer.send(1, peer.spec.QueueDeclare(queue="big"))
         peer.expect(1, "queue.declare-ok")
         peer.publish(1, "big", b"x" * 1200)
@@ -228,8 +228,8 @@ class PublisherThrottleTests(SynchronousTestCase):
         self.clock.advance(self.factory.throttle.interval)
 
     def test_connection_blocked_for_clients_that_know_it(self) -> None:
-        reader = Peer(self.factory)
-        peer = Peer(self.factory, capabilities={"connection.blocked": True})
+        reader = ScriptedClient(self.factory)
+        peer = ScriptedClient(self.factory, capabilities={"connection.blocked": True})
         self.fill(peer)
         self.assertEqual(peer.expect(0, "connection.blocked").reason[:30], "broker holds 1200 bytes of rea")
         self.assertEqual(peer.transport.producerState, "paused")
@@ -239,7 +239,7 @@ class PublisherThrottleTests(SynchronousTestCase):
         self.assertEqual(peer.transport.producerState, "producing")
 
     def test_channel_flow_for_others(self) -> None:
-        peer = Peer(self.factory, AMQP0_9)
+        peer = ScriptedClient(self.factory, AMQP0_9)
         self.fill(peer)
         self.assertFalse(peer.expect(1, "channel.flow").active)
         self.release()
@@ -252,17 +252,17 @@ class OlderVersionTests(SynchronousTestCase):
     """0-8 and 0-9 specifics: access tickets, 0-9's channel methods, recover."""
 
     def setUp(self) -> None:
-        self.factory = factory()
+        self.factory = server_factory()
 
     def test_access_request(self) -> None:
         for version in (AMQP0_8, AMQP0_9):
-            peer = Peer(self.factory, version)
+            peer = ScriptedClient(self.factory, version)
             peer.send(1, peer.spec.AccessRequest(realm="/data", active=True, read=True))
             self.assertEqual(peer.expect(1, "access.request-ok").ticket, 1)
 
     def test_ping_pong_served(self) -> None:
         """0-9's grammar: C:PING S:OK, then S:PONG C:OK; C:PONG S:OK."""
-        peer = Peer(self.factory, AMQP0_9)
+        peer = ScriptedClient(self.factory, AMQP0_9)
         peer.send(1, peer.spec.ChannelPing())
         peer.expect(1, "channel.ok")
         peer.expect(1, "channel.pong")
@@ -272,19 +272,19 @@ class OlderVersionTests(SynchronousTestCase):
         self.assertEqual(peer.frames(), [])
 
     def test_test_class_refused(self) -> None:
-        peer = Peer(self.factory, AMQP0_8)
+        peer = ScriptedClient(self.factory, AMQP0_8)
         peer.send(1, peer.spec.TestInteger())
         close = peer.expect(0, "connection.close")
         self.assertEqual(close.reply_code, 540)
         self.assertIn("not implemented", close.reply_text)
 
     def test_server_methods_from_client_refused(self) -> None:
-        peer = Peer(self.factory, AMQP0_8)
+        peer = ScriptedClient(self.factory, AMQP0_8)
         peer.send(1, peer.spec.BasicGetEmpty())
         self.assertEqual(peer.expect(0, "connection.close").reply_code, 503)
 
     def test_recover_has_no_answer_before_0_9_1(self) -> None:
-        peer = Peer(self.factory, AMQP0_8)
+        peer = ScriptedClient(self.factory, AMQP0_8)
         peer.send(1, peer.spec.QueueDeclare(queue="q"))
         peer.expect(1, "queue.declare-ok")
         peer.publish(1, "q", b"m")
@@ -297,7 +297,7 @@ class OlderVersionTests(SynchronousTestCase):
 
     def test_global_qos_is_connection_wide(self) -> None:
         """0-8: qos global=true limits all channels of the connection together."""
-        peer = Peer(self.factory, AMQP0_8)
+        peer = ScriptedClient(self.factory, AMQP0_8)
         peer.open(2)
         peer.send(1, peer.spec.BasicQos(prefetch_count=1, global_=True))
         peer.expect(1, "basic.qos-ok")
@@ -317,7 +317,7 @@ class HandshakeStateTests(SynchronousTestCase):
     """Each handshake method is taken in one named state; elsewhere it is refused."""
 
     def setUp(self) -> None:
-        self.peer = Peer(factory(), handshake=False)
+        self.peer = ScriptedClient(server_factory(), handshake=False)
         self.spec = self.peer.spec
         self.peer.feed(self.peer.version.header)
         self.peer.expect(0, "connection.start")

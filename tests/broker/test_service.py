@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from tests.broker.peer import Peer
+from txamqp09.testing.scripted import ScriptedClient
 from txamqp09.broker.service import BrokerService
 from txamqp09.store.interface import DurableQueue
 from txamqp09.store.sqlite import SQLiteStore
@@ -66,7 +66,7 @@ class ServiceTests(TestCase):
         service.startService()
         self.assertTrue(all(child.running for child in service))
         self.assertIn("kept", service.factory.broker.vhosts["/"].queues)
-        peer = Peer(service.factory)
+        peer = ScriptedClient(service.factory)
         yield service.stopService()
         close: Any = peer.expect(0, "connection.close")
         self.assertEqual(close.reply_code, 320)

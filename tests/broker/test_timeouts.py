@@ -16,7 +16,7 @@ from twisted.logger import formatEvent, globalLogPublisher
 from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.peer import Peer, factory
+from txamqp09.testing.scripted import ScriptedClient, server_factory
 from tests.broker.support import LoopbackTestCase
 from tests.test_tap import build
 from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT
@@ -52,10 +52,10 @@ class ConsumerTimeoutTests(SynchronousTestCase):
 
     def setUp(self) -> None:
         self.clock = Clock()
-        self.factory = factory(self.clock, consumer_timeout=10.0)
+        self.factory = server_factory(self.clock, consumer_timeout=10.0)
         self.factory.startFactory()
         self.addCleanup(self.factory.stopFactory)
-        self.peer = Peer(self.factory)
+        self.peer = ScriptedClient(self.factory)
         self.spec = self.peer.spec
         self.peer.send(1, self.spec.QueueDeclare(queue="q"))
         self.peer.expect(1, "queue.declare-ok")
@@ -124,10 +124,10 @@ class ConsumerTimeoutTests(SynchronousTestCase):
         self.assertIsNone(self.closed())
 
     def test_zero_turns_it_off(self) -> None:
-        quiet = factory(self.clock, consumer_timeout=0)
+        quiet = server_factory(self.clock, consumer_timeout=0)
         quiet.startFactory()
         self.addCleanup(quiet.stopFactory)
-        peer = Peer(quiet)
+        peer = ScriptedClient(quiet)
         peer.send(1, peer.spec.QueueDeclare(queue="q"))
         peer.publish(1, "q", b"one")
         peer.send(1, peer.spec.BasicGet(queue="q"))
@@ -166,7 +166,7 @@ class OptionsTests(SynchronousTestCase):
     def test_handshake_timeout(self) -> None:
         """A client that has not opened its connection within the timeout is dropped."""
         (service,) = build("--port", "5999", "--handshake-timeout", "2500")
-        peer = Peer(service.factory, handshake=False)
+        peer = ScriptedClient(service.factory, handshake=False)
         peer.feed(peer.version.header)
         service.factory.clock.advance(2.4)
         self.assertFalse(peer.disconnected)
@@ -177,8 +177,8 @@ class OptionsTests(SynchronousTestCase):
 class ConnectionMaxTests(SynchronousTestCase):
     def test_refused_beyond_the_limit_with_a_log_line(self) -> None:
         lines = logged(self)
-        limited = factory(Clock(), connection_max=2)
-        first, _second = Peer(limited), Peer(limited)
+        limited = server_factory(Clock(), connection_max=2)
+        first, _second = ScriptedClient(limited), ScriptedClient(limited)
         address = IPv4Address("TCP", "127.0.0.1", 40001)
         self.assertIsNone(limited.buildProtocol(address))
         self.assertTrue(
@@ -204,7 +204,7 @@ class ConnectionMaxLiveTests(LoopbackTestCase):
             first.close()
             return refused
 
-        self.assertTrue((yield self.inThread(scenario)))
+        self.assertTrue((yield self.in_thread(scenario)))
 
 
 def slow_consumer(port: int, queue: str) -> tuple[Any, int]:

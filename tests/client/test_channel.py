@@ -7,10 +7,10 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
+from twisted.logger import LogLevel, capturedLogs, formatEvent
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.client.support import ScriptedServer
 from txamqp09.client.api import channel_class, client_sent_methods
 from txamqp09.client.channel import Channel, ChannelState
 from txamqp09.client.errors import (
@@ -20,6 +20,7 @@ from txamqp09.client.errors import (
     MessageNacked,
     NotInThisVersion,
 )
+from txamqp09.testing.scripted import ScriptedServer
 from txamqp09.wire.errors import NotFound
 from txamqp09.wire.fields import Content
 from txamqp09.wire.versions import (
@@ -35,7 +36,7 @@ def opened(version: ProtocolVersion = AMQP0_9_1, **parameters: Any) -> tuple[Scr
     """A scripted server with an open connection and channel 1."""
     server = ScriptedServer(version, **parameters)
     server.open()
-    return server, server.openChannel(1)
+    return server, server.open_channel(1)
 
 
 class RequestTests(SynchronousTestCase):
@@ -85,7 +86,7 @@ class RequestTests(SynchronousTestCase):
     def test_basic_get(self) -> None:
         server, channel = opened()
         got = channel.basic_get("q")
-        server.sendContent(1, server.spec.BasicGetOk(delivery_tag=7, exchange="", routing_key="q", message_count=2), b"body")
+        server.send_content(1, server.spec.BasicGetOk(delivery_tag=7, exchange="", routing_key="q", message_count=2), b"body")
         message = self.successResultOf(got)
         assert message is not None
         self.assertEqual((message.body, message.delivery_tag, message.method.message_count), (b"body", 7, 2))
@@ -107,14 +108,14 @@ class RequestTests(SynchronousTestCase):
 
 
 class ClosingTests(SynchronousTestCase):
-    def serverCloses(self, server: ScriptedServer) -> None:
+    def server_closes(self, server: ScriptedServer) -> None:
         server.send(1, server.spec.ChannelClose(reply_code=404, reply_text="NOT_FOUND - no queue 'q'", class_id=50, method_id=10))
 
     def test_server_close_fails_pending_with_its_reply(self) -> None:
         server, channel = opened()
         pending = channel.queue_declare("q", passive=True)
         server.methods()
-        self.serverCloses(server)
+        self.server_closes(server)
         closed = self.failureResultOf(pending, ChannelClosed).value
         self.assertEqual(
             (closed.reply_code, closed.reply_text, closed.class_id, closed.method_id, closed.method_name),
@@ -127,7 +128,7 @@ class ClosingTests(SynchronousTestCase):
 
     def test_later_calls_fail_with_the_same_reply(self) -> None:
         server, channel = opened()
-        self.serverCloses(server)
+        self.server_closes(server)
         self.assertEqual(self.failureResultOf(channel.queue_declare("q"), ChannelClosed).value.reply_code, 404)
         self.assertRaises(ChannelClosed, channel.basic_publish, b"x")
         self.assertRaises(ChannelClosed, channel.ack, 1)
@@ -140,7 +141,7 @@ class ClosingTests(SynchronousTestCase):
         self.failureResultOf(pending, ChannelClosed)
         self.assertEqual(server.names(), ["queue.declare", "channel.close"])
         # Whatever the server sends before close-ok is dropped.
-        server.sendContent(1, server.spec.BasicDeliver(consumer_tag="t", delivery_tag=1), b"late")
+        server.send_content(1, server.spec.BasicDeliver(consumer_tag="t", delivery_tag=1), b"late")
         server.send(1, server.spec.QueueDeclareOk(queue="q"))
         self.assertNoResult(closing)
         server.send(1, server.spec.ChannelCloseOk())
@@ -151,7 +152,7 @@ class ClosingTests(SynchronousTestCase):
     def test_crossing_closes_end_the_channel(self) -> None:
         server, channel = opened()
         closing = channel.close()
-        self.serverCloses(server)
+        self.server_closes(server)
         self.successResultOf(closing)
         server.send(1, server.spec.ChannelCloseOk())
         self.assertIs(server.client.state.name, "OPEN")
@@ -204,7 +205,7 @@ class PublishTests(SynchronousTestCase):
     def test_body_split_to_frame_max(self) -> None:
         server = ScriptedServer()
         server.open(frame_max=4096)
-        channel = server.openChannel(1)
+        channel = server.open_channel(1)
         body = bytes(range(256)) * 40
         channel.basic_publish(body, routing_key="q")
         data = server.transport.value()
@@ -309,14 +310,18 @@ class ReturnAndCancelTests(SynchronousTestCase):
         server, channel = opened()
         returned: list[Any] = []
         channel.return_handler = returned.append
-        server.sendContent(1, server.spec.BasicReturn(reply_code=312, reply_text="NO_ROUTE", exchange="x", routing_key="k"), b"lost")
+        server.send_content(1, server.spec.BasicReturn(reply_code=312, reply_text="NO_ROUTE", exchange="x", routing_key="k"), b"lost")
         [message] = returned
         self.assertEqual((message.body, message.method.reply_code, message.routing_key), (b"lost", 312, "k"))
         self.assertRaises(AlreadySettled, message.ack)
 
     def test_return_without_handler_is_logged(self) -> None:
         server, _ = opened()
-        server.sendContent(1, server.spec.BasicReturn(reply_code=312, reply_text="NO_ROUTE"), b"lost")
+        with capturedLogs() as events:
+            server.send_content(1, server.spec.BasicReturn(reply_code=312, reply_text="NO_ROUTE"), b"lost")
+        [event] = events
+        self.assertEqual(event["log_level"], LogLevel.warn)
+        self.assertIn("message returned by the server (312 NO_ROUTE) on channel 1", formatEvent(event))
 
     def test_server_cancel_ends_the_consumer(self) -> None:
         server, channel = opened()
@@ -351,7 +356,7 @@ class ReturnAndCancelTests(SynchronousTestCase):
         self.assertEqual(consumer.tag, "mine")
         server.methods()
         properties = server.spec.BasicProperties(headers={"h": 1}, correlation_id="c")
-        server.sendContent(1, server.spec.BasicDeliver(consumer_tag="mine", delivery_tag=5, redelivered=True, exchange="x", routing_key="k"), b"m", properties)
+        server.send_content(1, server.spec.BasicDeliver(consumer_tag="mine", delivery_tag=5, redelivered=True, exchange="x", routing_key="k"), b"m", properties)
         [message] = messages
         self.assertEqual(
             (message.body, message.delivery_tag, message.redelivered, message.exchange, message.routing_key, message.consumer_tag),
@@ -376,7 +381,7 @@ class ReturnAndCancelTests(SynchronousTestCase):
         messages: list[Any] = []
         channel.basic_consume("q", messages.append, consumer_tag="t", no_ack=True)
         server.send(1, server.spec.BasicConsumeOk(consumer_tag="t"))
-        server.sendContent(1, server.spec.BasicDeliver(consumer_tag="t", delivery_tag=1), b"m")
+        server.send_content(1, server.spec.BasicDeliver(consumer_tag="t", delivery_tag=1), b"m")
         self.assertRaises(AlreadySettled, messages[0].ack)
 
     def test_client_cancel(self) -> None:

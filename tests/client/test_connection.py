@@ -6,7 +6,7 @@ from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.client.support import HEARTBEAT, ScriptedServer
+from txamqp09.testing.scripted import HEARTBEAT, ScriptedServer
 from txamqp09.client.connection import Negotiation, sasl_response
 from txamqp09.client.errors import ConnectionClosed
 from txamqp09.protocol import ConnectionState
@@ -290,8 +290,8 @@ class ClosingTests(SynchronousTestCase):
     def test_free_channel_numbers_are_reused(self) -> None:
         server = ScriptedServer()
         self.successResultOf(server.open())
-        first = server.openChannel(1)
-        server.openChannel(2)
+        first = server.open_channel(1)
+        server.open_channel(2)
         closing = first.close()
         server.send(1, server.spec.ChannelCloseOk())
         self.successResultOf(closing)

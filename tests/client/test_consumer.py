@@ -7,7 +7,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.client.support import ScriptedServer
+from txamqp09.testing.scripted import ScriptedServer
 from txamqp09.client.channel import Channel
 from txamqp09.client.consumer import Consumer
 from txamqp09.client.errors import ChannelClosed, ConnectionClosed
@@ -18,7 +18,7 @@ class ConsumerTestCase(SynchronousTestCase):
     def setUp(self) -> None:
         self.server = ScriptedServer()
         self.server.open()
-        self.channel: Channel = self.server.openChannel(1)
+        self.channel: Channel = self.server.open_channel(1)
 
     def consume(self, callback: Any = None, max_backlog: int = 1000) -> Consumer:
         consuming = self.channel.basic_consume("q", callback, consumer_tag="c", max_backlog=max_backlog)
@@ -27,7 +27,7 @@ class ConsumerTestCase(SynchronousTestCase):
         return self.successResultOf(consuming)
 
     def deliver(self, tag: int, body: bytes = b"m") -> None:
-        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), body)
+        self.server.send_content(1, self.server.spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), body)
 
     def next(self, consumer: Consumer) -> Deferred[Any]:
         return ensureDeferred(consumer.__anext__())
@@ -158,7 +158,7 @@ class BackpressureTests(ConsumerTestCase):
         self.deliver(1)
         self.assertEqual(len(self.flushLoggedErrors(ValueError)), 1)
         self.channel.basic_consume("q", handle_later, consumer_tag="d")
-        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
+        self.server.send_content(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
         self.assertEqual(len(self.flushLoggedErrors(KeyError)), 1)
         self.assertEqual(self.channel.consumers["d"].backlog, 0)
 
@@ -168,7 +168,7 @@ class BackpressureTests(ConsumerTestCase):
         self.server.send(1, self.server.spec.BasicConsumeOk(consumer_tag="d"))
         second = self.channel.consumers["d"]
         self.deliver(1)
-        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
+        self.server.send_content(1, self.server.spec.BasicDeliver(consumer_tag="d", delivery_tag=2), b"m")
         self.next(first)
         self.assertTrue(self.paused)
         self.next(second)
@@ -185,13 +185,13 @@ class BackpressureTests(ConsumerTestCase):
 class DeliveryPathTests(ConsumerTestCase):
     """Deliveries reach consumers however the bytes are cut; bad content still fails."""
 
-    def deliveryBytes(self, tag: int, body: bytes, frame_max: int = 131072) -> bytes:
+    def delivery_bytes(self, tag: int, body: bytes, frame_max: int = 131072) -> bytes:
         spec = self.server.spec
         return content_frames(1, spec.BasicDeliver(consumer_tag="c", delivery_tag=tag), spec.BasicProperties(message_id=str(tag)), body, frame_max)
 
     def test_every_cut_of_the_stream(self) -> None:
         consumer = self.consume()
-        stream = self.deliveryBytes(1, b"a" * 10) + self.deliveryBytes(2, b"") + self.deliveryBytes(3, b"b" * 9000, 4096)
+        stream = self.delivery_bytes(1, b"a" * 10) + self.delivery_bytes(2, b"") + self.delivery_bytes(3, b"b" * 9000, 4096)
         # Every cut in the small deliveries and the big one's headers, then some.
         cuts = [*range(1, 400), *range(400, len(stream), 101)]
         for cut in cuts:
@@ -203,8 +203,8 @@ class DeliveryPathTests(ConsumerTestCase):
 
     def test_other_channels_frame_in_between(self) -> None:
         consumer = self.consume()
-        self.server.openChannel(2)
-        delivery = self.deliveryBytes(1, b"x")
+        self.server.open_channel(2)
+        delivery = self.delivery_bytes(1, b"x")
         method_end = delivery.index(b"\xce") + 1
         self.server.client.dataReceived(delivery[:method_end] + method_frame(2, self.server.spec.ChannelFlow(active=True)) + delivery[method_end:])
         self.assertEqual(self.server.names(), ["channel.flow-ok"])
@@ -212,7 +212,7 @@ class DeliveryPathTests(ConsumerTestCase):
 
     def test_body_longer_than_announced_fails(self) -> None:
         self.consume()
-        delivery = self.deliveryBytes(1, b"xy")
+        delivery = self.delivery_bytes(1, b"xy")
         header_start = delivery.index(b"\xce") + 1
         tampered = delivery[: header_start + 7 + 4] + (1).to_bytes(8, "big") + delivery[header_start + 19 :]
         self.server.client.dataReceived(tampered)
@@ -222,7 +222,7 @@ class DeliveryPathTests(ConsumerTestCase):
     def test_delivery_to_a_closing_channel_is_dropped(self) -> None:
         consumer = self.consume()
         self.channel.close()
-        self.server.client.dataReceived(self.deliveryBytes(1, b"x"))
+        self.server.client.dataReceived(self.delivery_bytes(1, b"x"))
         self.assertEqual(consumer.backlog, 0)
 
 
@@ -235,7 +235,7 @@ class AckCoalescingTests(ConsumerTestCase):
             for _, method in self.server.methods()
         ]
 
-    def deliverAll(self, tags: range) -> None:
+    def deliver_all(self, tags: range) -> None:
         spec = self.server.spec
         self.server.client.dataReceived(
             b"".join(
@@ -246,9 +246,9 @@ class AckCoalescingTests(ConsumerTestCase):
 
     def test_in_one_read_one_ack(self) -> None:
         self.consume(lambda message: message.ack())
-        self.deliverAll(range(1, 4))
+        self.deliver_all(range(1, 4))
         self.assertEqual(self.acks(), [("basic.ack", 3, True)])
-        self.deliverAll(range(4, 6))
+        self.deliver_all(range(4, 6))
         self.assertEqual(self.acks(), [("basic.ack", 5, True)])
 
     def test_acks_already_written_stay_written(self) -> None:
@@ -259,7 +259,7 @@ class AckCoalescingTests(ConsumerTestCase):
 
     def test_out_of_order_acks_are_single(self) -> None:
         consumer = self.consume()
-        self.deliverAll(range(1, 4))
+        self.deliver_all(range(1, 4))
         first, second, third = (self.successResultOf(self.next(consumer)) for _ in range(3))
         second.ack()
         first.ack()
@@ -274,7 +274,7 @@ class AckCoalescingTests(ConsumerTestCase):
                 message.ack()
 
         self.consume(settle)
-        self.deliverAll(range(1, 5))
+        self.deliver_all(range(1, 5))
         self.assertEqual(
             self.acks(), [("basic.ack", 1, True), ("basic.reject", 2, False), ("basic.ack", 4, True)]
         )
@@ -283,6 +283,6 @@ class AckCoalescingTests(ConsumerTestCase):
         self.channel.basic_consume("q", lambda message: None, consumer_tag="auto", no_ack=True)
         self.server.send(1, self.server.spec.BasicConsumeOk(consumer_tag="auto"))
         self.consume(lambda message: message.ack())
-        self.server.sendContent(1, self.server.spec.BasicDeliver(consumer_tag="auto", delivery_tag=1), b"m")
+        self.server.send_content(1, self.server.spec.BasicDeliver(consumer_tag="auto", delivery_tag=1), b"m")
         self.deliver(2)
         self.assertEqual(self.acks(), [("basic.ack", 2, True)])

@@ -19,7 +19,6 @@ from twisted.internet.defer import (
     inlineCallbacks,
     maybeDeferred,
 )
-from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
@@ -40,6 +39,7 @@ from txamqp09.client import (
 )
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.waiting import eventually
 from txamqp09.wire.errors import NotFound
 
 
@@ -59,13 +59,13 @@ class LiveTests(_TestCaseBase):
     async def channel(self, **changes: Any) -> Channel:
         return await (await self.connect(**changes)).channel()
 
-    async def getMessage(self, channel: Channel, queue: str, no_ack: bool = False) -> Message:
+    async def get_message(self, channel: Channel, queue: str, no_ack: bool = False) -> Message:
         """basic.get that must find a message."""
         message = await channel.basic_get(queue, no_ack=no_ack)
         assert message is not None, f"{queue} is empty"
         return message
 
-    async def privateQueue(self, channel: Channel) -> str:
+    async def private_queue(self, channel: Channel) -> str:
         """A server-named exclusive queue, gone with the connection."""
         declared = await channel.queue_declare("", exclusive=True)
         return declared.queue
@@ -76,9 +76,9 @@ class LiveTests(_TestCaseBase):
     async def test_every_version_publishes_and_gets(self) -> None:
         for version in ("0-9-1", "0-9", "0-8"):
             channel = await self.channel(version=version)
-            queue = await self.privateQueue(channel)
+            queue = await self.private_queue(channel)
             channel.basic_publish(version.encode(), routing_key=queue)
-            message = await self.getMessage(channel, queue)
+            message = await self.get_message(channel, queue)
             self.assertEqual(message.body, version.encode())
             message.ack()
 
@@ -90,7 +90,7 @@ class LiveTests(_TestCaseBase):
             self.assertEqual(granted.NAME, "access.request-ok")
             declared = await channel.queue_declare("", exclusive=True)
             channel.basic_publish(b"with ticket", routing_key=declared.queue)
-            self.assertEqual((await self.getMessage(channel, declared.queue, no_ack=True)).body, b"with ticket")
+            self.assertEqual((await self.get_message(channel, declared.queue, no_ack=True)).body, b"with ticket")
 
     @inlineCallbacks
     def test_inline_callbacks_style(self) -> Any:
@@ -158,7 +158,7 @@ class LiveTests(_TestCaseBase):
     @inline
     async def test_properties_and_body_round_trip(self) -> None:
         channel = await self.channel()
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         sent = {
             "content_type": "application/json",
             "content_encoding": "utf-8",
@@ -175,7 +175,7 @@ class LiveTests(_TestCaseBase):
         }
         body = bytes(range(256))
         channel.basic_publish(body, routing_key=queue, properties=sent)
-        message = await self.getMessage(channel, queue, no_ack=True)
+        message = await self.get_message(channel, queue, no_ack=True)
         self.assertEqual(message.body, body)
         received = message.properties.fields()
         sent["headers"] = {"int": 1, "text": "é".encode(), "flag": True, "nested": {"list": [1, b"two"]}}
@@ -185,7 +185,7 @@ class LiveTests(_TestCaseBase):
     async def test_publishing_loop_waits_for_the_write_buffer(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         waits = 0
         for number in range(20000):
             if not connection.writable:
@@ -199,10 +199,10 @@ class LiveTests(_TestCaseBase):
     @inline
     async def test_large_bodies_are_split_to_frame_max(self) -> None:
         channel = await self.channel(frame_max=4096)
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         body = uuid.uuid4().bytes * 20000
         channel.basic_publish(body, routing_key=queue)
-        message = await self.getMessage(channel, queue, no_ack=True)
+        message = await self.get_message(channel, queue, no_ack=True)
         self.assertEqual(message.body, body)
 
     @inline
@@ -210,11 +210,11 @@ class LiveTests(_TestCaseBase):
         channel = await self.channel()
         exchange = f"topic-{uuid.uuid4()}"
         await channel.exchange_declare(exchange, "topic", auto_delete=True)
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         await channel.queue_bind(queue=queue, exchange=exchange, routing_key="a.*")
         channel.basic_publish(b"yes", exchange, "a.b")
         channel.basic_publish(b"no", exchange, "b.a")
-        first = await self.getMessage(channel, queue, no_ack=True)
+        first = await self.get_message(channel, queue, no_ack=True)
         self.assertEqual((first.body, first.routing_key), (b"yes", "a.b"))
         self.assertIsNone(await channel.basic_get(queue))
         await channel.exchange_delete(exchange=exchange)
@@ -222,15 +222,15 @@ class LiveTests(_TestCaseBase):
     @inline
     async def test_reject_and_nack(self) -> None:
         channel = await self.channel()
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         for body in (b"1", b"2"):
             channel.basic_publish(body, routing_key=queue)
-        first = await self.getMessage(channel, queue)
+        first = await self.get_message(channel, queue)
         first.reject(requeue=True)
-        again = await self.getMessage(channel, queue)
+        again = await self.get_message(channel, queue)
         self.assertEqual((again.body, again.redelivered), (b"1", True))
         again.nack(requeue=False)
-        second = await self.getMessage(channel, queue)
+        second = await self.get_message(channel, queue)
         second.reject(requeue=False)
         self.assertIsNone(await channel.basic_get(queue))
 
@@ -248,7 +248,7 @@ class LiveTests(_TestCaseBase):
     @inline
     async def test_async_iterator_consumes_and_acks(self) -> None:
         channel = await self.channel()
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         consumer = await channel.basic_consume(queue)
         for number in range(20):
             channel.basic_publish(b"%d" % number, routing_key=queue)
@@ -264,7 +264,7 @@ class LiveTests(_TestCaseBase):
     @inline
     async def test_prefetch_limits_unacknowledged(self) -> None:
         channel = await self.channel()
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         for number in range(6):
             channel.basic_publish(b"%d" % number, routing_key=queue)
         await channel.basic_qos(2)
@@ -289,11 +289,11 @@ class LiveTests(_TestCaseBase):
     async def test_slow_consumer_pauses_reading(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         consumer = await channel.basic_consume(queue, no_ack=True, max_backlog=10)
         for number in range(100):
             channel.basic_publish(b"%d" % number, routing_key=queue)
-        await until(lambda: connection.reading_paused)
+        await eventually(lambda: connection.reading_paused, reactor)
         self.assertGreaterEqual(consumer.backlog, 10)
         bodies = [(await consumer.__anext__()).body for _ in range(100)]
         self.assertEqual(bodies, [b"%d" % number for number in range(100)])
@@ -303,7 +303,7 @@ class LiveTests(_TestCaseBase):
     async def test_deleted_queue_cancels_its_consumer(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         consumer = await channel.basic_consume(queue)
         cancelled: Deferred[Any] = Deferred()
         consumer.onCancel(cancelled.callback)
@@ -316,7 +316,7 @@ class LiveTests(_TestCaseBase):
     async def test_rpc_with_a_reply_queue(self) -> None:
         connection = await self.connect()
         server_channel = await connection.channel()
-        requests = await self.privateQueue(server_channel)
+        requests = await self.private_queue(server_channel)
 
         def answer(request: Message) -> None:
             number = int(request.body)
@@ -329,7 +329,7 @@ class LiveTests(_TestCaseBase):
 
         await server_channel.basic_consume(requests, answer)
         client_channel = await connection.channel()
-        replies = await self.privateQueue(client_channel)
+        replies = await self.private_queue(client_channel)
         waiting: dict[str, Deferred[Message]] = {}
         await client_channel.basic_consume(
             replies, lambda reply: waiting.pop(reply.properties.correlation_id).callback(reply), no_ack=True
@@ -350,7 +350,7 @@ class LiveTests(_TestCaseBase):
     @inline
     async def test_publisher_confirms(self) -> None:
         channel = await self.channel()
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         await channel.confirm_select()
         confirmed = await gatherResults([cast(Deferred[int], channel.basic_publish(b"x", routing_key=queue)) for _ in range(200)])
         self.assertEqual(confirmed, list(range(1, 201)))
@@ -361,7 +361,7 @@ class LiveTests(_TestCaseBase):
     async def test_transactions(self) -> None:
         connection = await self.connect()
         channel = await connection.channel()
-        queue = await self.privateQueue(channel)
+        queue = await self.private_queue(channel)
         observer = await connection.channel()
         await channel.tx_select()
         channel.basic_publish(b"rolled back", routing_key=queue)
@@ -369,13 +369,13 @@ class LiveTests(_TestCaseBase):
         channel.basic_publish(b"committed", routing_key=queue)
         self.assertEqual((await observer.queue_declare(queue, passive=True)).message_count, 0)
         await channel.tx_commit()
-        message = await self.getMessage(observer, queue, no_ack=True)
+        message = await self.get_message(observer, queue, no_ack=True)
         self.assertEqual(message.body, b"committed")
 
 
     # -- reconnection ------------------------------------------------------------
 
-    def dropConnections(self) -> Any:
+    def drop_connections(self) -> Any:
         """Make the broker drop every client connection (may return a Deferred)."""
         raise NotImplementedError
 
@@ -398,7 +398,7 @@ class LiveTests(_TestCaseBase):
         first = await client.whenConnected()
         await client.publish(b"before", routing_key=queue)
         await arrived[0]
-        await maybeDeferred(self.dropConnections)
+        await maybeDeferred(self.drop_connections)
         await first.whenClosed()
         await client.publish(b"after", routing_key=queue)
         await arrived[1]
@@ -418,12 +418,12 @@ class OwnBrokerTests(LiveTests, TestCase):
     def url(self) -> str:
         return self.broker.url
 
-    def dropConnections(self) -> None:
+    def drop_connections(self) -> None:
         for connection in list(self.broker.factory.connections):
             connection.dropConnection()
 
 
-    async def fillBeyondTheWatermark(self, version: str) -> tuple[Channel, str, Channel]:
+    async def fill_beyond_the_watermark(self, version: str) -> tuple[Channel, str, Channel]:
         """A publishing channel that filled a queue past the broker's watermark, and a draining one."""
         throttled = LoopbackBroker(high_watermark=2000)
         throttled.start()
@@ -446,11 +446,11 @@ class OwnBrokerTests(LiveTests, TestCase):
 
     @inline
     async def test_channel_flow_holds_publishing(self) -> None:
-        channel, queue, draining = await self.fillBeyondTheWatermark("0-9")
-        await until(lambda: not channel.flow_active)
+        channel, queue, draining = await self.fill_beyond_the_watermark("0-9")
+        await eventually(lambda: not channel.flow_active, reactor)
         channel.basic_publish(b"held", routing_key=queue)
         bodies = await self.drain(draining, queue)
-        await until(lambda: channel.flow_active)
+        await eventually(lambda: channel.flow_active, reactor)
         bodies += await self.drain(draining, queue)
         while b"held" not in bodies:
             bodies += await self.drain(draining, queue)
@@ -458,19 +458,13 @@ class OwnBrokerTests(LiveTests, TestCase):
 
     @inline
     async def test_connection_blocked_is_reported(self) -> None:
-        channel, queue, draining = await self.fillBeyondTheWatermark("0-9-1")
+        channel, queue, draining = await self.fill_beyond_the_watermark("0-9-1")
         changes: list[Any] = []
         channel.connection.addBlockedListener(changes.append)
-        await until(lambda: channel.connection.blocked is not None)
+        await eventually(lambda: channel.connection.blocked is not None, reactor)
         self.assertIn("high watermark", channel.connection.blocked)
         await self.drain(draining, queue)
-        await until(lambda: changes[-1:] == [None])
-
-
-async def until(condition: Any) -> None:
-    """Wait, looking every 10 ms, until *condition()* holds."""
-    while not condition():
-        await deferLater(reactor, 0.01, lambda: None)
+        await eventually(lambda: changes[-1:] == [None], reactor)
 
 
 class RabbitMQTests(LiveTests, TestCase):
@@ -484,7 +478,7 @@ class RabbitMQTests(LiveTests, TestCase):
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.node.port}/"
 
-    def dropConnections(self) -> Deferred[str]:
+    def drop_connections(self) -> Deferred[str]:
         return deferToThread(self.node.ctl, "close_all_connections", "test")
 
     @inline

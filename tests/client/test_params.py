@@ -6,7 +6,7 @@ from twisted.internet.endpoints import HostnameEndpoint, _WrapperEndpoint
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.client.certs import certificates
+from txamqp09.testing.certificates import shared_files
 from txamqp09.client.params import (
     ConnectionParameters,
     TLSOptions,
@@ -85,12 +85,12 @@ class EndpointTests(SynchronousTestCase):
         self.assertEqual(endpoint._timeout, 3.0)  # type: ignore[attr-defined]
 
     def test_tls_with_client_certificate(self) -> None:
-        files = certificates()
+        files = shared_files()
         url = f"amqps://h/?cacertfile={files.ca}&certfile={files.client_cert}&keyfile={files.client_key}"
         self.assertIsInstance(endpoint_for(MemoryReactorClock(), parse_url(url)), _WrapperEndpoint)
 
     def test_tls_unverified(self) -> None:
-        files = certificates()
+        files = shared_files()
         url = f"amqps://h/?verify=verify_none&certfile={files.client_cert}&keyfile={files.client_key}"
         self.assertIsInstance(endpoint_for(MemoryReactorClock(), parse_url(url)), _WrapperEndpoint)
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 else:
     _TestCaseBase = object
 
-from tests.client.certs import certificates
+from txamqp09.testing.certificates import shared_files
 from tests.client.support import fails, inline
 from txamqp09.client import ConnectionClosed, TLSFailed, connect
 from txamqp09.testing.broker import LoopbackBroker
@@ -35,13 +35,13 @@ class TLSTests(_TestCaseBase):
     port = 0
 
     def url(self, **options: str) -> str:
-        files = certificates()
+        files = shared_files()
         query = {"cacertfile": files.ca, "certfile": files.client_cert, "keyfile": files.client_key}
         query.update(options)
         query = {name: value for name, value in query.items() if value}
         return f"amqps://guest:guest@127.0.0.1:{self.port}/?{urlencode(query)}"
 
-    async def roundTrip(self, url: str) -> None:
+    async def round_trip(self, url: str) -> None:
         connection = await connect(reactor, url)
         try:
             channel = await connection.channel()
@@ -55,15 +55,15 @@ class TLSTests(_TestCaseBase):
 
     @inline
     async def test_verified_with_client_certificate(self) -> None:
-        await self.roundTrip(self.url())
+        await self.round_trip(self.url())
 
     @inline
     async def test_server_name_indication(self) -> None:
-        await self.roundTrip(self.url(server_name_indication="localhost"))
+        await self.round_trip(self.url(server_name_indication="localhost"))
 
     @inline
     async def test_untrusted_server_certificate_fails(self) -> None:
-        failure = await fails(connect(reactor, self.url(cacertfile=certificates().rogue_ca)), TLSFailed)
+        failure = await fails(connect(reactor, self.url(cacertfile=shared_files().rogue_ca)), TLSFailed)
         self.assertIn("certificate verify failed", str(failure))
 
     @inline
@@ -78,14 +78,14 @@ class TLSTests(_TestCaseBase):
 
     @inline
     async def test_verify_none(self) -> None:
-        await self.roundTrip(self.url(cacertfile="", verify="verify_none"))
+        await self.round_trip(self.url(cacertfile="", verify="verify_none"))
 
 
 class OwnBrokerTLSTests(TLSTests, TestCase):
     """This project's broker behind a Twisted TLS listener."""
 
     def setUp(self) -> None:
-        files = certificates()
+        files = shared_files()
         with open(files.server_key, "rb") as key, open(files.server_cert, "rb") as cert:
             server = PrivateCertificate.loadPEM(key.read() + cert.read())
         with open(files.ca, "rb") as ca:
@@ -105,7 +105,7 @@ def tls_rabbitmq() -> RabbitMQ:
     """A RabbitMQ node with a TLS listener requiring client certificates (one per run)."""
     global _rabbitmq
     if _rabbitmq is None:
-        files = certificates()
+        files = shared_files()
         directory = tempfile.mkdtemp(prefix="txamqp09-rabbitmq-tls-")
         node = RabbitMQ(
             directory,

@@ -10,7 +10,7 @@ from twisted.internet import reactor
 from twisted.internet.ssl import Certificate, PrivateCertificate
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from tests.client.certs import certificates
+from txamqp09.testing.certificates import shared_files
 from tests.client.support import inline
 from tests.docs.guides import Block, blocks, guides
 from txamqp09.management import Node, make_site
@@ -27,7 +27,10 @@ class GuideRulesTests(SynchronousTestCase):
 
     def test_every_guide_is_read(self) -> None:
         names = {block.guide for block in every_block() if block.runs}
-        for guide in ("client.rst", "queues.rst", "streams.rst", "amqp09-classes.rst", "security.rst", "management.rst"):
+        for guide in (
+            "client.rst", "queues.rst", "streams.rst", "amqp09-classes.rst", "security.rst", "management.rst",
+            "testing.rst",
+        ):
             self.assertIn(guide, names)
 
     def test_python_is_in_python_blocks(self) -> None:
@@ -52,7 +55,7 @@ class GuidesRunTests(TestCase):
         self.broker = LoopbackBroker()
         self.broker.start()
         self.addCleanup(self.broker.stop)
-        files = certificates()
+        files = shared_files()
         with open(files.server_key, "rb") as key, open(files.server_cert, "rb") as cert:
             server = PrivateCertificate.loadPEM(key.read() + cert.read())
         with open(files.ca, "rb") as ca:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from twisted.internet.task import Clock
 
-from tests.broker.peer import Peer
 from txamqp09.broker.server import ServerFactory
+from txamqp09.testing.scripted import ScriptedClient
 from txamqp09.wire import _amqp0_9_1 as spec
 from txamqp09.wire.errors import InternalError
 from txamqp09.wire.frames import content_frames, method_frame
@@ -49,11 +49,11 @@ def feed_server(data: bytes) -> None:
     factory.startFactory()
     try:
         if data[0] % 2 == 0:
-            peer = Peer(factory, handshake=False)
+            peer = ScriptedClient(factory, handshake=False)
             rest = data[1:]
         else:
             version = _VERSIONS[data[1] % 3] if len(data) > 1 else AMQP0_9_1
-            peer = Peer(factory, version)
+            peer = ScriptedClient(factory, version)
             rest = data[2:]
         peer.feed(rest)
         clock.pump([1.0] * 60)

@@ -7,17 +7,16 @@ Keys that describe the Erlang VM or RabbitMQ's internals are listed in
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 from urllib.parse import quote
 
 from twisted.internet import reactor
-from twisted.internet.defer import inlineCallbacks
-from twisted.internet.task import deferLater
+from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.trial.unittest import TestCase
 
 from txamqp09.client.connection import connect
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.waiting import eventually
 from tests.management.support import Answer, ManagementBroker, http_request
 
 #: Keys about the Erlang VM, Mnesia, RabbitMQ's queue index and clustering.
@@ -82,17 +81,15 @@ class Target:
         yield channel.basic_qos(2)
         yield channel.basic_consume(QUEUE, lambda message: None, consumer_tag="keys-consumer")
 
-    @inlineCallbacks
-    def until(self, path: str, ready: Callable[[Any], bool], timeout: float = 30.0) -> Any:
+    def until(self, path: str, ready: Callable[[Any], bool], timeout: float = 30.0) -> Deferred[Any]:
         """GET *path* until *ready* accepts the body (RabbitMQ emits statistics every 5 s)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            answer: Answer = yield self.request("GET", path)
-            if answer.status == 200 and ready(answer.body):
-                return answer.body
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.url}{path} never became ready: {answer!r}")
-            yield deferLater(reactor, 0.5, lambda: None)
+
+        async def ready_body() -> Optional[tuple[Any]]:
+            answer: Answer = await self.request("GET", path)
+            return (answer.body,) if answer.status == 200 and ready(answer.body) else None
+
+        found = eventually(ready_body, reactor, timeout, interval=0.5, what=f"{self.url}{path} ready")
+        return found.addCallback(lambda body: body[0])
 
 
 def _ours(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
-from twisted.internet.task import deferLater
 from twisted.internet.threads import deferToThread
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.python.failure import Failure
@@ -37,6 +36,7 @@ from tests.spark.session import ROOT, spark_missing, spark_session
 from txamqp09.client import Channel, ClientConnection, connect
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.waiting import eventually
 
 if TYPE_CHECKING:
     _TestCaseBase = TestCase
@@ -96,10 +96,10 @@ class PipelineTests(_TestCaseBase):
         name = f"spark-{queue_type}-{uuid.uuid4().hex[:8]}"
         channel = await self.channel()
         await channel.queue_declare(name, durable=True, arguments={"x-queue-type": queue_type})
-        self.addCleanup(lambda: Deferred.fromCoroutine(self.deleteQueues(name)))
+        self.addCleanup(lambda: Deferred.fromCoroutine(self.delete_queues(name)))
         return name
 
-    async def deleteQueues(self, *queues: str) -> None:
+    async def delete_queues(self, *queues: str) -> None:
         channel = await self.channel()
         for queue in queues:
             await channel.queue_delete(queue=queue)
@@ -116,14 +116,6 @@ class PipelineTests(_TestCaseBase):
         channel = await self.channel()
         declared = await channel.queue_declare(queue, passive=True)
         return declared.message_count, declared.consumer_count
-
-    async def waitUntil(self, condition: Callable[[], Any], what: str) -> None:
-        """Poll the broker until *condition()* (a coroutine) is true."""
-        for _ in range(600):
-            if await condition():
-                return
-            await deferLater(reactor, 0.05, lambda: None)
-        self.fail(f"the broker never reached: {what}")
 
     def spark(self, action: Callable[[Any], Any]) -> Deferred[Any]:
         """Run *action(spark)* in a thread, with the process's Spark session."""
@@ -223,7 +215,7 @@ class PipelineTests(_TestCaseBase):
             batches.add(int(batch))
         self.assertEqual(batches, {0, 1, 2})
 
-    async def runUntilKilled(self, queries: list[tuple[str, str, str, str]]) -> None:
+    async def run_until_killed(self, queries: list[tuple[str, str, str, str]]) -> None:
         """Run *queries* (queue, type, checkpoint, output) in a child process
         until each is inside its batch holding :data:`HOLD`, then kill the
         child and everything it started."""
@@ -278,7 +270,7 @@ class PipelineTests(_TestCaseBase):
             queue = await self.queue(queue_type)
             await self.publish(queue, bodies[:BEFORE])
             queries.append((queue, queue_type, os.path.abspath(self.mktemp()), os.path.abspath(self.mktemp())))
-        await self.runUntilKilled(queries)
+        await self.run_until_killed(queries)
         for queue, _, checkpoint, _ in queries:
             self.assertKilledBetweenOffsetsAndCommit(checkpoint)
             await self.publish(queue, bodies[BEFORE:])
@@ -287,7 +279,7 @@ class PipelineTests(_TestCaseBase):
         async def released() -> bool:
             return (await self.counts(classic))[1] == 0
 
-        await self.waitUntil(released, "the killed query's consumer is gone")
+        await eventually(released, reactor, timeout=30, interval=0.05, what="the killed query's consumer is gone")
 
         def finish(spark: Any) -> list[list[Any]]:
             results = []
@@ -346,7 +338,7 @@ class OwnBrokerPipelineTests(PipelineTests, TestCase):
             for program in guide_programs()
         )
         pipeline = pipeline.replace('DATA = "pipeline-data"', f"DATA = {os.path.abspath(self.mktemp())!r}")
-        self.addCleanup(lambda: Deferred.fromCoroutine(self.deleteQueues("events", "totals")))
+        self.addCleanup(lambda: Deferred.fromCoroutine(self.delete_queues("events", "totals")))
         output, errors, status = await getProcessOutputAndValue(
             sys.executable, ["-c", producer], env={**os.environ, "PYTHONPATH": ROOT}
         )

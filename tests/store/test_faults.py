@@ -10,8 +10,7 @@ from typing import Any, Optional, cast
 
 from twisted.internet import reactor as global_reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
-from twisted.internet.interfaces import IReactorFromThreads, IReactorTime
-from twisted.internet.task import deferLater
+from twisted.internet.interfaces import IReactorFromThreads
 from twisted.trial.unittest import TestCase
 
 from tests.store.test_stores import message
@@ -27,6 +26,7 @@ from txamqp09.testing.faults import (
     mount_small_file_system,
     unmount,
 )
+from txamqp09.testing.waiting import eventually
 
 reactor = cast(IReactorFromThreads, global_reactor)
 Q = ("/", "q")
@@ -55,17 +55,6 @@ class Reports:
         else:
             self._waiting.append((count, waiter))
         return waiter
-
-
-def until(condition: Any, interval: float = 0.05) -> Deferred[None]:
-    """Fires once *condition()* is true, looking every *interval* seconds."""
-
-    @inlineCallbacks
-    def look() -> Any:
-        while not condition():
-            yield deferLater(cast(IReactorTime, global_reactor), interval, lambda: None)
-
-    return look()
 
 
 def disk_use(store: SQLiteStore) -> int:
@@ -162,7 +151,7 @@ class WriteFailureTests(TestCase):
         self.assertIn(DISK_FULL, reports.heard[0] or "")
         self.assertIsNone(reports.heard[1])
         yield store.when_durable(store.publish(message(1), [Q]))
-        yield until(lambda: store.log_size() == 0)
+        yield eventually(lambda: store.log_size() == 0, global_reactor)
 
 
 class FullFileSystemTests(TestCase):
@@ -281,7 +270,7 @@ class LogBoundTests(TestCase):
         store = self.make()
         store.open()
         yield store.when_durable(store.add_queue(DurableQueue(*Q)))
-        yield until(lambda: store.log_size() == 0)
+        yield eventually(lambda: store.log_size() == 0, global_reactor)
         idle = disk_use(store)
         body = os.urandom(1024)
         for number in range(1, 10001):
@@ -291,6 +280,6 @@ class LogBoundTests(TestCase):
         for first in range(1, 10001, 500):
             store.remove(*Q, list(range(first, first + 500)))
         yield store.when_durable(store.last_sequence)
-        yield until(lambda: disk_use(store) <= 2 * idle)
+        yield eventually(lambda: disk_use(store) <= 2 * idle, global_reactor)
         pages = sqlite3.connect(store.path).execute("PRAGMA page_count").fetchone()[0]
         self.assertLessEqual(pages * 4096, 2 * idle)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -41,5 +42,33 @@ class HelperTests(SynchronousTestCase):
         self.assertIn(f"listeners.ssl.default = 127.0.0.1:{node.tls_port}", lines)
         self.assertIn("ssl_options.fail_if_no_peer_cert = true", lines)
 
-    def test_stop_without_start_is_harmless(self) -> None:
-        RabbitMQ(self.mktemp()).stop()
+    def test_stop_without_start_leaves_the_node_startable(self) -> None:
+        base = self.mktemp()
+        node = RabbitMQ(base)
+        node.stop()
+        self.assertFalse(node.running)
+        self.assertFalse(os.path.exists(base), "stop() wrote files of a node that never ran")
+        node.stop()
+        self.assertFalse(node.running)
+
+    def test_the_log_is_copied_and_start_up_is_seen_in_it(self) -> None:
+        read, write = os.pipe()
+        started = threading.Event()
+        log = self.mktemp()
+        copying = threading.Thread(target=rabbitmq._copy_log, args=(os.fdopen(read, "rb"), log, started))
+        copying.start()
+        with os.fdopen(write, "wb", buffering=0) as output:
+            output.write(b"  Starting broker...\n")
+            output.write(b"2026-01-01 [info] <0.1.0> Server startup complete; 0 plugins started.\n")
+            self.assertTrue(started.wait(30), "the start-up line was not noticed")
+            output.write(b"later\n")
+        copying.join(30)
+        with open(log, "rb") as copied:
+            self.assertEqual(copied.read().splitlines()[0::2], [b"  Starting broker...", b"later"])
+
+    def test_a_node_that_exits_ends_the_wait(self) -> None:
+        read, write = os.pipe()
+        started = threading.Event()
+        os.close(write)
+        rabbitmq._copy_log(os.fdopen(read, "rb"), self.mktemp(), started)
+        self.assertTrue(started.is_set())

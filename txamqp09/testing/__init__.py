@@ -1,1 +1,5 @@
-"""Public test helpers: brokers on loopback (this project's and RabbitMQ), fakes."""
+"""Public test helpers (see docs/testing.rst): the broker and clients in memory
+(:mod:`.memory`), scripted peers (:mod:`.scripted`), waiting on a condition
+(:mod:`.waiting`), TLS certificates (:mod:`.certificates`), this broker on
+loopback (:mod:`.broker`), stores that fail on demand (:mod:`.faults`) and a
+private RabbitMQ node (:mod:`.rabbitmq`)."""

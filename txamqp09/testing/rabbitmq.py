@@ -30,9 +30,9 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
+import threading
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import IO, Mapping, Optional
 
 __all__ = [
     "RABBITMQ_BIN",
@@ -230,34 +230,39 @@ class RabbitMQ:
             stderr=subprocess.DEVNULL,
             preexec_fn=_end_with_parent,
         )
-        with open(self.log_file, "wb") as log:
-            self._server = subprocess.Popen(
-                [os.path.join(RABBITMQ_BIN, "rabbitmq-server")],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.base_dir,
-                preexec_fn=_end_with_parent,
-            )
+        self._server = subprocess.Popen(
+            [os.path.join(RABBITMQ_BIN, "rabbitmq-server")],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=self.base_dir,
+            preexec_fn=_end_with_parent,
+        )
+        assert self._server.stdout is not None
+        started = threading.Event()
+        threading.Thread(
+            target=_copy_log, args=(self._server.stdout, self.log_file, started), daemon=True,
+            name=f"rabbitmq log {self.node_name}",
+        ).start()
         try:
-            self._wait_ready()
+            self._wait_ready(started)
         except BaseException:
             self.stop()
             raise
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if not self.running:
-                raise RabbitMQError(f"RabbitMQ exited during start-up:\n{self.log_tail()}")
-            if _answers_amqp(self.port) and (self.management_port is None or _listens(self.management_port)):
-                return
-            time.sleep(0.1)
-        raise RabbitMQError(
-            f"RabbitMQ did not answer on {_LOOPBACK}:{self.port} within "
-            f"{self.start_timeout} s:\n{self.log_tail()}"
-        )
+    def _wait_ready(self, started: threading.Event) -> None:
+        """Wait until the node logs that it started (or exits), then check it answers."""
+        if not started.wait(self.start_timeout):
+            raise RabbitMQError(
+                f"RabbitMQ did not finish starting within {self.start_timeout} s:\n{self.log_tail()}"
+            )
+        if not self.running:
+            raise RabbitMQError(f"RabbitMQ exited during start-up:\n{self.log_tail()}")
+        if not _answers_amqp(self.port) or (self.management_port is not None and not _listens(self.management_port)):
+            raise RabbitMQError(
+                f"RabbitMQ says it started but does not answer on {_LOOPBACK}:{self.port}:\n{self.log_tail()}"
+            )
 
     def log_tail(self, lines: int = 30) -> str:
         """The last *lines* lines the node printed."""
@@ -303,6 +308,22 @@ class RabbitMQ:
         epmd, self._epmd = self._epmd, None
         if epmd is not None:
             _end_process(epmd, 5.0)
+
+
+#: What the node logs once its boot steps (listeners included) are done.
+STARTED_LINE = b"Server startup complete"
+
+
+def _copy_log(output: IO[bytes], path: str, started: threading.Event) -> None:
+    """Copy the node's output, line by line, to the file at *path*; set
+    *started* once the node logs :data:`STARTED_LINE`, or its output ends
+    (the node exited)."""
+    with open(path, "wb", buffering=0) as log:
+        for line in output:
+            log.write(line)
+            if STARTED_LINE in line:
+                started.set()
+    started.set()
 
 
 def _end_with_parent() -> None:

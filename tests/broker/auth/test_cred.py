@@ -11,7 +11,7 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.auth.certs import TestPKI
+from txamqp09.testing.certificates import CertificateAuthority
 from tests.broker.auth.test_sasl import amqplain
 from txamqp09.broker.auth.cred import AMQPUser, IAMQPUser, LoopbackOnly, make_portal
 from txamqp09.broker.auth.errors import LoginRefused
@@ -86,7 +86,7 @@ class PortalTests(SynchronousTestCase):
         self.assertNotIsInstance(caught.exception, LoopbackOnly)
 
     def test_external_login_needs_an_existing_user(self) -> None:
-        pki = TestPKI()
+        pki = CertificateAuthority()
         peer = PeerInfo(REMOTE.address, pki.client_certificate("certuser"))
         avatar = self.login(ExternalCredentials("certuser", peer.certificate, peer))[1]  # type: ignore[arg-type]
         self.assertEqual(avatar.name, "certuser")

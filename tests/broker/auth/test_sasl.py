@@ -8,7 +8,7 @@ from typing import Any
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.auth.certs import TestPKI
+from txamqp09.testing.certificates import CertificateAuthority
 from txamqp09.broker.auth.errors import LoginRefused, MalformedResponse
 from txamqp09.broker.auth.sasl import (
     ExternalCredentials,
@@ -93,7 +93,7 @@ class AMQPlainTests(SynchronousTestCase):
 
 class ExternalTests(SynchronousTestCase):
     def setUp(self) -> None:
-        self.pki = TestPKI()
+        self.pki = CertificateAuthority()
         self.peer = PeerInfo(LOCAL.address, self.pki.client_certificate("someuser"))
 
     def test_user_is_the_certificates_common_name(self) -> None:
@@ -124,7 +124,7 @@ class ExternalTests(SynchronousTestCase):
 class RegistryTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.registry = MechanismRegistry()
-        self.tls_peer = PeerInfo(LOCAL.address, TestPKI().client_certificate("someuser"))
+        self.tls_peer = PeerInfo(LOCAL.address, CertificateAuthority().client_certificate("someuser"))
 
     def test_external_offered_only_with_a_client_certificate(self) -> None:
         self.assertEqual(self.registry.mechanisms_field(LOCAL), b"PLAIN AMQPLAIN")
@@ -188,7 +188,7 @@ class RealClientResponseTests(SynchronousTestCase):
     """What py-amqp (kombu's transport) and pika put in connection.start-ok parses."""
 
     def setUp(self) -> None:
-        self.peer = PeerInfo(LOCAL.address, TestPKI().client_certificate("someuser"))
+        self.peer = PeerInfo(LOCAL.address, CertificateAuthority().client_certificate("someuser"))
         self.registry = MechanismRegistry()
 
     def test_py_amqp(self) -> None:

@@ -18,7 +18,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
-from tests.broker.auth.certs import TestPKI, pem_certificate, pem_key
+from txamqp09.testing.certificates import CertificateAuthority, pem_certificate, pem_key
 from tests.broker.auth.test_definitions import EXPORT
 from txamqp09 import tap
 from txamqp09.broker.auth.options import SecurityOptions
@@ -71,7 +71,7 @@ class _RawContext:
         return self.context
 
 
-def pinned(pki: TestPKI, version: int, server: bool) -> _RawContext:
+def pinned(pki: CertificateAuthority, version: int, server: bool) -> _RawContext:
     """A context that speaks only one TLS version (old ones included, as old peers did)."""
     context = SSL.Context(SSL.TLS_METHOD)
     context.set_min_proto_version(version)
@@ -88,7 +88,7 @@ class TLSTestCase(TestCase):
     """Starts TLS listeners on 127.0.0.1 and connects to them."""
 
     def setUp(self) -> None:
-        self.pki = TestPKI()
+        self.pki = CertificateAuthority()
         self.directory = Path(self.mktemp())
         self.directory.mkdir()
         self.key, self.certificate, self.ca = self.pki.write_server_files(self.directory)
@@ -103,7 +103,7 @@ class TLSTestCase(TestCase):
         self.addCleanup(port.stopListening)
         return factory, port.getHost().port
 
-    def client_options(self, common_name: str | None = None, ca: TestPKI | None = None) -> Any:
+    def client_options(self, common_name: str | None = None, ca: CertificateAuthority | None = None) -> Any:
         trusted = Certificate.loadPEM(pem_certificate((ca or self.pki).ca_certificate))
         identity = None
         if common_name is not None:
@@ -155,7 +155,7 @@ class HandshakeTests(TLSTestCase):
     @inlineCallbacks
     def test_client_refuses_a_server_from_another_ca(self) -> None:
         factory, port = yield self.listen(context_factory(self.settings(VerifyMode.NONE)))
-        client = yield self.connect(port, self.client_options(ca=TestPKI("another CA")))
+        client = yield self.connect(port, self.client_options(ca=CertificateAuthority("another CA")))
         yield self.assertFailure(client.handshake, SSL.Error)
         server = yield factory.first
         yield self.assertFailure(server.handshake, SSL.Error)
@@ -166,7 +166,7 @@ class HandshakeTests(TLSTestCase):
 
     @inlineCallbacks
     def test_client_certificate_from_another_ca_refused(self) -> None:
-        stranger = TestPKI("stranger CA")
+        stranger = CertificateAuthority("stranger CA")
         key, certificate = stranger.client("someuser")
         identity = PrivateCertificate.loadPEM(pem_key(key) + pem_certificate(certificate))
         options = optionsForClientTLS(
@@ -216,7 +216,7 @@ class HandshakeTests(TLSTestCase):
 
 class ContextFactoryTests(SynchronousTestCase):
     def setUp(self) -> None:
-        self.pki = TestPKI()
+        self.pki = CertificateAuthority()
         self.directory = Path(self.mktemp())
         self.directory.mkdir()
         self.key, self.certificate, self.ca = self.pki.write_server_files(self.directory)
@@ -230,7 +230,11 @@ class ContextFactoryTests(SynchronousTestCase):
     def test_certificate_chain_file(self) -> None:
         chained = self.directory / "chain.crt"
         chained.write_bytes(self.certificate.read_bytes() + self.ca.read_bytes())
-        context_factory(TLSSettings(self.key, chained))
+        options = context_factory(TLSSettings(self.key, chained))
+        self.assertEqual(options.certificate.get_subject().CN, "localhost")
+        self.assertEqual([extra.get_subject().CN for extra in options.extraCertChain], ["txamqp09 test CA"])
+        alone = context_factory(TLSSettings(self.key, self.certificate))
+        self.assertEqual(alone.extraCertChain, [])
 
     def test_bad_files(self) -> None:
         other_key, _ = self.pki.server()
@@ -248,7 +252,7 @@ class OptionsTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.directory = Path(self.mktemp())
         self.directory.mkdir()
-        self.key, self.certificate, self.ca = TestPKI().write_server_files(self.directory)
+        self.key, self.certificate, self.ca = CertificateAuthority().write_server_files(self.directory)
 
     def parse(self, *arguments: str) -> SecurityOptions:
         options = SecurityOptions()

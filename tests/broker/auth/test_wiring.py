@@ -32,9 +32,9 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from txamqp.client import ChannelClosed, ConnectionClosed, TwistedDelegate
 from txamqp.protocol import AMQClient
 
-from tests.broker.auth.certs import TestPKI, pem_certificate, pem_key
+from txamqp09.testing.certificates import CertificateAuthority, pem_certificate, pem_key
 from tests.broker.auth.test_passwords import RABBITMQ_MD5_OF_SIMON
-from tests.broker.peer import Peer
+from txamqp09.testing.scripted import ScriptedClient
 from txamqp09 import tap
 from txamqp09.broker.auth.passwords import hash_password
 from txamqp09.broker.auth.permissions import Permissions
@@ -169,7 +169,7 @@ class BrokerTestCase(TestCase):
 
     @defer.inlineCallbacks
     def setUp(self) -> Any:  # type: ignore[override]  # trial waits for its Deferred
-        self.pki = TestPKI()
+        self.pki = CertificateAuthority()
         self.directory = Path(self.mktemp())
         self.directory.mkdir()
         key, certificate, self.ca = self.pki.write_server_files(self.directory)
@@ -466,18 +466,18 @@ class NegotiationSecurityTests(SynchronousTestCase):
         self.security = Security(_database(), self.clock)
         self.factory = ServerFactory(self.clock, security=self.security)
 
-    def start(self, host: str = "127.0.0.1", version: ProtocolVersion = AMQP0_9_1) -> Peer:
+    def start(self, host: str = "127.0.0.1", version: ProtocolVersion = AMQP0_9_1) -> ScriptedClient:
         """A client that has sent the protocol header and read connection.start."""
-        peer = Peer(self.factory, version, host=host, handshake=False)
+        peer = ScriptedClient(self.factory, version, host=host, handshake=False)
         peer.feed(version.header)
         self.mechanisms = peer.expect(0, "connection.start").mechanisms
         return peer
 
-    def start_ok(self, peer: Peer, user: str, password: str, mechanism: str = "PLAIN") -> None:
+    def start_ok(self, peer: ScriptedClient, user: str, password: str, mechanism: str = "PLAIN") -> None:
         response = f"\0{user}\0{password}".encode()
         peer.send(0, peer.spec.ConnectionStartOk(client_properties={}, mechanism=mechanism, response=response))
 
-    def refusal(self, peer: Peer) -> str:
+    def refusal(self, peer: ScriptedClient) -> str:
         """The connection.close 403 the peer gets once the throttle's delay is over."""
         self.clock.advance(self.security.throttle.cap)
         close = peer.expect(0, "connection.close")
@@ -608,12 +608,12 @@ class NegotiationSecurityTests(SynchronousTestCase):
         self.assertEqual(self.security.throttle.pending("127.0.0.1"), 0)
 
     def test_logout_when_the_connection_is_lost(self) -> None:
-        peer = Peer(self.factory)
+        peer = ScriptedClient(self.factory)
         self.assertEqual(self.security.realm.connections("guest"), 1)
         peer.server.connectionLost(None)
         self.assertEqual(self.security.realm.connections("guest"), 0)
 
-    def publish_refusal(self, peer: Peer, exchange: str) -> str | None:
+    def publish_refusal(self, peer: ScriptedClient, exchange: str) -> str | None:
         """basic.publish to ``exchange``; the channel.close text if it is refused."""
         peer.publish(1, "k", b"m", exchange=exchange)
         methods = peer.methods()
@@ -626,7 +626,7 @@ class NegotiationSecurityTests(SynchronousTestCase):
         return str(close.reply_text)
 
     def test_remembered_publish_check_follows_a_permission_change(self) -> None:
-        peer = Peer(self.factory)
+        peer = ScriptedClient(self.factory)
         self.assertIsNone(self.publish_refusal(peer, "amq.direct"))
         self.security.database.set_permissions("guest", "/", Permissions(".*", "^amq\\.topic$", ".*"))
         refusal = self.publish_refusal(peer, "amq.direct")
@@ -635,7 +635,7 @@ class NegotiationSecurityTests(SynchronousTestCase):
 
     def test_remembered_publish_check_follows_tickets_of_other_connections(self) -> None:
         """An exclusive ticket elsewhere locks the realm; closing its channel, or losing its connection, frees it."""
-        publisher, holder = Peer(self.factory, AMQP0_9), Peer(self.factory, AMQP0_9)
+        publisher, holder = ScriptedClient(self.factory, AMQP0_9), ScriptedClient(self.factory, AMQP0_9)
         publisher.send(1, publisher.spec.ExchangeDeclare(exchange="app.x", type="fanout"))
         publisher.expect(1, "exchange.declare-ok")
         self.assertIsNone(self.publish_refusal(publisher, "app.x"))

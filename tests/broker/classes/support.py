@@ -72,13 +72,13 @@ class LiveClassTestCase(TestCase):
         """The model's queue *name*."""
         return self.server.broker.vhosts["/"].queues[name]
 
-    def serverClasses(self) -> ChannelClasses:
+    def server_classes(self) -> ChannelClasses:
         """The class state of the only channel of the only connection to the broker."""
         (connection,) = self.server.factory.connections
         (channel,) = connection.channels.values()
         assert channel.classes is not None
         return channel.classes
 
-    async def roundTrip(self, channel: Channel) -> None:
+    async def round_trip(self, channel: Channel) -> None:
         """Wait until the broker handled everything sent on *channel* before."""
         await channel.request("exchange.declare", exchange="amq.direct", type="direct", passive=True)

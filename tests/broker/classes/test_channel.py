@@ -18,8 +18,8 @@ class ChannelMethodTests(LiveClassTestCase):
         channel = await self.channel()
         answer = await channel.channel_ping()
         self.assertEqual(answer.NAME, "channel.ok")
-        await self.roundTrip(channel)
-        self.assertEqual(self.serverClasses().state(ChannelMethods).pongs_unanswered, 0)
+        await self.round_trip(channel)
+        self.assertEqual(self.server_classes().state(ChannelMethods).pongs_unanswered, 0)
         self.assertEqual((await channel.channel_pong()).NAME, "channel.ok")
 
     @inline

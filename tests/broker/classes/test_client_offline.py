@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.client.support import ScriptedServer
+from txamqp09.testing.scripted import ScriptedServer
 from txamqp09.wire.versions import AMQP0_9
 
 
@@ -12,7 +12,7 @@ class ServerPingTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.server = ScriptedServer(AMQP0_9)
         self.server.open()
-        self.channel = self.server.openChannel(1)
+        self.channel = self.server.open_channel(1)
 
     def test_server_ping_is_answered_ok_then_ponged(self) -> None:
         self.server.send(1, self.server.spec.ChannelPing())

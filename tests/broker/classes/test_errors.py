@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.broker.peer import Peer, factory
+from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.wire.frames import content_frames
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9
 
 
 class OutOfStateTests(SynchronousTestCase):
     def setUp(self) -> None:
-        self.factory = factory()
+        self.factory = server_factory()
 
-    def connectionClosed(self, peer: Peer, code: int, text: str) -> None:
+    def assertConnectionClosed(self, peer: ScriptedClient, code: int, text: str) -> None:
         close = peer.expect(0, "connection.close")
         self.assertEqual(close.reply_code, code)
         self.assertIn(text, close.reply_text)
@@ -28,17 +28,17 @@ class OutOfStateTests(SynchronousTestCase):
             ("MessageOffset", "never sends"),
             ("ChannelOk", "sent no channel.pong"),
         ]:
-            peer = Peer(self.factory, AMQP0_9)
+            peer = ScriptedClient(self.factory, AMQP0_9)
             peer.send(1, getattr(peer.spec, name)())
-            self.connectionClosed(peer, 503, text)
+            self.assertConnectionClosed(peer, 503, text)
 
     def test_stage_without_open(self) -> None:
-        peer = Peer(self.factory, AMQP0_8)
+        peer = ScriptedClient(self.factory, AMQP0_8)
         peer.feed(content_frames(1, peer.spec.FileStage(), peer.spec.FileProperties(), b"data", 4096))
-        self.connectionClosed(peer, 503, "file.stage without a file.open")
+        self.assertConnectionClosed(peer, 503, "file.stage without a file.open")
 
     def test_content_larger_than_the_broker_takes_is_refused_at_open(self) -> None:
-        peer = Peer(factory(max_body_size=1000), AMQP0_9)
+        peer = ScriptedClient(server_factory(max_body_size=1000), AMQP0_9)
         peer.send(1, peer.spec.FileOpen(identifier="big", content_size=1001))
         close = peer.expect(1, "channel.close")
         self.assertEqual((close.reply_code, close.class_id, close.method_id), (406, 70, 40))
@@ -46,7 +46,7 @@ class OutOfStateTests(SynchronousTestCase):
     def test_stream_content_is_assembled_on_the_general_path(self) -> None:
         """The publish fast path leaves other classes' content to the assembler:
         a stream.publish split over several body frames arrives whole."""
-        peer = Peer(self.factory, AMQP0_9)
+        peer = ScriptedClient(self.factory, AMQP0_9)
         peer.send(1, peer.spec.QueueDeclare(queue="q"))
         peer.expect(1, "queue.declare-ok")
         body = bytes(range(256)) * 40
@@ -57,7 +57,7 @@ class OutOfStateTests(SynchronousTestCase):
         self.assertEqual(b"".join(payload for kind, _, payload in frames if kind == 3), body)
 
     def test_second_reference_open_is_406(self) -> None:
-        peer = Peer(self.factory, AMQP0_9)
+        peer = ScriptedClient(self.factory, AMQP0_9)
         peer.send(1, peer.spec.MessageOpen(reference=b"r"))
         peer.expect(1, "message.ok")
         peer.send(1, peer.spec.MessageOpen(reference=b"r"))

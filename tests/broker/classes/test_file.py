@@ -32,9 +32,9 @@ class FileTests(LiveClassTestCase):
         self.assertEqual(message.properties.content_type, "application/octet-stream")
         self.assertEqual(message.method.NAME, "file.deliver")
         message.ack()
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         self.assertEqual(self.queue(queue).message_count, 0)
-        self.assertEqual(self.serverClasses().state(FileState).session.unacked, {})
+        self.assertEqual(self.server_classes().state(FileState).session.unacked, {})
 
     @inline
     async def test_cancel(self) -> None:
@@ -55,7 +55,7 @@ class FileTests(LiveClassTestCase):
         files = FileClass(first)
         self.assertEqual(await files.open("movie-7", len(body)), 0)
         files.stage(body[:20000], {"filename": "movie"})
-        await self.roundTrip(first)
+        await self.round_trip(first)
         await first.connection.disconnect()
 
         second = await self.channel()
@@ -63,7 +63,7 @@ class FileTests(LiveClassTestCase):
             body, routing_key=queue, identifier="movie-7", properties={"filename": "movie"}
         )
         self.assertEqual(offset, 20000)
-        await self.roundTrip(second)
+        await self.round_trip(second)
         self.assertEqual(self.queue(queue).message_count, 1)
         message = await second.basic_get(queue, no_ack=True)
         self.assertEqual(message.body, body)
@@ -77,7 +77,7 @@ class FileTests(LiveClassTestCase):
         files = FileClass(channel)
         await files.open("x", 3)
         files.stage(b"abc")
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         (connection,) = self.server.factory.connections
         (server_channel,) = connection.channels.values()
         staging = server_channel.classes.state(FileState)._staging
@@ -123,7 +123,7 @@ class FileTests(LiveClassTestCase):
         collector = Collector(2)
         await files.consume(queue, collector)
         await collector.arrived(1)
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         self.assertEqual(self.queue(queue).message_count, 1)
         self.assertEqual([message.body for message in collector.messages], [b"file 0"])
         collector.messages[0].ack()
@@ -146,7 +146,7 @@ class FileTests(LiveClassTestCase):
         self.assertTrue(again.redelivered)
         self.assertEqual(again.body, b"data")
         again.reject(requeue=False)
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         self.assertEqual(self.queue(queue).message_count, 0)
 
     @inline
@@ -195,14 +195,14 @@ class FileTests(LiveClassTestCase):
         )
         first.ack()
         second.ack()
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         (server,) = self.server.factory.connections
         (server_channel,) = server.channels.values()
         file_session = server_channel.classes.state(FileState).session
         self.assertEqual(server_channel.session.unacked, {})
         self.assertEqual(list(file_session.unacked), [file_message.delivery_tag])
         file_message.ack()
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         self.assertEqual(file_session.unacked, {})
 
     @inline
@@ -211,7 +211,7 @@ class FileTests(LiveClassTestCase):
         returned: list = []
         channel.return_handler = returned.append
         await FileClass(channel).publish(b"lost", routing_key="nowhere", identifier="m", mandatory=True)
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         (message,) = returned
         self.assertEqual(message.method.NAME, "file.return")
         self.assertEqual(message.method.reply_code, 312)
@@ -223,7 +223,7 @@ class FileTests(LiveClassTestCase):
         queue = await self.declare(channel, "mixed")
         files = FileClass(channel)
         await files.publish(b"from file", routing_key=queue, identifier="f", properties={"filename": "a.txt"})
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         got = await channel.basic_get(queue, no_ack=True)
         self.assertEqual((got.body, got.headers), (b"from file", {"x-filename": b"a.txt"}))
         channel.basic_publish(b"from basic", routing_key=queue, properties={"headers": {"x-filename": "b.txt"}})

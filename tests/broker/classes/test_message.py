@@ -37,10 +37,10 @@ class MessageTests(LiveClassTestCase):
             ("m-1", "text/plain", {"k": 1}),
         )
         self.assertEqual(message.method.routing_key, queue)
-        self.assertEqual(len(self.serverClasses().state(MessageState).session.unacked), 1)
+        self.assertEqual(len(self.server_classes().state(MessageState).session.unacked), 1)
         message.ack()
-        await self.roundTrip(channel)
-        self.assertEqual(self.serverClasses().state(MessageState).session.unacked, {})
+        await self.round_trip(channel)
+        self.assertEqual(self.server_classes().state(MessageState).session.unacked, {})
         self.assertEqual(self.queue(queue).message_count, 0)
 
     @inline
@@ -55,11 +55,11 @@ class MessageTests(LiveClassTestCase):
         await messages.consume(queue, collector)
         first, second = await collector.done
         second.reject()
-        await self.roundTrip(channel)
-        self.assertEqual(len(self.serverClasses().state(MessageState).session.unacked), 2)
+        await self.round_trip(channel)
+        self.assertEqual(len(self.server_classes().state(MessageState).session.unacked), 2)
         first.ack()
-        await self.roundTrip(channel)
-        self.assertEqual(self.serverClasses().state(MessageState).session.unacked, {})
+        await self.round_trip(channel)
+        self.assertEqual(self.server_classes().state(MessageState).session.unacked, {})
         self.assertEqual(self.queue(queue).message_count, 0)
 
     @inline
@@ -85,7 +85,7 @@ class MessageTests(LiveClassTestCase):
         await messages.qos(prefetch_count=1)
         collector = Collector(2)
         await messages.consume(queue, collector)
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         self.assertEqual([message.body for message in collector.messages], [b"1"])
         self.assertEqual(self.queue(queue).message_count, 1)
         collector.messages[0].ack()
@@ -216,9 +216,9 @@ class LargeTransferTests(LiveClassTestCase):
         (message,) = await collector.done
         self.assertEqual(message.body, body)
         message.ack()
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         self.assertEqual(self.queue(queue).message_count, 0)
-        self.assertEqual(self.serverClasses().state(MessageState).session.unacked, {})
+        self.assertEqual(self.server_classes().state(MessageState).session.unacked, {})
 
 
 class NotIn08Tests(LiveClassTestCase):

@@ -44,7 +44,7 @@ class StreamTests(LiveClassTestCase):
             streams.publish(name * 100, routing_key=queue, properties={"priority": priority})
         first, second = await collector.done
         self.assertEqual((first.body[:1], second.body[:1]), (b"a", b"c"))
-        self.assertEqual(self.serverClasses().state(StreamState).dropped, 2)
+        self.assertEqual(self.server_classes().state(StreamState).dropped, 2)
         self.assertEqual(self.queue(queue).message_count, 0)
 
     @inline
@@ -59,7 +59,7 @@ class StreamTests(LiveClassTestCase):
         publisher = StreamClass(await self.channel())
         for _ in range(1500):
             publisher.publish(b"p" * 10, routing_key=queue)
-        await self.roundTrip(publisher.channel)
+        await self.round_trip(publisher.channel)
         state = next(iter(server_connection.channels.values())).classes.state(StreamState)
         self.assertEqual(self.queue(queue).message_count, 0)
         self.assertEqual(state.dropped, 500)
@@ -71,7 +71,7 @@ class StreamTests(LiveClassTestCase):
         returned: list = []
         channel.return_handler = returned.append
         StreamClass(channel).publish(b"gone", routing_key="nowhere", mandatory=True)
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         (message,) = returned
         self.assertEqual((message.method.NAME, message.method.reply_code), ("stream.return", 312))
 

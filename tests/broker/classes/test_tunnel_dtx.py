@@ -23,7 +23,7 @@ class TunnelTests(LiveClassTestCase):
             b"\x01\x02frame", {"origin": "peer-7"}, proxy_name="amq.direct", data_name="relay",
             durable=True, headers={"h": 1},
         )
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         got = await channel.basic_get(queue, no_ack=True)
         self.assertEqual(got.body, b"\x01\x02frame")
         self.assertEqual((got.exchange, got.routing_key), ("amq.direct", "relay"))
@@ -47,7 +47,7 @@ class TunnelTests(LiveClassTestCase):
         returned: list = []
         channel.return_handler = returned.append
         TunnelClass(channel).request(b"x", data_name="nowhere", broadcast=True)
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         self.assertEqual(returned, [])
 
     @inline
@@ -75,9 +75,9 @@ class DtxTests(LiveClassTestCase):
         dtx = DtxClass(channel)
         await dtx.select()
         await dtx.start("xid-1")
-        self.assertEqual(self.serverClasses().state(DtxState).identifier, "xid-1")
+        self.assertEqual(self.server_classes().state(DtxState).identifier, "xid-1")
         channel.basic_publish(b"held", routing_key=queue)
-        await self.roundTrip(channel)
+        await self.round_trip(channel)
         self.assertEqual(self.queue(queue).message_count, 0)
         await channel.tx_commit()
         self.assertEqual(self.queue(queue).message_count, 1)

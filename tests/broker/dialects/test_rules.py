@@ -4,7 +4,7 @@
 version) follow their specifications; 0-9-1 connections
 (:class:`RabbitMQDialectTests`) follow RabbitMQ 3.10, whose answers
 ``tests/broker/dialects/test_rabbitmq.py`` also compares with a real node. The
-client is made of bare frames (:class:`tests.broker.peer.Peer`), so that
+client is made of bare frames (:class:`txamqp09.testing.scripted.ScriptedClient`), so that
 every code, scope and text is seen as sent.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SkipTest, TestCase
 
-from tests.broker.peer import Peer, factory
+from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused, MalformedResponse
 from txamqp09.broker.dialects import RABBITMQ, SPECIFIED, dialect_for
 from txamqp09.broker.server import ServerFactory
@@ -31,13 +31,13 @@ class _Cases(TestCase):
 
     def setUp(self) -> None:
         self.clock = Clock()
-        self.factory: ServerFactory = factory(self.clock)
+        self.factory: ServerFactory = server_factory(self.clock)
         self.peer = self.connect()
 
-    def connect(self) -> Peer:
-        return Peer(self.factory, self.version)
+    def connect(self) -> ScriptedClient:
+        return ScriptedClient(self.factory, self.version)
 
-    def ask(self, method: Any, peer: Peer | None = None) -> Any:
+    def ask(self, method: Any, peer: ScriptedClient | None = None) -> Any:
         """Send *method* on channel 1; the first method the server answers."""
         peer = peer or self.peer
         peer.send(1, method)
@@ -50,9 +50,9 @@ class _Cases(TestCase):
         self.assertEqual((answer.NAME, answer.reply_code), (f"{scope}.close", code), answer)
         return answer
 
-    def handshake(self, *, channel_max: int = 0, vhost: str = "/") -> Peer:
+    def handshake(self, *, channel_max: int = 0, vhost: str = "/") -> ScriptedClient:
         """A new connection that sent everything up to connection.open."""
-        peer = Peer(self.factory, self.version, handshake=False)
+        peer = ScriptedClient(self.factory, self.version, handshake=False)
         peer.feed(self.version.header)
         peer.expect(0, "connection.start")
         peer.send(0, peer.spec.ConnectionStartOk(
@@ -72,7 +72,7 @@ class _Cases(TestCase):
         self.ask(spec.TxSelect())
         self.peer.send(1, spec.BasicAck(delivery_tag=1))
 
-    def declare_queue(self, name: str, peer: Peer | None = None, **flags: Any) -> Any:
+    def declare_queue(self, name: str, peer: ScriptedClient | None = None, **flags: Any) -> Any:
         return self.ask((peer or self.peer).spec.QueueDeclare(queue=name, **flags), peer)
 
     def declare_exchange(self, name: str, kind: str, **flags: Any) -> Any:
@@ -101,7 +101,7 @@ class _Cases(TestCase):
 
     def server_properties(self) -> Any:
         """The server-properties of connection.start on a new connection."""
-        peer = Peer(self.factory, self.version, handshake=False)
+        peer = ScriptedClient(self.factory, self.version, handshake=False)
         peer.feed(self.version.header)
         return peer.expect(0, "connection.start").server_properties
 
@@ -467,7 +467,7 @@ class ScopeTests(TestCase):
                     or AMQP0_9.spec.REPLY_CODES.get(cls.reply_code)
                     or AMQP0_9_1.spec.REPLY_CODES[cls.reply_code]
                 )
-                peer = Peer(factory(), version)
+                peer = ScriptedClient(server_factory(), version)
                 channel = peer.server.channels[1]
 
                 def fail(method: Any, command: Any = None, error: type = cls) -> None:

@@ -1,21 +1,38 @@
-"""A throwaway PKI for the TLS tests: a CA, server and client certificates.
+"""Throw-away certificates for TLS tests: a CA that signs server and client
+certificates on demand, and a ready set of PEM files.
 
-Generated with the ``cryptography`` package at test time; keys are small
-(elliptic curve P-256) so that making them is quick.
+Keys are elliptic-curve P-256, so making them is quick; certificates are valid
+from a day ago to a day ahead. The server certificate names ``localhost`` and
+``127.0.0.1``::
+
+    from txamqp09.testing.certificates import CertificateAuthority, shared_files
+
+    authority = CertificateAuthority()
+    key, certificate = authority.client("alice")     # objects of ``cryptography``
+    files = shared_files()                           # PEM files for the whole run
+    url = f"amqps://127.0.0.1:5671/?cacertfile={files.ca}"
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import ipaddress
+import shutil
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+__all__ = ["CertificateAuthority", "CertificateFiles", "shared_files", "pem_key", "pem_certificate"]
+
 _DAY = datetime.timedelta(days=1)
+_ORGANIZATION = "txamqp09 tests"
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -23,7 +40,7 @@ def _key() -> ec.EllipticCurvePrivateKey:
 
 
 def _name(*common_names: str) -> x509.Name:
-    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "txamqp09 tests")]
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, _ORGANIZATION)]
     attributes += [x509.NameAttribute(NameOID.COMMON_NAME, name) for name in common_names]
     return x509.Name(attributes)
 
@@ -38,12 +55,15 @@ def pem_certificate(certificate: x509.Certificate) -> bytes:
     return certificate.public_bytes(serialization.Encoding.PEM)
 
 
-class TestPKI:
-    """A CA that signs server and client certificates on demand."""
+class CertificateAuthority:
+    """A self-signed CA that signs server and client certificates on demand.
+
+    :param name: the CA's common name.
+    """
 
     def __init__(self, name: str = "txamqp09 test CA") -> None:
         self.ca_key = _key()
-        now = datetime.datetime.now(datetime.UTC)
+        now = datetime.datetime.now(datetime.timezone.utc)
         self.ca_certificate = (
             x509.CertificateBuilder()
             .subject_name(_name(name))
@@ -63,9 +83,9 @@ class TestPKI:
         key: ec.EllipticCurvePrivateKey,
         subject: x509.Name,
         usage: x509.ObjectIdentifier,
-        names: list[x509.GeneralName] | None = None,
+        names: Optional[list[x509.GeneralName]] = None,
     ) -> x509.Certificate:
-        now = datetime.datetime.now(datetime.UTC)
+        now = datetime.datetime.now(datetime.timezone.utc)
         builder = (
             x509.CertificateBuilder()
             .subject_name(subject)
@@ -103,9 +123,60 @@ class TestPKI:
         return self.client(*common_names)[1]
 
     def write_server_files(self, directory: Path) -> tuple[Path, Path, Path]:
-        """Write server key, server certificate and CA certificate as PEM files."""
+        """Write server key, server certificate and CA certificate as PEM files; their paths."""
         key, certificate = self.server()
         paths = directory / "server.key", directory / "server.crt", directory / "ca.crt"
         for path, data in zip(paths, (pem_key(key), pem_certificate(certificate), pem_certificate(self.ca_certificate))):
             path.write_bytes(data)
         return paths
+
+
+@dataclass(frozen=True)
+class CertificateFiles:
+    """Paths of PEM files: a CA, a server and a client it signed, and a
+    "rogue" CA that signed none of them (a CA a peer must not trust)."""
+
+    directory: str
+    ca: str
+    rogue_ca: str
+    server_cert: str
+    server_key: str
+    client_cert: str
+    client_key: str
+
+
+def write_files(directory: Path) -> CertificateFiles:
+    """Make a CA, a rogue CA, a server and a client (CN ``client``) and write them in *directory*."""
+    authority = CertificateAuthority()
+    rogue = CertificateAuthority("rogue CA")
+    server_key, server = authority.server()
+    client_key, client = authority.client("client")
+    files = {
+        "ca.pem": pem_certificate(authority.ca_certificate),
+        "rogue-ca.pem": pem_certificate(rogue.ca_certificate),
+        "server.pem": pem_certificate(server),
+        "server-key.pem": pem_key(server_key),
+        "client.pem": pem_certificate(client),
+        "client-key.pem": pem_key(client_key),
+    }
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    path = lambda name: str(directory / name)  # noqa: E731
+    return CertificateFiles(
+        str(directory), path("ca.pem"), path("rogue-ca.pem"), path("server.pem"), path("server-key.pem"),
+        path("client.pem"), path("client-key.pem"),
+    )
+
+
+_shared: Optional[CertificateFiles] = None
+
+
+def shared_files() -> CertificateFiles:
+    """The process's set of :func:`write_files` (made on first use in a
+    temporary directory, removed at exit)."""
+    global _shared
+    if _shared is None:
+        directory = tempfile.mkdtemp(prefix="txamqp09-certs-")
+        atexit.register(shutil.rmtree, directory, True)
+        _shared = write_files(Path(directory))
+    return _shared
