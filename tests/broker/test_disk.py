@@ -8,6 +8,7 @@ from typing import Any, Optional, cast
 from twisted.internet import reactor
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.internet.task import Clock
+from twisted.logger import capturedLogs, formatEvent
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.client.support import inline
@@ -81,12 +82,20 @@ class DiskMonitorTests(SynchronousTestCase):
     def test_a_failing_store_keeps_the_alarm_up_until_it_writes_again(self) -> None:
         store = FailingStore()
         self.monitor.watch(store)
-        store.report(f"OperationalError: {DISK_FULL}")
-        self.assertEqual(self.changes, [frozenset({"disk"})])
-        self.clock.advance(MAX_INTERVAL)
-        self.assertEqual(self.alarms.active(), frozenset({"disk"}))
-        store.report(None)
+        with capturedLogs() as events:
+            store.report(f"OperationalError: {DISK_FULL}")
+            store.report(f"OperationalError: {DISK_FULL}")
+            self.assertEqual(self.changes, [frozenset({"disk"})])
+            self.clock.advance(MAX_INTERVAL)
+            self.assertEqual(self.alarms.active(), frozenset({"disk"}))
+            store.report(None)
         self.assertEqual(self.changes, [frozenset({"disk"}), frozenset()])
+        lines = [formatEvent(event) for event in events]
+        self.assertEqual(
+            [line for line in lines if "message store" in line],
+            [f"the message store cannot write: OperationalError: {DISK_FULL}; it tries again",
+             "the message store writes again"],
+        )
 
     def test_space_the_store_may_take_counts_as_used(self) -> None:
         reserved = 4 * MiB

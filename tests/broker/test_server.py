@@ -7,7 +7,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.broker.server import Handshake
 from txamqp09.testing.scripted import ScriptedClient, server_factory
-from txamqp09.wire.frames import FRAME_BODY, FRAME_HEADER, HEARTBEAT_FRAME, method_frame
+from txamqp09.wire.frames import FRAME_BODY, FRAME_HEADER, HEARTBEAT_FRAME, ContentState, method_frame
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9
 
 
@@ -34,6 +34,26 @@ class ChannelLayerTests(SynchronousTestCase):
         for index in range(len(data)):
             self.peer.feed(data[index : index + 1])
         self.assertEqual(self.peer.deliveries(), [b"x" * 10000])
+
+    def test_content_state_of_a_publish(self) -> None:
+        """The publisher's content state follows the frames; a method frame
+        while the body is due is 505 naming what was expected."""
+        self.declare(self.peer, "q")
+        publisher = self.peer.server.channels[1].publisher
+        frames = self.peer.publish_bytes(1, "q", b"abc")
+        method_end = 8 + int.from_bytes(frames[3:7], "big")
+        header_end = method_end + 8 + int.from_bytes(frames[method_end + 3 : method_end + 7], "big")
+        self.assertIs(publisher.content_state, ContentState.METHOD)
+        self.peer.feed(frames[:method_end])
+        self.assertIs(publisher.content_state, ContentState.HEADER)
+        self.peer.feed(frames[method_end:header_end])
+        self.assertIs(publisher.content_state, ContentState.BODY)
+        self.peer.send(1, self.spec.BasicQos(prefetch_count=1))
+        close = self.peer.expect(0, "connection.close")
+        self.assertEqual(
+            (close.reply_code, close.reply_text),
+            (505, "UNEXPECTED_FRAME - expected content body, got non content body frame instead"),
+        )
 
     def test_deliveries_split_at_frame_max(self) -> None:
         self.declare(self.peer, "q")

@@ -7,7 +7,7 @@ import struct
 from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.wire import _amqp0_9_1
-from txamqp09.wire.errors import ChannelLevelError, FrameError, PreconditionFailed
+from txamqp09.wire.errors import ChannelLevelError, FrameError, PreconditionFailed, UnexpectedFrame
 from txamqp09.wire.frames import (
     BASIC_ACK,
     BASIC_NACK,
@@ -16,6 +16,8 @@ from txamqp09.wire.frames import (
     FRAME_HEADER,
     FRAME_METHOD,
     HEARTBEAT_FRAME,
+    ContentAssembler,
+    ContentState,
     FrameScanner,
     content_frames,
     encoded_content_frames,
@@ -177,3 +179,49 @@ class ScannerTests(SynchronousTestCase):
         scanner.scan(b"")
         self.assertEqual([payload for _, _, payload in self.general], [b"pause", b"two", b"three"])
         self.assertEqual(scanner.buffered, 0)
+
+
+class ContentStateTests(SynchronousTestCase):
+    """The assembler follows ContentState and refuses frames that do not fit it."""
+
+    def setUp(self) -> None:
+        self.assembler = ContentAssembler(M.PROPERTIES, max_body_size=1 << 20)
+        self.header = struct.pack(">HHQH", 60, 0, 5, 0)
+
+    def test_transitions(self) -> None:
+        assembler = self.assembler
+        self.assertIs(assembler.state, ContentState.METHOD)
+        self.assertIsNone(assembler.method(M.BasicPublish(routing_key="q")))
+        self.assertIs(assembler.state, ContentState.HEADER)
+        self.assertIsNone(assembler.header(self.header))
+        self.assertIs(assembler.state, ContentState.BODY)
+        self.assertIsNone(assembler.body(b"ab"))
+        self.assertIs(assembler.state, ContentState.BODY)
+        command = assembler.body(b"cde")
+        self.assertEqual(command.body, b"abcde")
+        self.assertIs(assembler.state, ContentState.METHOD)
+        assembler.method(M.BasicPublish(routing_key="q"))
+        self.assertIsNotNone(assembler.header(struct.pack(">HHQH", 60, 0, 0, 0)))
+        self.assertIs(assembler.state, ContentState.METHOD)
+
+    def refusal(self, call: object, *args: object) -> str:
+        with self.assertRaises(UnexpectedFrame) as caught:
+            call(*args)  # type: ignore[operator]
+        self.assertEqual(caught.exception.reply_code, 505)
+        return caught.exception.reply_text
+
+    def test_each_state_names_what_it_expected(self) -> None:
+        assembler = self.assembler
+        self.assertEqual(
+            self.refusal(assembler.body, b"x"), "expected method frame, got non method frame instead"
+        )
+        assembler.method(M.BasicPublish(routing_key="q"))
+        self.assertEqual(
+            self.refusal(assembler.body, b"x"),
+            "expected content header for class 60, got non content header frame instead",
+        )
+        assembler.header(self.header)
+        self.assertEqual(
+            self.refusal(assembler.header, self.header),
+            "expected content body, got non content body frame instead",
+        )

@@ -127,7 +127,10 @@ class DiskMonitor(Service):
         return min(max(room / ASSUMED_WRITE_RATE, MIN_INTERVAL), MAX_INTERVAL)
 
     def _store_reported(self, error: Optional[str]) -> None:
-        """The store's writes fail (*error*) or work again (None): look now."""
+        """The store's writes fail (*error*) or work again (None): log the
+        change, and look now."""
+        if (error is None) != (self.store_error is None):
+            oplog.store_writes(error)
         self.store_error = error
         self.check()
 

@@ -52,6 +52,7 @@ __all__ = [
     "secret_update_refused",
     "set_level",
     "startup_failed",
+    "store_writes",
     "vhost_refused",
 ]
 
@@ -255,6 +256,14 @@ def disk_alarm(raised: bool, free: int, directory: str, limit: int, store_error:
             "disk alarm cleared: {free:.1f} MiB free on {directory}, limit {limit:.1f} MiB",
             free=free / 2**20, directory=directory, limit=limit / 2**20,
         )
+
+
+def store_writes(error: Optional[str]) -> None:
+    """The message store's writes started failing (*error*) or work again (None)."""
+    if error is not None:
+        log.error("the message store cannot write: {error}; it tries again", error=error)
+    else:
+        log.info("the message store writes again")
 
 
 def disk_unreadable(directory: str, error: str) -> None:

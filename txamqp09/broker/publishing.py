@@ -43,8 +43,10 @@ from txamqp09.wire.frames import (
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
+    ContentState,
     encoded_content_frames,
     tag_frame,
+    unexpected_frame,
 )
 
 if TYPE_CHECKING:
@@ -156,6 +158,14 @@ class Publisher:
         self._confirms_pending = 0
         self._confirmed_up_to = 0
 
+    @property
+    def content_state(self) -> ContentState:
+        """What the channel expects next of basic.publish's content (the hot
+        path reads :attr:`content` and the header's properties instead)."""
+        if self.content is None:
+            return ContentState.METHOD
+        return ContentState.HEADER if self._raw_properties is None else ContentState.BODY
+
     def close(self) -> None:
         """The channel is closing: drop partial content and gathered confirms."""
         self.content = None
@@ -208,9 +218,8 @@ class Publisher:
             return False
         if frame_type == FRAME_BODY:
             if self._raw_properties is None:
-                raise UnexpectedFrame(
-                    "expected content header for class 60, got non content header frame instead",
-                    hint="a body frame came before the content header of basic.publish",
+                raise unexpected_frame(
+                    ContentState.HEADER, BASIC_CLASS, "a body frame came before the content header of basic.publish"
                 )
             remaining = self._remaining - (end - start)
             if remaining == 0 and self._body is None:
@@ -222,9 +231,8 @@ class Publisher:
             return True
         if frame_type == FRAME_HEADER:
             if self._raw_properties is not None:
-                raise UnexpectedFrame(
-                    "expected content body, got non content body frame instead",
-                    hint="a second content header arrived for one basic.publish",
+                raise unexpected_frame(
+                    ContentState.BODY, BASIC_CLASS, "a second content header arrived for one basic.publish"
                 )
             if end - start < _CONTENT_HEADER_SIZE + 2:
                 raise FrameError(f"content header of {end - start} bytes is too short")
@@ -239,11 +247,9 @@ class Publisher:
                 self._gate.contentReceived()
             return True
         if frame_type == FRAME_METHOD:
-            raise UnexpectedFrame(
-                "expected content header for class 60, got non content header frame instead"
-                if self._raw_properties is None
-                else "expected content body, got non content body frame instead",
-                hint="a method frame arrived while basic.publish still waited for its content",
+            raise unexpected_frame(
+                self.content_state, BASIC_CLASS,
+                "a method frame arrived while basic.publish still waited for its content",
             )
         return False
 

@@ -13,11 +13,14 @@ writes frames, for broker and client alike; the hot paths use the last two,
 which work from already encoded pieces with precompiled structs.
 
 :class:`ContentAssembler` joins a content-carrying method with its content
-header and body frames into a :class:`Command`.
+header and body frames into a :class:`Command`. Both it and the broker's
+hot path follow :class:`ContentState`, and answer a frame that does not fit
+it with :func:`unexpected_frame`.
 """
 
 from __future__ import annotations
 
+import enum
 import struct
 from typing import Callable, Iterator, Mapping, Optional, Union
 
@@ -56,6 +59,8 @@ __all__ = [
     "encoded_content_frames",
     "tag_frame",
     "Command",
+    "ContentState",
+    "unexpected_frame",
     "ContentAssembler",
 ]
 
@@ -378,6 +383,41 @@ def tag_frame(channel: int, method_id: int, delivery_tag: int, bits: int) -> byt
 _unpack_content_header = CONTENT_HEADER.unpack_from
 
 
+class ContentState(enum.Enum):
+    """What a channel expects next of the content it receives.
+
+    ::
+
+        METHOD --content method--> HEADER --header, body size > 0--> BODY
+        HEADER --header, empty body--> METHOD
+        BODY --the frame that completes the body--> METHOD
+
+    Any other frame on the channel (a method frame while content is due, a
+    header or body frame when none is) is 505 unexpected-frame, from
+    :func:`unexpected_frame`.
+    """
+
+    #: No content is due: any method frame.
+    METHOD = "method"
+    #: A content method arrived: its content header frame is due.
+    HEADER = "header"
+    #: The header announced a body: body frames are due until it is complete.
+    BODY = "body"
+
+
+_EXPECTED = {
+    ContentState.METHOD: "expected method frame, got non method frame instead",
+    ContentState.HEADER: "expected content header for class {}, got non content header frame instead",
+    ContentState.BODY: "expected content body, got non content body frame instead",
+}
+
+
+def unexpected_frame(state: ContentState, class_id: int, hint: str) -> UnexpectedFrame:
+    """The 505 error for a frame that does not fit *state* (RabbitMQ's
+    texts), for content of *class_id*; *hint* says what came instead."""
+    return UnexpectedFrame(_EXPECTED[state].format(class_id), hint=hint)
+
+
 class Command:
     """A method, with its content when the method carries one.
 
@@ -450,6 +490,13 @@ class ContentAssembler:
         """A content method is waiting for its header or body."""
         return self._command is not None
 
+    @property
+    def state(self) -> ContentState:
+        """What the channel expects next."""
+        if self._command is None:
+            return ContentState.METHOD
+        return ContentState.HEADER if self._size < 0 else ContentState.BODY
+
     def reset(self) -> None:
         """Drop any partly received content."""
         self._command = None
@@ -471,15 +518,12 @@ class ContentAssembler:
         """Take a method frame's method; a complete command if it has no content."""
         if self._command is not None:
             waiting = self._command.method
-            expected = (
-                f"expected content header for class {waiting.CLASS_ID}, got non content header "
-                "frame instead" if self._size < 0 else
-                "expected content body, got non content body frame instead"
+            error = unexpected_frame(
+                self.state, waiting.CLASS_ID,
+                f"{method.NAME} arrived while {waiting.NAME} still waited for its content",
             )
             self.reset()
-            raise UnexpectedFrame(
-                expected, hint=f"{method.NAME} arrived while {waiting.NAME} still waited for its content"
-            )
+            raise error
         command = Command(method)
         if method.CONTENT:
             self._command = command
@@ -489,15 +533,11 @@ class ContentAssembler:
     def header(self, payload: bytes) -> Optional[Command]:
         """Take a content header payload; the command if its body is empty."""
         command = self._command
-        if command is None:
-            raise UnexpectedFrame(
-                "expected method frame, got non method frame instead",
-                hint="a content header frame came without a content method before it",
-            )
-        if self._size >= 0:
-            raise UnexpectedFrame(
-                "expected content body, got non content body frame instead",
-                hint=f"a second content header frame came for one {command.method.NAME}",
+        if command is None or self._size >= 0:
+            raise unexpected_frame(
+                self.state, 0,
+                f"a second content header frame came for one {command.method.NAME}" if command
+                else "a content header frame came without a content method before it",
             )
         if len(payload) < 14:  # class id, weight, body size, one flag word
             raise FrameError(f"content header of {len(payload)} bytes is too short")
@@ -533,15 +573,11 @@ class ContentAssembler:
         received = self._received + len(payload)
         if received != size:
             if size < 0:
-                if self._command is None:
-                    raise UnexpectedFrame(
-                        "expected method frame, got non method frame instead",
-                        hint="a body frame came without a content method before it",
-                    )
-                raise UnexpectedFrame(
-                    f"expected content header for class {self._command.method.CLASS_ID}, "
-                    "got non content header frame instead",
-                    hint="a body frame came before the content header",
+                waiting = self._command
+                raise unexpected_frame(
+                    self.state, waiting.method.CLASS_ID if waiting else 0,
+                    "a body frame came before the content header" if waiting
+                    else "a body frame came without a content method before it",
                 )
             if received > size:
                 raise FrameError(
