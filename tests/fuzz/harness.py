@@ -13,8 +13,11 @@ The first byte of the input picks where the rest goes:
 * odd: the client has logged in as guest on ``/`` and opened channel 1 in
   the version the second byte picks (0-9-1, 0-9, 0-8); the rest follows.
 
-After the bytes, the fake clock runs for a minute of broker time (timers:
-heartbeats, expiries, the consumer timeout).
+When the first byte has its bit 1 set (2, 3, 6, 7 ...), the memory alarm is
+up while the rest is fed (a connection that publishes is blocked, and what
+it sends then waits unhandled) and clears half-way through the minute of
+broker time that follows the bytes (timers: heartbeats, expiries, the
+consumer timeout), so that what waited is handled.
 """
 
 from __future__ import annotations
@@ -55,8 +58,14 @@ def feed_server(data: bytes) -> None:
             version = _VERSIONS[data[1] % 3] if len(data) > 1 else AMQP0_9_1
             peer = ScriptedClient(factory, version)
             rest = data[2:]
+        alarmed = bool(data[0] & 2)
+        if alarmed:
+            factory.alarms.raise_alarm("memory")
         peer.feed(rest)
-        clock.pump([1.0] * 60)
+        clock.pump([1.0] * 30)
+        if alarmed:
+            factory.alarms.clear_alarm("memory")
+        clock.pump([1.0] * 30)
         reason = peer.server.close_reason
         if isinstance(reason, InternalError):
             raise ServerFault(reason.reply_text)
@@ -93,4 +102,10 @@ def seeds() -> list[bytes]:
     ) + method_frame(0, spec.ConnectionTuneOk(channel_max=0, frame_max=4096, heartbeat=0)) + method_frame(
         0, spec.ConnectionOpen(virtual_host="/")
     )
-    return [b"\x01\x00" + after_open, b"\x01\x01" + after_open, b"\x01\x02" + after_open, b"\x00" + handshake]
+    return [
+        b"\x01\x00" + after_open,
+        b"\x01\x01" + after_open,
+        b"\x01\x02" + after_open,
+        b"\x03\x00" + after_open,
+        b"\x00" + handshake,
+    ]

@@ -49,7 +49,10 @@ class RegressionTests(SynchronousTestCase):
 
 class RandomInputTests(SynchronousTestCase):
     @s.wire_settings
-    @given(where=st.sampled_from([b"\x00", b"\x01\x00", b"\x01\x01", b"\x01\x02"]), data=st.binary(max_size=300))
+    @given(
+        where=st.sampled_from([b"\x00", b"\x02", b"\x01\x00", b"\x01\x01", b"\x01\x02", b"\x03\x00"]),
+        data=st.binary(max_size=300),
+    )
     def test_random_bytes(self, where: bytes, data: bytes) -> None:
         feed_server(where + data)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
 from txamqp09.broker.classes import ChannelClasses, class_handler
@@ -53,6 +54,7 @@ from txamqp09.wire.versions import ProtocolVersion
 if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
     from txamqp09.broker.server import ServerConnection
+    from txamqp09.protocol import OutputBatch
 
 __all__ = ["ServerChannel"]
 
@@ -158,6 +160,34 @@ class ServerChannel:
         return self.queue_name("")
 
     # -- the interface of the classes ----------------------------------------
+    # broker/classes/ uses these (and number, spec, version, vhost, client,
+    # session, publisher, guard, last_queue, classes), not the connection.
+
+    @property
+    def frame_max(self) -> int:
+        """The connection's negotiated frame_max."""
+        return self.connection.frame_max
+
+    @property
+    def max_body_size(self) -> int:
+        """The largest message body the connection accepts."""
+        return self.connection.max_body_size
+
+    @property
+    def clock(self) -> IReactorTime:
+        """The connection's clock."""
+        return self.connection.clock
+
+    @property
+    def batch(self) -> OutputBatch:
+        """The output batch the connection writes through."""
+        return self.connection.batch
+
+    @property
+    def user_name(self) -> str:
+        """The name of the user that opened the connection."""
+        user = self.connection.user
+        return user.name if user is not None else ""
 
     def reply(self, method: Method) -> None:
         """Answer the current method, once what it wrote to the store is durable."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from txamqp09.broker.classes.common import ClassState
-from txamqp09.broker.classes.registry import channel_classes, register, user_name, vhost_classes
+from txamqp09.broker.classes.registry import channel_classes, register, vhost_classes
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import CommandInvalid, NotFound
@@ -76,7 +76,7 @@ def resume(channel: ServerChannel, channel_id: bytes) -> Method:
 
     :raises NotFound: the user has no interrupted channel with that id.
     """
-    state = vhost_classes(channel.vhost).resume(user_name(channel), channel_id)
+    state = vhost_classes(channel.vhost).resume(channel.user_name, channel_id)
     if state is None:
         raise NotFound(
             f"no interrupted channel {channel_id!r} of this user to resume; open a new channel",

@@ -120,7 +120,7 @@ class ClassState:
         channel.write(
             content_frames(
                 channel.number, channel.spec.BY_NAME[name](**fields), properties, body,
-                channel.connection.frame_max,
+                channel.frame_max,
             )
         )
 

@@ -30,7 +30,7 @@ from txamqp09.broker.classes.common import (
     from_basic,
     to_basic,
 )
-from txamqp09.broker.classes.registry import register, user_name, vhost_classes
+from txamqp09.broker.classes.registry import register, vhost_classes
 from txamqp09.broker.classes.staging import Staged
 from txamqp09.broker.model import Consumer, Message
 from txamqp09.wire.errors import CommandInvalid, NotFound, PreconditionFailed
@@ -64,7 +64,7 @@ class FileState(DeliveringState):
         self._offers: deque[_Offer] = deque()
 
     def _key(self, identifier: str) -> tuple[str, str, str]:
-        return (user_name(self.channel), "file", identifier)
+        return (self.channel.user_name, "file", identifier)
 
     # -- consumers -----------------------------------------------------------
 
@@ -101,7 +101,7 @@ class FileState(DeliveringState):
 
         :raises PreconditionFailed: the content is larger than the broker accepts.
         """
-        limit = self.channel.connection.max_body_size
+        limit = self.channel.max_body_size
         if method.content_size > limit:
             raise PreconditionFailed(
                 f"file of {method.content_size} bytes exceeds the maximum message size of {limit} bytes"

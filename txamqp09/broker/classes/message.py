@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from txamqp09.broker.classes.common import DeliveringState, basic_message
-from txamqp09.broker.classes.registry import register, user_name, vhost_classes
+from txamqp09.broker.classes.registry import register, vhost_classes
 from txamqp09.broker.classes.staging import Staged
 from txamqp09.broker.model import Consumer, Message, Mode
 from txamqp09.wire.errors import CommandInvalid, NotFound, PreconditionFailed
@@ -99,7 +99,7 @@ class MessageState(DeliveringState):
     def _publish(self, method: Any, body: bytes) -> None:
         channel = self.channel
         basic: Any = channel.version.properties[60]
-        now = datetime.fromtimestamp(int(channel.connection.clock.seconds()), timezone.utc)
+        now = datetime.fromtimestamp(int(channel.clock.seconds()), timezone.utc)
         values = {name: getattr(method, name) for name in _SAME_NAMES if getattr(method, name)}
         if method.application_headers:
             values["headers"] = method.application_headers
@@ -213,7 +213,7 @@ class MessageState(DeliveringState):
         """
         reference = self._reference(method.reference, method)
         staged = reference.staged
-        limit = self.channel.connection.max_body_size
+        limit = self.channel.max_body_size
         if staged.size + len(method.bytes) > limit:
             raise PreconditionFailed(
                 f"reference {method.reference!r} would exceed the maximum message size of {limit} bytes"
@@ -233,7 +233,7 @@ class MessageState(DeliveringState):
         self.reply("message.ok")
 
     def _checkpoint_key(self, identifier: str) -> tuple[str, str, str]:
-        return (user_name(self.channel), "message", identifier)
+        return (self.channel.user_name, "message", identifier)
 
     def message_checkpoint(self, method: Any) -> None:
         """Keep the reference's content so far under the checkpoint identifier."""
@@ -250,7 +250,7 @@ class MessageState(DeliveringState):
         self.reply("message.offset", value=staged.size)
 
     def _kept_key(self, channel_id: bytes, name: bytes) -> tuple[str, str, bytes, bytes]:
-        return (user_name(self.channel), "reference", channel_id, name)
+        return (self.channel.user_name, "reference", channel_id, name)
 
     def kept(self) -> Any:
         """Open references survive an interrupted channel, for channel.resume.
@@ -293,7 +293,7 @@ class MessageState(DeliveringState):
         values = {name: getattr(properties, name) for name in _SAME_NAMES if getattr(properties, name)}
         if properties.timestamp is not None:
             values["timestamp"] = properties.timestamp
-        room = self.channel.connection.frame_max - FRAME_OVERHEAD - _TRANSFER_FIELDS_ROOM
+        room = self.channel.frame_max - FRAME_OVERHEAD - _TRANSFER_FIELDS_ROOM
         by_reference = len(body) > room
         name = f"amq.ref-{tag if tag is not None else id(message)}".encode()
         if by_reference:

@@ -118,7 +118,7 @@ class ChannelClasses:
             window = channel.session.prefetch
             kept = {kind: state.kept() for kind, state in self._states.items()}
             vhost_classes(channel.vhost).interrupted(
-                user_name(channel),
+                channel.user_name,
                 self.channel_id,
                 ResumableChannel(
                     channel.last_queue,
@@ -151,11 +151,6 @@ class ChannelClasses:
         """tx.select, tx.commit or tx.rollback for every class in use."""
         for state in self._states.values():
             state.tx(verb)
-
-
-def user_name(channel: ServerChannel) -> str:
-    """The name of the user that opened *channel*'s connection."""
-    return str(getattr(channel.connection.user, "name", ""))
 
 
 def channel_classes(channel: ServerChannel) -> ChannelClasses:

@@ -87,7 +87,7 @@ class StreamState(DeliveringState):
         self._limits = (count, size) if count or size else (DEFAULT_BACKLOG, 0)
         self._rate = method.consume_rate
         self._allowance = 0.0
-        self._last_time = self.channel.connection.clock.seconds()
+        self._last_time = self.channel.clock.seconds()
         self.reply("stream.qos-ok")
         self.pump()
 
@@ -145,13 +145,13 @@ class StreamState(DeliveringState):
         session = self.session
         while self._backlog and client.writable and session.sending:
             if self._rate:
-                now = self.channel.connection.clock.seconds()
+                now = self.channel.clock.seconds()
                 self._allowance = min(
                     self._allowance + (now - self._last_time) * self._rate, float(self._rate)
                 )
                 self._last_time = now
                 if self._allowance < 0:
-                    self._timer = self.channel.connection.clock.callLater(
+                    self._timer = self.channel.clock.callLater(
                         -self._allowance / self._rate, self._timerFired
                     )
                     return
@@ -168,11 +168,11 @@ class StreamState(DeliveringState):
 
     def _timerFired(self) -> None:
         self._timer = None
-        self.channel.connection.batch.enter()
+        self.channel.batch.enter()
         try:
             self.pump()
         finally:
-            self.channel.connection.batch.leave()
+            self.channel.batch.leave()
 
     def interrupted(self) -> None:
         if self._timer is not None and self._timer.active():
