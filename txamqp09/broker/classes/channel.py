@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from txamqp09.broker.classes.common import ClassState
 from txamqp09.broker.classes.registry import channel_classes, register, vhost_classes
 from txamqp09.broker.model.session import unique_name
+from txamqp09.wire import methods
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import CommandInvalid, NotFound
 from txamqp09.wire.versions import AMQP0_9
@@ -42,17 +43,17 @@ class ChannelMethods(ClassState):
         #: channel.pong requests sent and not yet answered.
         self.pongs_unanswered = 0
 
-    def channel_ping(self, method: Any) -> None:
+    def channel_ping(self, method: methods.ChannelPing) -> None:
         """Answer ok, then ask the client for a pong."""
         self.reply("channel.ok")
         self.pongs_unanswered += 1
         self.send("channel.pong")
 
-    def channel_pong(self, method: Any) -> None:
+    def channel_pong(self, method: methods.ChannelPong) -> None:
         """A pong proves the client alive; answer ok."""
         self.reply("channel.ok")
 
-    def channel_ok(self, method: Any) -> None:
+    def channel_ok(self, method: methods.ChannelOk) -> None:
         """The client answered the server's pong.
 
         :raises CommandInvalid: the server sent nothing channel.ok could answer.

@@ -21,6 +21,7 @@ from zope.interface import implementer
 
 from txamqp09.broker.model import Consumer, ISink, Message, Mode, Session
 from txamqp09.broker.model.session import unique_name
+from txamqp09.wire import methods
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
 from txamqp09.wire.forwarding import envelope
@@ -171,7 +172,10 @@ class DeliveringState(ClassState):
     def tx(self, verb: str) -> None:
         getattr(self.session, f"tx_{verb}")()
 
-    def consume(self, method: Any, tag: str, *, no_ack: bool, answer: Optional[str]) -> None:
+    def consume(
+        self, method: methods.FileConsume | methods.StreamConsume | methods.MessageConsume, tag: str,
+        *, no_ack: bool, answer: Optional[str],
+    ) -> None:
         """Start a consumer of ``method.queue`` (the channel's last queue when
         empty) as *method* asks; answer with the method *answer* (with the
         consumer tag when it has that field) unless None.

@@ -33,6 +33,7 @@ from txamqp09.broker.classes.common import (
 from txamqp09.broker.classes.registry import register, vhost_classes
 from txamqp09.broker.classes.staging import Staged
 from txamqp09.broker.model import Consumer, Message
+from txamqp09.wire import methods
 from txamqp09.wire.errors import CommandInvalid, NotFound, PreconditionFailed
 from txamqp09.wire.frames import Command
 
@@ -68,35 +69,35 @@ class FileState(DeliveringState):
 
     # -- consumers -----------------------------------------------------------
 
-    def file_qos(self, method: Any) -> None:
+    def file_qos(self, method: methods.FileQos) -> None:
         """Set the prefetch window of file deliveries (channel, or connection with global)."""
         self.session.qos(method.prefetch_size, method.prefetch_count, method.global_)
         self.reply("file.qos-ok")
 
-    def file_consume(self, method: Any) -> None:
+    def file_consume(self, method: methods.FileConsume) -> None:
         """Start a file consumer."""
         self.consume(
             method, method.consumer_tag, no_ack=method.no_ack,
             answer=None if method.nowait else "file.consume-ok",
         )
 
-    def file_cancel(self, method: Any) -> None:
+    def file_cancel(self, method: methods.FileCancel) -> None:
         """End a file consumer; messages already offered are still staged and delivered."""
         self.session.cancel(method.consumer_tag)
         if not method.nowait:
             self.reply("file.cancel-ok", consumer_tag=method.consumer_tag)
 
-    def file_ack(self, method: Any) -> None:
+    def file_ack(self, method: methods.FileAck) -> None:
         """Acknowledge file deliveries."""
         self.session.ack(method.delivery_tag, method.multiple)
 
-    def file_reject(self, method: Any) -> None:
+    def file_reject(self, method: methods.FileReject) -> None:
         """Refuse a file delivery, requeueing it if asked."""
         self.session.reject(method.delivery_tag, method.requeue)
 
     # -- publishing ------------------------------------------------------------
 
-    def file_open(self, method: Any) -> None:
+    def file_open(self, method: methods.FileOpen) -> None:
         """Open staging for an identifier; answer with the bytes already staged.
 
         :raises PreconditionFailed: the content is larger than the broker accepts.
@@ -147,7 +148,7 @@ class FileState(DeliveringState):
                 return  # beyond the staging limit: the stage is lost, not the rest
             staged.raw_properties = command.raw_properties
 
-    def file_publish(self, method: Any) -> None:
+    def file_publish(self, method: methods.FilePublish) -> None:
         """Publish the content staged under the identifier; the staging entry goes.
 
         :raises NotFound: nothing is staged under the identifier.
@@ -194,7 +195,7 @@ class FileState(DeliveringState):
         offer = self._offers[0]
         self.send("file.open", identifier=offer.identifier, content_size=len(offer.body))
 
-    def file_open_ok(self, method: Any) -> None:
+    def file_open_ok(self, method: methods.FileOpenOk) -> None:
         """The client is ready for the offered message: stage it from its offset, deliver it.
 
         :raises CommandInvalid: the server offered nothing.

@@ -14,7 +14,7 @@ when its priority is the lowest. Deliveries need no acknowledgement.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, cast
 
 from twisted.internet.interfaces import IDelayedCall
 
@@ -28,6 +28,7 @@ from txamqp09.broker.classes.common import (
 )
 from txamqp09.broker.classes.registry import register
 from txamqp09.broker.model import Consumer, Message
+from txamqp09.wire import methods
 from txamqp09.wire.frames import Command
 
 __all__ = ["DEFAULT_BACKLOG", "StreamState"]
@@ -81,7 +82,7 @@ class StreamState(DeliveringState):
 
     # -- methods -----------------------------------------------------------------
 
-    def stream_qos(self, method: Any) -> None:
+    def stream_qos(self, method: methods.StreamQos) -> None:
         """Set the backlog's limits and the consume rate."""
         count, size = method.prefetch_count, method.prefetch_size
         self._limits = (count, size) if count or size else (DEFAULT_BACKLOG, 0)
@@ -91,14 +92,14 @@ class StreamState(DeliveringState):
         self.reply("stream.qos-ok")
         self.pump()
 
-    def stream_consume(self, method: Any) -> None:
+    def stream_consume(self, method: methods.StreamConsume) -> None:
         """Start a stream consumer (deliveries are never acknowledged)."""
         self.consume(
             method, method.consumer_tag, no_ack=True,
             answer=None if method.nowait else "stream.consume-ok",
         )
 
-    def stream_cancel(self, method: Any) -> None:
+    def stream_cancel(self, method: methods.StreamCancel) -> None:
         """End a stream consumer and drop its backlog."""
         consumer = self.session.cancel(method.consumer_tag)
         if consumer is not None:
@@ -110,7 +111,7 @@ class StreamState(DeliveringState):
 
     def stream_publish(self, command: Command) -> None:
         """Publish a stream message (transient)."""
-        method: Any = command.method
+        method = cast(methods.StreamPublish, command.method)
         raw = to_basic(command.properties, self.channel.version.properties[60], delivery_mode=TRANSIENT)
         message = basic_message(self.channel, method.exchange, method.routing_key, raw, command.body)
         self.publish(method.exchange, message, method.mandatory, method.immediate)

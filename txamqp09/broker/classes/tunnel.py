@@ -18,7 +18,7 @@ broker never sends one.)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from txamqp09.broker.classes.common import (
     PERSISTENT,
@@ -29,6 +29,7 @@ from txamqp09.broker.classes.common import (
 )
 from txamqp09.broker.classes.registry import register
 from txamqp09.broker.model import Consumer, Message
+from txamqp09.wire import methods
 from txamqp09.wire.errors import AMQPError
 from txamqp09.wire.frames import Command
 
@@ -50,7 +51,7 @@ class TunnelState(DeliveringState):
         :raises AccessRefused: the user may not write to the proxy-name exchange.
         :raises NotFound: no exchange has the proxy-name.
         """
-        method: Any = command.method
+        method = cast(methods.TunnelRequest, command.method)
         properties: Any = command.properties
         exchange = properties.proxy_name or ""
         routing_key = properties.data_name or ""
