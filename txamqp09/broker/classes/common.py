@@ -197,7 +197,7 @@ class DeliveringState(ClassState):
 
     def publish(self, exchange: str, message: Message, mandatory: bool, immediate: bool) -> None:
         """Publish *message* through this class's session."""
-        self.channel.publisher.publishes += 1
+        self.channel.publisher.other_publishes += 1
         self.session.publish(exchange, message, mandatory, immediate)
 
 
