@@ -66,10 +66,10 @@ class ChannelMethods(ClassState):
 def open_ok(channel: ServerChannel) -> Method:
     """channel.open-ok for a new *channel*; on 0-9 with a fresh channel-id."""
     if channel.version is not AMQP0_9:
-        return channel.spec.ChannelOpenOk()  # type: ignore[no-any-return]
+        return channel.spec.ChannelOpenOk()
     classes = channel_classes(channel)
     classes.channel_id = unique_name("amq.channel-").encode("ascii")
-    return channel.spec.ChannelOpenOk(channel_id=classes.channel_id)  # type: ignore[no-any-return]
+    return channel.build("channel.open-ok", channel_id=classes.channel_id)
 
 
 def resume(channel: ServerChannel, channel_id: bytes) -> Method:
@@ -86,4 +86,4 @@ def resume(channel: ServerChannel, channel_id: bytes) -> Method:
     classes = channel_classes(channel)
     classes.channel_id = channel_id
     classes.resumed(state)
-    return channel.spec.ChannelOk()  # type: ignore[no-any-return]
+    return channel.build("channel.ok")

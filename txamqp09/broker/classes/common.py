@@ -109,18 +109,18 @@ class ClassState:
 
     def reply(self, name: str, **fields: Any) -> None:
         """Answer the current method with the method *name*."""
-        self.channel.reply(self.channel.spec.BY_NAME[name](**fields))
+        self.channel.reply(self.channel.build(name, **fields))
 
     def send(self, name: str, **fields: Any) -> None:
         """Send the method *name* to the client (a request, not an answer)."""
-        self.channel.write(method_frame(self.channel.number, self.channel.spec.BY_NAME[name](**fields)))
+        self.channel.write(method_frame(self.channel.number, self.channel.build(name, **fields)))
 
     def send_content(self, name: str, properties: Properties, body: bytes, **fields: Any) -> None:
         """Send the content method *name* with its properties and body."""
         channel = self.channel
         channel.write(
             content_frames(
-                channel.number, channel.spec.BY_NAME[name](**fields), properties, body,
+                channel.number, channel.build(name, **fields), properties, body,
                 channel.frame_max,
             )
         )

@@ -165,8 +165,8 @@ class FileState(DeliveringState):
                 f"file {method.identifier!r} is staged up to {staged.size} of {staged.expected} "
                 "bytes; stage the rest before publishing"
             )
-        spec = self.channel.spec
-        properties = spec.FileProperties.decode(staged.raw_properties, 0) if staged.raw_properties else None
+        file_properties = self.channel.version.properties[70]
+        properties = file_properties.decode(staged.raw_properties, 0) if staged.raw_properties else None
         filename = getattr(properties, "filename", None)
         raw = to_basic(
             properties, self.channel.version.properties[60], delivery_mode=PERSISTENT,
@@ -212,9 +212,9 @@ class FileState(DeliveringState):
                 f"{len(offer.body)}-byte file"
             )
         self._offers.popleft()
-        spec = self.channel.spec
         self.send_content(
-            "file.stage", from_basic(offer.message, spec.FileProperties), offer.body[method.staged_size:]
+            "file.stage", from_basic(offer.message, self.channel.version.properties[70]),
+            offer.body[method.staged_size:],
         )
         self.send(
             "file.deliver", consumer_tag=offer.consumer_tag, delivery_tag=offer.delivery_tag,

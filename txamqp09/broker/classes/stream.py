@@ -163,7 +163,7 @@ class StreamState(DeliveringState):
             self._backlog_bytes -= message.size
             self._allowance -= message.size
             self.send_content(
-                "stream.deliver", from_basic(message, self.channel.spec.StreamProperties),
+                "stream.deliver", from_basic(message, self.channel.version.properties[80]),
                 message.body or b"", consumer_tag=pending.consumer.tag,
                 delivery_tag=pending.delivery_tag, exchange=message.exchange,
                 queue=pending.consumer.queue.name,
