@@ -7,6 +7,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.broker.model.stats import ChannelCounters, QueueCounters
 from txamqp09.broker.server import ServerFactory
+from txamqp09.management.cache import ComputeCache
 from txamqp09.management.direct import DirectSession
 from txamqp09.management.node import Node
 from txamqp09.management.stats import with_details
@@ -21,11 +22,11 @@ class StatisticsTests(SynchronousTestCase):
     def test_rates_are_the_change_between_two_samples(self) -> None:
         queue = self.vhost.declare_queue("q", DirectSession(self.vhost).client)
         self.node.start()
-        queue.stats.publish += 50
+        queue.stats.deliver += 50
         self.clock.advance(5)
-        self.assertEqual(self.node.stats.rates(queue.stats)["publish"], 10.0)
+        self.assertEqual(self.node.stats.rates(queue.stats)["deliver"], 10.0)
         self.clock.advance(5)
-        self.assertEqual(self.node.stats.rates(queue.stats)["publish"], 0.0)
+        self.assertEqual(self.node.stats.rates(queue.stats)["deliver"], 0.0)
         self.node.stop()
 
     def test_a_closed_sessions_counts_stay_in_its_vhosts_totals(self) -> None:
@@ -46,3 +47,22 @@ class StatisticsTests(SynchronousTestCase):
         self.assertEqual(QueueCounters().as_dict()["dead_lettered"], 0)
         self.assertIn("confirm", ChannelCounters.FIELDS)
         self.assertNotIn("confirm", QueueCounters.FIELDS)
+
+
+class ComputeCacheTests(SynchronousTestCase):
+    def test_a_value_lives_five_times_its_computing_time(self) -> None:
+        now = [0.0]
+        cache = ComputeCache(clock=lambda: now[0])
+        computed: list[int] = []
+
+        def compute() -> int:
+            now[0] += 0.2  # computing takes 0.2 s
+            computed.append(len(computed))
+            return len(computed)
+
+        self.assertEqual(cache.fetch("k", compute), 1)
+        now[0] += 0.9
+        self.assertEqual(cache.fetch("k", compute), 1)
+        self.assertEqual(cache.fetch("other", compute), 2)
+        now[0] += 0.2
+        self.assertEqual(cache.fetch("k", compute), 3)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import inspect
 import io
 import keyword
 import sys
@@ -25,7 +26,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.wire import strategies as s
-from txamqp09.wire import _amqp0_8, _amqp0_9, _amqp0_9_1, codegen, fields
+from txamqp09.wire import _amqp0_8, _amqp0_9, _amqp0_9_1, codegen, fields, methods
 from txamqp09.wire.base import AMQPClass, decode_properties, method_index
 from txamqp09.wire.errors import AMQPSyntaxError
 
@@ -99,7 +100,7 @@ class FreshnessTests(SynchronousTestCase):
 
     def test_modules_equal_fresh_generation(self) -> None:
         rendered = codegen.render_all(SPEC_DIR)
-        self.assertEqual(len(rendered), 3)
+        self.assertEqual(len(rendered), 4)
         for path, source in rendered.items():
             self.assertEqual(
                 path.read_text(encoding="utf-8"),
@@ -273,6 +274,58 @@ class CompletenessTests(SynchronousTestCase):
             names = [cls.HANDLER for cls in module.METHODS.values()]
             self.assertEqual(len(set(names)), len(names))
             self.assertTrue(all(name.isidentifier() for name in names))
+
+    def test_method_protocols(self) -> None:
+        """methods.py has one Protocol per method name of any version, with
+        exactly the fields every version defining that method has, typed as
+        those versions type them."""
+        python = {
+            "bit": "bool", "octet": "int", "short": "int", "long": "int", "longlong": "int",
+            "shortstr": "str", "longstr": "bytes", "table": "dict[str, Any]",
+            "timestamp": "datetime", "content": "_f.Content",
+        }
+        by_name: dict[str, list[Any]] = {}
+        for module in (_amqp0_8, _amqp0_9, _amqp0_9_1):
+            for cls in module.METHODS.values():
+                by_name.setdefault(cls.__name__, []).append(cls)
+        protocols = {
+            name for name, value in vars(methods).items()
+            if isinstance(value, type) and value.__module__ == methods.__name__
+        }
+        self.assertEqual(protocols, set(by_name) | {"AnyMethod", "Spec"})
+        for name, classes in by_name.items():
+            protocol = getattr(methods, name)
+            fields_ = [dict(cls.FIELDS) for cls in classes]
+            shared = set(fields_[0]).intersection(*fields_[1:])
+            declared = {
+                attr: value.fget.__annotations__["return"]
+                for attr, value in vars(protocol).items() if isinstance(value, property)
+            }
+            self.assertEqual(set(declared), shared, name)
+            for attr, annotation in declared.items():
+                kinds = {python[f[attr]] for f in fields_}
+                self.assertEqual(set(annotation.split(" | ")), kinds, (name, attr))
+        self.assertNotIn("arguments", vars(methods.BasicConsume))
+        self.assertIn("``arguments`` (0-9-1)", methods.BasicConsume.__doc__ or "")
+
+    def test_spec_protocol(self) -> None:
+        """methods.Spec builds exactly the methods every version has, each
+        with keyword-only arguments for the fields they all have."""
+        modules = (_amqp0_8, _amqp0_9, _amqp0_9_1)
+        common = set.intersection(*({cls.__name__ for cls in m.METHODS.values()} for m in modules))
+        builders = {
+            name for name, value in vars(methods.Spec).items()
+            if callable(value) and name[:1].isupper()
+        }
+        self.assertEqual(builders, common)
+        self.assertNotIn("ConfirmSelectOk", builders)
+        for name in common:
+            fields_ = [dict(getattr(m, name).FIELDS) for m in modules]
+            shared = {f for f in fields_[0] if all(other.get(f) == fields_[0][f] for other in fields_)}
+            signature = inspect.signature(getattr(methods.Spec, name))
+            parameters = list(signature.parameters.values())[1:]
+            self.assertEqual({p.name for p in parameters}, shared, name)
+            self.assertTrue(all(p.kind is p.KEYWORD_ONLY for p in parameters), name)
 
     def test_basic_recover_waits_for_recover_ok(self) -> None:
         """The stripped 0-9-1 XML lost this; the full spec and RabbitMQ have it."""

@@ -25,7 +25,7 @@ is checked from its decoded ticket and exchange name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
     from txamqp09.broker.server import ServerConnection
     from txamqp09.protocol import OutputBatch
+    from txamqp09.wire import methods
 
 __all__ = ["ServerChannel"]
 
@@ -72,7 +73,9 @@ class ServerChannel:
 
     :ivar publisher: the channel's hot path (publish, deliver, ack, confirms).
     :ivar session: the channel's model session (the publisher is its sink).
-    :ivar spec: the generated module of the connection's version.
+    :ivar spec: the generated module of the connection's version, as a
+        :class:`~txamqp09.wire.methods.Spec` (the methods every version
+        has; :meth:`build` makes the others).
     :ivar classes: the state of the classes beyond basic used on this
         channel (None until one is used; always there on 0-9, for the
         channel-id).
@@ -86,7 +89,7 @@ class ServerChannel:
         self.connection = connection
         self.number = number
         self.version: ProtocolVersion = connection.version
-        self.spec: Any = connection.version.spec
+        self.spec: methods.Spec = connection.version.spec
         self.vhost = vhost
         self.client = client
         self.handlers = handlers_for(self.version)
@@ -140,7 +143,7 @@ class ServerChannel:
         assert guard is not None
         return guard
 
-    def _checked_queue(self, method: Any) -> Optional[str]:
+    def _checked_queue(self, method: Method) -> Optional[str]:
         """The queue *method* acts on when its ``queue`` field is empty (None otherwise).
 
         That is the queue last declared on this channel, or for a new
@@ -152,7 +155,7 @@ class ServerChannel:
         if getattr(method, "queue", None) != "":
             return None
         if method.NAME == "queue.declare":
-            if method.passive:
+            if cast("methods.QueueDeclare", method).passive:
                 return self.last_queue or None
             if self._next_queue_name is None:
                 self._next_queue_name = unique_name("amq.gen-")
@@ -188,6 +191,12 @@ class ServerChannel:
         """The name of the user that opened the connection."""
         user = self.connection.user
         return user.name if user is not None else ""
+
+    def build(self, name: str, **fields: Any) -> Method:
+        """Method *name* (``"exchange.bind-ok"``) of the channel's version with
+        *fields*: for the methods only some versions have, which
+        :attr:`spec` does not offer by attribute."""
+        return self.spec.BY_NAME[name](**fields)
 
     def reply(self, method: Method) -> None:
         """Answer the current method, once what it wrote to the store is durable."""
@@ -258,23 +267,23 @@ class ServerChannel:
 
     # -- channel -------------------------------------------------------------
 
-    def channel_flow(self, method: Any) -> None:
+    def channel_flow(self, method: methods.ChannelFlow) -> None:
         """The client pauses (or resumes) deliveries to this channel."""
         self.session.flow(method.active)
         if self.classes is not None:
             self.classes.flow(method.active)
         self.reply(self.spec.ChannelFlowOk(active=method.active))
 
-    def channel_flow_ok(self, method: Any) -> None:
+    def channel_flow_ok(self, method: methods.ChannelFlowOk) -> None:
         """The client confirms a channel.flow the server sent."""
 
-    def access_request(self, method: Any) -> None:
+    def access_request(self, method: methods.AccessRequest) -> None:
         """0-8 / 0-9: grant a ticket for the realm, if the user holds the rights asked for."""
-        self.reply(self.spec.AccessRequestOk(ticket=self.guard.request_ticket(self.number, method)))
+        self.reply(self.build("access.request-ok", ticket=self.guard.request_ticket(self.number, method)))
 
     # -- exchange ------------------------------------------------------------
 
-    def exchange_declare(self, method: Any) -> None:
+    def exchange_declare(self, method: methods.ExchangeDeclare) -> None:
         self.vhost.declare_exchange(
             method.exchange,
             method.type,
@@ -288,24 +297,24 @@ class ServerChannel:
         if not method.nowait:
             self.reply(self.spec.ExchangeDeclareOk())
 
-    def exchange_delete(self, method: Any) -> None:
+    def exchange_delete(self, method: methods.ExchangeDelete) -> None:
         self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused, dialect=self.dialect)
         if not method.nowait:
             self.reply(self.spec.ExchangeDeleteOk())
 
-    def exchange_bind(self, method: Any) -> None:
+    def exchange_bind(self, method: methods.ExchangeBind) -> None:
         self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments)
         if not method.nowait:
-            self.reply(self.spec.ExchangeBindOk())
+            self.reply(self.build("exchange.bind-ok"))
 
-    def exchange_unbind(self, method: Any) -> None:
+    def exchange_unbind(self, method: methods.ExchangeUnbind) -> None:
         self.vhost.unbind_exchange(method.destination, method.source, method.routing_key, method.arguments)
         if not method.nowait:
-            self.reply(self.spec.ExchangeUnbindOk())
+            self.reply(self.build("exchange.unbind-ok"))
 
     # -- queue ---------------------------------------------------------------
 
-    def queue_declare(self, method: Any) -> None:
+    def queue_declare(self, method: methods.QueueDeclare) -> None:
         name = method.queue
         server_named = not name and not method.passive
         if server_named:
@@ -335,29 +344,29 @@ class ServerChannel:
                 )
             )
 
-    def _binding_names(self, method: Any) -> tuple[str, str]:
+    def _binding_names(self, method: methods.QueueBind | methods.QueueUnbind) -> tuple[str, str]:
         """Queue name and routing key of a bind/unbind, with the empty-name shortcut."""
         queue = self.queue_name(method.queue)
         routing_key = method.routing_key if method.queue or method.routing_key else queue
         return queue, routing_key
 
-    def queue_bind(self, method: Any) -> None:
+    def queue_bind(self, method: methods.QueueBind) -> None:
         queue, routing_key = self._binding_names(method)
         self.vhost.bind_queue(queue, method.exchange, routing_key, method.arguments, self.client, self.dialect)
         if not method.nowait:
             self.reply(self.spec.QueueBindOk())
 
-    def queue_unbind(self, method: Any) -> None:
+    def queue_unbind(self, method: methods.QueueUnbind) -> None:
         queue, routing_key = self._binding_names(method)
         self.vhost.unbind_queue(queue, method.exchange, routing_key, method.arguments, self.client, self.dialect)
-        self.reply(self.spec.QueueUnbindOk())
+        self.reply(self.build("queue.unbind-ok"))
 
-    def queue_purge(self, method: Any) -> None:
+    def queue_purge(self, method: methods.QueuePurge) -> None:
         count = self.vhost.purge_queue(self.queue_name(method.queue), self.client)
         if not method.nowait:
             self.reply(self.spec.QueuePurgeOk(message_count=count))
 
-    def queue_delete(self, method: Any) -> None:
+    def queue_delete(self, method: methods.QueueDelete) -> None:
         count = self.vhost.delete_queue_named(
             self.queue_name(method.queue),
             self.client,
@@ -370,11 +379,11 @@ class ServerChannel:
 
     # -- basic ---------------------------------------------------------------
 
-    def basic_qos(self, method: Any) -> None:
+    def basic_qos(self, method: methods.BasicQos) -> None:
         self.session.qos(method.prefetch_size, method.prefetch_count, method.global_)
         self.reply(self.spec.BasicQosOk())
 
-    def basic_consume(self, method: Any) -> None:
+    def basic_consume(self, method: methods.BasicConsume) -> None:
         queue = self.vhost.queue(self.queue_name(method.queue), self.client)
         tag = method.consumer_tag or unique_name("amq.ctag-")
         consumer = self.session.consume(
@@ -386,13 +395,13 @@ class ServerChannel:
             self.reply(self.spec.BasicConsumeOk(consumer_tag=tag))
         consumer.start()
 
-    def basic_cancel(self, method: Any) -> None:
+    def basic_cancel(self, method: methods.BasicCancel) -> None:
         self.session.cancel(method.consumer_tag)
         self.publisher.stopped(method.consumer_tag)
         if not method.nowait:
             self.reply(self.spec.BasicCancelOk(consumer_tag=method.consumer_tag))
 
-    def basic_get(self, method: Any) -> None:
+    def basic_get(self, method: methods.BasicGet) -> None:
         queue = self.vhost.queue(self.queue_name(method.queue), self.client)
         got = self.session.get(queue, method.no_ack)
         if got is None:
@@ -401,20 +410,20 @@ class ServerChannel:
         tag, redelivered, message = got
         self.publisher.get_ok(tag, redelivered, message, queue.message_count)
 
-    def basic_reject(self, method: Any) -> None:
+    def basic_reject(self, method: methods.BasicReject) -> None:
         self.session.reject(method.delivery_tag, method.requeue)
 
-    def basic_nack(self, method: Any) -> None:
+    def basic_nack(self, method: methods.BasicNack) -> None:
         self.session.nack(method.delivery_tag, method.multiple, method.requeue)
 
-    def basic_recover(self, method: Any) -> None:
+    def basic_recover(self, method: methods.BasicRecover) -> None:
         """basic.recover; 0-9-1 answers recover-ok, 0-8 and 0-9 have no answer."""
         self._recover(method.requeue)
         recover_ok = getattr(self.spec, "BasicRecoverOk", None)
         if recover_ok is not None:
             self.reply(recover_ok())
 
-    def basic_recover_async(self, method: Any) -> None:
+    def basic_recover_async(self, method: methods.BasicRecoverAsync) -> None:
         self._recover(method.requeue)
 
     def _recover(self, requeue: bool) -> None:
@@ -431,23 +440,23 @@ class ServerChannel:
         if self.classes is not None:
             self.classes.tx(verb)
 
-    def tx_select(self, method: Any) -> None:
+    def tx_select(self, method: methods.TxSelect) -> None:
         self.transaction("select")
         self.reply(self.spec.TxSelectOk())
 
-    def tx_commit(self, method: Any) -> None:
+    def tx_commit(self, method: methods.TxCommit) -> None:
         """Apply the transaction; commit-ok once what it wrote to the store is durable."""
         self.transaction("commit")
         self.reply(self.spec.TxCommitOk())
 
-    def tx_rollback(self, method: Any) -> None:
+    def tx_rollback(self, method: methods.TxRollback) -> None:
         self.transaction("rollback")
         self.reply(self.spec.TxRollbackOk())
 
-    def confirm_select(self, method: Any) -> None:
+    def confirm_select(self, method: methods.ConfirmSelect) -> None:
         self.session.confirm_select()
         if not method.nowait:
-            self.reply(self.spec.ConfirmSelectOk())
+            self.reply(self.build("confirm.select-ok"))
 
 
 def _refusal(method: Method) -> Exception:

@@ -97,11 +97,12 @@ class Publisher:
 
     :ivar channel: the server channel.
     :ivar session: the channel's model session, with this as its sink.
-    :ivar publishes: messages published on the channel, in any class.
+    :ivar other_publishes: messages published on the channel by the other
+        AMQP classes (file, stream, message...), through their own sessions.
     """
 
     __slots__ = (
-        "channel", "session", "client", "number", "publishes", "_guard", "_tickets", "_gate", "_write", "_output",
+        "channel", "session", "client", "number", "other_publishes", "_guard", "_tickets", "_gate", "_write", "_output",
         "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
         "content", "_flags", "_raw_properties", "_remaining", "_body",
         "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
@@ -127,7 +128,7 @@ class Publisher:
         )
         self.client = channel.client
         self.number = channel.number
-        self.publishes = 0
+        self.other_publishes = 0
         self._guard: AccessGuard = connection.guard
         self._tickets = connection.guard.tickets
         #: Alarms block the connection at a content frame while it is armed.
@@ -175,6 +176,12 @@ class Publisher:
             self._connection.bodyReleased(body.held, dropped=True)
             body.discard()
         self._confirms_pending = 0
+
+    @property
+    def publishes(self) -> int:
+        """Messages published on the channel, in any class (the session's
+        publish counter: nothing more is counted on the hot path)."""
+        return self.session.stats.publish + self.other_publishes
 
     # -- frames in -------------------------------------------------------------
 
@@ -311,7 +318,6 @@ class Publisher:
         )
         self.content = None
         self._raw_properties = None
-        self.publishes += 1
         flags = self._flags
         try:
             self.session.publish(exchange, message, flags & 1 == 1, flags & 2 == 2)

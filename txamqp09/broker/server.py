@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import platform
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -60,6 +60,7 @@ from txamqp09.wire.errors import (
     NotAllowed,
     ResourceError,
 )
+from txamqp09.wire.base import Method
 from txamqp09.wire.bodies import MAPPED_BODY_SIZE
 from txamqp09.wire.frames import FRAME_MIN_SIZE, HEARTBEAT_FRAME, Command
 from txamqp09.wire.versions import (
@@ -68,6 +69,9 @@ from txamqp09.wire.versions import (
     PREFERRED,
     version_for_header,
 )
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 #: Ready message bytes above which publishers are held back, by default.
 DEFAULT_HIGH_WATERMARK = 512 * 1024 * 1024
@@ -297,7 +301,7 @@ class ServerConnection(AMQPConnection):
 
     # -- negotiation ---------------------------------------------------------
 
-    def _expect(self, method: Any) -> None:
+    def _expect(self, method: methods.AnyMethod) -> None:
         """Refuse handshake *method* unless the handshake is in the state
         that awaits it: 503 command-invalid, or in RabbitMQ's dialect 504
         once the connection is running."""
@@ -311,7 +315,7 @@ class ServerConnection(AMQPConnection):
             text = f"{method.NAME} arrived out of order during negotiation"
         raise CommandInvalid(text, method.CLASS_ID, method.METHOD_ID)
 
-    def connection_start_ok(self, method: Any) -> None:
+    def connection_start_ok(self, method: methods.ConnectionStartOk) -> None:
         """Start the login; connection.tune follows once it succeeds.
 
         A refusal may wait (repeated failures of a user from a host are
@@ -352,7 +356,7 @@ class ServerConnection(AMQPConnection):
         failure.trap(LoginRefused)
         self.close(failure.value)  # type: ignore[arg-type]
 
-    def connection_tune_ok(self, method: Any) -> None:
+    def connection_tune_ok(self, method: methods.ConnectionTuneOk) -> None:
         self._expect(method)
         channel_max = method.channel_max or self.channel_max
         frame_max = method.frame_max or self.frame_max
@@ -374,7 +378,7 @@ class ServerConnection(AMQPConnection):
         self.startHeartbeat(method.heartbeat)
         self.handshake = Handshake.OPENING
 
-    def connection_open(self, method: Any) -> None:
+    def connection_open(self, method: methods.ConnectionOpen) -> None:
         """Open the virtual host: 402 if it does not exist, 403 without permissions on it."""
         self._expect(method)
         assert self.version is not None and self.user is not None
@@ -403,7 +407,7 @@ class ServerConnection(AMQPConnection):
             self.client.name, self.user.name, self.vhost, self.version.name, self.client_properties
         )
 
-    def connection_update_secret(self, method: Any) -> None:
+    def connection_update_secret(self, method: methods.ConnectionUpdateSecret) -> None:
         """0-9-1: check the client's new secret (a refreshed token, say) through
         the same cred checkers as its login; update-secret-ok, or 530."""
         self._expect(method)
@@ -448,7 +452,7 @@ class ServerConnection(AMQPConnection):
         """The highest channel number (RabbitMQ's dialect counts open channels instead)."""
         return 65535 if self.dialect.channel_max_counts_open else super()._channelLimit()
 
-    def misplacedMethod(self, channel: int, method: Any) -> AMQPError:
+    def misplacedMethod(self, channel: int, method: Method) -> AMQPError:
         """RabbitMQ's dialect: 504 for another class on channel 0, 503 for a
         connection method elsewhere (the other way round otherwise)."""
         if not self.dialect.misplaced_methods_as_rabbitmq:
@@ -460,7 +464,7 @@ class ServerConnection(AMQPConnection):
             )
         return self._unexpected(method, hint=f"{method.NAME} must be sent on a channel other than 0")
 
-    def _unexpected(self, method: Any, hint: str) -> ChannelError:
+    def _unexpected(self, method: methods.AnyMethod, hint: str) -> ChannelError:
         """RabbitMQ's 504 for *method* on channel 0 of an open connection."""
         return ChannelError(
             "unexpected method in connection state running", method.CLASS_ID, method.METHOD_ID, hint=hint
@@ -470,7 +474,7 @@ class ServerConnection(AMQPConnection):
         """The reply text as the connection's dialect words it."""
         return self.dialect.reply_text(error)
 
-    def _channelOpen(self, number: int, method: Any) -> None:
+    def _channelOpen(self, number: int, method: methods.ChannelOpen) -> None:
         assert self.version is not None and self.model_vhost is not None
         if number in self.channels:
             raise ChannelError("second 'channel.open' seen", 20, 10, hint=f"channel {number} is already open")
@@ -486,7 +490,7 @@ class ServerConnection(AMQPConnection):
         self._addChannel(channel)
         self.sendMethod(number, classes.open_ok(channel))
 
-    def _channelResume(self, number: int, method: Any) -> None:
+    def _channelResume(self, number: int, method: methods.ChannelResume) -> None:
         """0-9: open a channel with the state of an interrupted one."""
         assert self.model_vhost is not None
         if number in self.channels:
@@ -500,13 +504,13 @@ class ServerConnection(AMQPConnection):
         self._addChannel(channel)
         self.sendMethod(number, ok)
 
-    def _channelClose(self, number: int, method: Any) -> None:
+    def _channelClose(self, number: int, method: methods.ChannelClose) -> None:
         assert self.version is not None
         self._forgetChannel(number)
         self.channelClosed(number)
         self.sendMethod(number, self.version.spec.ChannelCloseOk())
 
-    def _channelCloseOk(self, number: int, method: Any) -> None:
+    def _channelCloseOk(self, number: int, method: methods.ChannelCloseOk) -> None:
         """The client confirms the channel.close the broker sent (503 for a
         channel the broker did not close)."""
         if number not in self.closing_channels:
@@ -698,7 +702,7 @@ class ServerConnection(AMQPConnection):
         self._closeChannels()
         super().close(error)
 
-    def connection_close(self, method: Any) -> None:
+    def connection_close(self, method: methods.ConnectionClose) -> None:
         """The client closes: its channels stop before anything else it sent is read."""
         self._closeChannels()
         super().connection_close(method)

@@ -26,6 +26,7 @@ from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IStrea
 from zope.interface import implementer
 
 from txamqp09.broker.model import Queue, Session, VirtualHost
+from txamqp09.management.cache import ComputeCache
 from txamqp09.management.stats import Statistics
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ class Node:
         self.listeners: list[Listener] = []
         #: Counters sampled into rates (started by :meth:`start`).
         self.stats = Statistics(self, self.clock)
+        #: Expensive answers, reused for a while (see :mod:`.cache`).
+        self.cache = ComputeCache()
 
     def start(self) -> None:
         """Start sampling statistics."""

@@ -1,8 +1,9 @@
 """Generate one Python module per AMQP version from the XML specs in spec/.
 
 Run ``python -m txamqp09.wire.codegen`` from a checkout to rewrite
-``txamqp09/wire/_amqp0_8.py``, ``_amqp0_9.py`` and ``_amqp0_9_1.py``;
-``--check`` only reports whether they differ from a fresh generation.
+``txamqp09/wire/_amqp0_8.py``, ``_amqp0_9.py`` and ``_amqp0_9_1.py``, and
+``methods.py``, the version-independent method types handlers are annotated
+with; ``--check`` only reports whether they differ from a fresh generation.
 
 Each version is described by a structural spec (the stripped XML), optional
 overlay files that add methods or documentation, and documentation sources
@@ -24,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
-__all__ = ["VERSIONS", "Spec", "load_spec", "parse_spec", "generate", "render_all", "main"]
+__all__ = [
+    "VERSIONS", "Spec", "load_spec", "parse_spec", "generate", "generate_methods", "render_all", "main",
+]
 
 #: The AMQP types whose encoding is fixed-size, with their struct letters.
 FIXED = {"octet": "B", "short": "H", "long": "I", "longlong": "Q"}
@@ -916,6 +919,142 @@ def generate(spec: Spec, tables: str) -> str:
     return "\n".join(header + body)
 
 
+def _method_versions(specs: list[Spec]) -> dict[str, dict[str, MethodSpec]]:
+    """Every method's spec in each version that has it, by class name, in
+    first-seen spec order."""
+    found: dict[str, dict[str, MethodSpec]] = {}
+    for spec in specs:
+        for k in spec.classes:
+            for m in k.methods:
+                found.setdefault(m.pyname, {})[spec.version] = m
+    return found
+
+
+def _method_protocol(name: str, versions: dict[str, MethodSpec]) -> list[str]:
+    """One method's Protocol: the fields every version that has the method
+    defines, read-only, typed as they are (a union where versions differ)."""
+    first = next(iter(versions.values()))
+    shared = [
+        f for f in first.fields
+        if all(any(g.attr == f.attr for g in m.fields) for m in versions.values())
+    ]
+    doc = [f"``{first.klass}.{first.name}`` of {', '.join(versions)}."]
+    own = {
+        f.attr: [v for v, m in versions.items() if any(g.attr == f.attr for g in m.fields)]
+        for m in versions.values()
+        for f in m.fields
+        if f not in shared and all(f.attr != s.attr for s in shared)
+    }
+    if own:
+        doc.append(
+            "Fields only some versions define (read them with ``getattr`` and a default): "
+            + "; ".join(f"``{attr}`` ({', '.join(vs)})" for attr, vs in own.items())
+            + "."
+        )
+    lines = [f"class {name}(AnyMethod, Protocol):"]
+    lines += _docstring("\n\n".join(doc), "    ")
+    for f in shared:
+        types = sorted({PY_TYPES[g.type] for m in versions.values() for g in m.fields if g.attr == f.attr})
+        lines += ["", "    @property", f"    def {f.attr}(self) -> {' | '.join(types)}: ..."]
+    return lines
+
+
+def _constructor(name: str, versions: dict[str, MethodSpec]) -> list[str]:
+    """The Spec member that builds method *name*: keyword arguments for the
+    fields every version defining it has, returning a method of any version."""
+    first = next(iter(versions.values()))
+    shared = [
+        f for f in first.fields
+        if all(any(g.attr == f.attr and g.type == f.type for g in m.fields) for m in versions.values())
+    ]
+    params = []
+    for f in shared:
+        annotation = PY_TYPES[f.type]
+        if DEFAULTS[f.type] == "None":
+            annotation = f"Optional[{annotation}]"
+        params.append(f"{f.attr}: {annotation} = ...")
+    keywords = ", *, " + ", ".join(params) if params else ""
+    return [f"    def {name}(self{keywords}) -> Method: ..."]
+
+
+def _spec_protocol(specs: list[Spec], found: dict[str, dict[str, MethodSpec]]) -> list[str]:
+    """The Protocol every generated module satisfies: its tables, and a
+    constructor for each method all versions have."""
+    lines = [
+        "class Spec(Protocol):",
+        '    """A generated version module as version-independent code sees it:',
+        "    its tables, and the methods every version has (a method only some",
+        '    versions have is found through ``BY_NAME``)."""',
+        "",
+        "    VERSION: str",
+        "    METHODS: dict[int, type[Method]]",
+        "    BY_NAME: dict[str, type[Method]]",
+        "    PROPERTIES: dict[int, type[Properties]]",
+        "    REPLY_CODES: dict[int, ReplyCode]",
+    ]
+    for name, versions in found.items():
+        if len(versions) == len(specs):
+            lines += [""] + _constructor(name, versions)
+    return lines
+
+
+def generate_methods(specs: list[Spec]) -> str:
+    """The source of ``methods.py``: a Protocol per method, shared by every
+    version, and (for mypy alone) the check that each version's class has it."""
+    found = _method_versions(specs)
+    body = [
+        '"""Version-independent method types: one Protocol per AMQP method.',
+        "",
+        "A handler serves the same method of every version (0-8, 0-9, 0-9-1),",
+        "whose generated classes are distinct; it is annotated with the Protocol",
+        "of that method's name here, which offers the fields every version",
+        "defining the method has, with their Python types, so mypy checks what",
+        "the handler reads. Annotations only: nothing here runs per message.",
+        "",
+        "Generated by ``python -m txamqp09.wire.codegen`` from "
+        + ", ".join(f"the {s.version}" for s in specs)
+        + " specs. Do not edit: change the generator or the spec and regenerate.",
+        '"""',
+        "",
+        "# fmt: off",
+        "# ruff: noqa: E501",
+        "from __future__ import annotations",
+        "",
+        "from datetime import datetime",
+        "from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol",
+        "",
+        "from txamqp09.wire import fields as _f",
+        "",
+        "if TYPE_CHECKING:",
+        "    from txamqp09.wire.base import Method, Properties, ReplyCode",
+        "",
+        "",
+        "class AnyMethod(Protocol):",
+        '    """What a method of any version offers: the spec\'s metadata and its encoding."""',
+        "",
+        "    NAME: ClassVar[str]",
+        "    CLASS_ID: ClassVar[int]",
+        "    METHOD_ID: ClassVar[int]",
+        "    HANDLER: ClassVar[str]",
+        "",
+        "    def encode(self) -> bytes:",
+        '        """The method frame payload: class id, method id, fields."""',
+    ]
+    for name, versions in found.items():
+        body += ["", ""] + _method_protocol(name, versions)
+    body += ["", ""] + _spec_protocol(specs, found)
+    body += ["", "", "if TYPE_CHECKING:"]
+    body += [f"    from txamqp09.wire import {VERSIONS[s.version].module}" for s in specs]
+    body += ["", "    # Each version module is a Spec and each of its classes has its"]
+    body += ["    # method's Protocol (mypy checks these)."]
+    body.append(f"    _SPECS: tuple[Spec, ...] = ({''.join(VERSIONS[s.version].module + ', ' for s in specs)})")
+    for name, versions in found.items():
+        classes = "".join(f"{VERSIONS[v].module}.{name}, " for v in versions)
+        body.append(f"    _{name}: tuple[type[{name}], ...] = ({classes})")
+    body.append("")
+    return "\n".join(body)
+
+
 def _package_dir() -> Path:
     return Path(__file__).resolve().parent
 
@@ -928,9 +1067,12 @@ def default_spec_dir() -> Path:
 def render_all(spec_dir: Path) -> dict[Path, str]:
     """Generated source for every version, keyed by the file it belongs in."""
     out = {}
+    specs = []
     for version, sources in VERSIONS.items():
         spec = load_spec(spec_dir, version)
+        specs.append(spec)
         out[_package_dir() / f"{sources.module}.py"] = generate(spec, sources.tables)
+    out[_package_dir() / "methods.py"] = generate_methods(specs)
     return out
 
 

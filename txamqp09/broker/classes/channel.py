@@ -27,6 +27,7 @@ from txamqp09.wire.versions import AMQP0_9
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
+    from txamqp09.wire import methods
 
 __all__ = ["ChannelMethods", "open_ok", "resume"]
 
@@ -42,17 +43,17 @@ class ChannelMethods(ClassState):
         #: channel.pong requests sent and not yet answered.
         self.pongs_unanswered = 0
 
-    def channel_ping(self, method: Any) -> None:
+    def channel_ping(self, method: methods.ChannelPing) -> None:
         """Answer ok, then ask the client for a pong."""
         self.reply("channel.ok")
         self.pongs_unanswered += 1
         self.send("channel.pong")
 
-    def channel_pong(self, method: Any) -> None:
+    def channel_pong(self, method: methods.ChannelPong) -> None:
         """A pong proves the client alive; answer ok."""
         self.reply("channel.ok")
 
-    def channel_ok(self, method: Any) -> None:
+    def channel_ok(self, method: methods.ChannelOk) -> None:
         """The client answered the server's pong.
 
         :raises CommandInvalid: the server sent nothing channel.ok could answer.
@@ -65,10 +66,10 @@ class ChannelMethods(ClassState):
 def open_ok(channel: ServerChannel) -> Method:
     """channel.open-ok for a new *channel*; on 0-9 with a fresh channel-id."""
     if channel.version is not AMQP0_9:
-        return channel.spec.ChannelOpenOk()  # type: ignore[no-any-return]
+        return channel.spec.ChannelOpenOk()
     classes = channel_classes(channel)
     classes.channel_id = unique_name("amq.channel-").encode("ascii")
-    return channel.spec.ChannelOpenOk(channel_id=classes.channel_id)  # type: ignore[no-any-return]
+    return channel.build("channel.open-ok", channel_id=classes.channel_id)
 
 
 def resume(channel: ServerChannel, channel_id: bytes) -> Method:
@@ -85,4 +86,4 @@ def resume(channel: ServerChannel, channel_id: bytes) -> Method:
     classes = channel_classes(channel)
     classes.channel_id = channel_id
     classes.resumed(state)
-    return channel.spec.ChannelOk()  # type: ignore[no-any-return]
+    return channel.build("channel.ok")

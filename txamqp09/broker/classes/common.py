@@ -28,6 +28,7 @@ from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
+    from txamqp09.wire import methods
 
 __all__ = [
     "ClassSession",
@@ -108,18 +109,18 @@ class ClassState:
 
     def reply(self, name: str, **fields: Any) -> None:
         """Answer the current method with the method *name*."""
-        self.channel.reply(self.channel.spec.BY_NAME[name](**fields))
+        self.channel.reply(self.channel.build(name, **fields))
 
     def send(self, name: str, **fields: Any) -> None:
         """Send the method *name* to the client (a request, not an answer)."""
-        self.channel.write(method_frame(self.channel.number, self.channel.spec.BY_NAME[name](**fields)))
+        self.channel.write(method_frame(self.channel.number, self.channel.build(name, **fields)))
 
     def send_content(self, name: str, properties: Properties, body: bytes, **fields: Any) -> None:
         """Send the content method *name* with its properties and body."""
         channel = self.channel
         channel.write(
             content_frames(
-                channel.number, channel.spec.BY_NAME[name](**fields), properties, body,
+                channel.number, channel.build(name, **fields), properties, body,
                 channel.frame_max,
             )
         )
@@ -171,7 +172,10 @@ class DeliveringState(ClassState):
     def tx(self, verb: str) -> None:
         getattr(self.session, f"tx_{verb}")()
 
-    def consume(self, method: Any, tag: str, *, no_ack: bool, answer: Optional[str]) -> None:
+    def consume(
+        self, method: methods.FileConsume | methods.StreamConsume | methods.MessageConsume, tag: str,
+        *, no_ack: bool, answer: Optional[str],
+    ) -> None:
         """Start a consumer of ``method.queue`` (the channel's last queue when
         empty) as *method* asks; answer with the method *answer* (with the
         consumer tag when it has that field) unless None.
@@ -193,7 +197,7 @@ class DeliveringState(ClassState):
 
     def publish(self, exchange: str, message: Message, mandatory: bool, immediate: bool) -> None:
         """Publish *message* through this class's session."""
-        self.channel.publisher.publishes += 1
+        self.channel.publisher.other_publishes += 1
         self.session.publish(exchange, message, mandatory, immediate)
 
 

@@ -13,11 +13,14 @@ during the commit may leave part of it applied (no two-phase commit).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from txamqp09.broker.classes.common import ClassState
 from txamqp09.broker.classes.registry import register
 from txamqp09.wire.errors import PreconditionFailed
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["DtxState"]
 
@@ -36,13 +39,13 @@ class DtxState(ClassState):
         self.selected = False
         self.identifier: Optional[str] = None
 
-    def dtx_select(self, method: Any) -> None:
+    def dtx_select(self, method: methods.DtxSelect) -> None:
         """Put the channel in transaction mode (as tx.select)."""
         self.channel.transaction("select")
         self.selected = True
         self.reply("dtx.select-ok")
 
-    def dtx_start(self, method: Any) -> None:
+    def dtx_start(self, method: methods.DtxStart) -> None:
         """Name the channel's distributed transaction.
 
         :raises PreconditionFailed: dtx.select did not come first, a

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from typing import Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from txamqp09.broker.classes.common import (
     FILENAME_HEADER,
@@ -35,6 +35,9 @@ from txamqp09.broker.classes.staging import Staged
 from txamqp09.broker.model import Consumer, Message
 from txamqp09.wire.errors import CommandInvalid, NotFound, PreconditionFailed
 from txamqp09.wire.frames import Command
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["FileState"]
 
@@ -68,35 +71,35 @@ class FileState(DeliveringState):
 
     # -- consumers -----------------------------------------------------------
 
-    def file_qos(self, method: Any) -> None:
+    def file_qos(self, method: methods.FileQos) -> None:
         """Set the prefetch window of file deliveries (channel, or connection with global)."""
         self.session.qos(method.prefetch_size, method.prefetch_count, method.global_)
         self.reply("file.qos-ok")
 
-    def file_consume(self, method: Any) -> None:
+    def file_consume(self, method: methods.FileConsume) -> None:
         """Start a file consumer."""
         self.consume(
             method, method.consumer_tag, no_ack=method.no_ack,
             answer=None if method.nowait else "file.consume-ok",
         )
 
-    def file_cancel(self, method: Any) -> None:
+    def file_cancel(self, method: methods.FileCancel) -> None:
         """End a file consumer; messages already offered are still staged and delivered."""
         self.session.cancel(method.consumer_tag)
         if not method.nowait:
             self.reply("file.cancel-ok", consumer_tag=method.consumer_tag)
 
-    def file_ack(self, method: Any) -> None:
+    def file_ack(self, method: methods.FileAck) -> None:
         """Acknowledge file deliveries."""
         self.session.ack(method.delivery_tag, method.multiple)
 
-    def file_reject(self, method: Any) -> None:
+    def file_reject(self, method: methods.FileReject) -> None:
         """Refuse a file delivery, requeueing it if asked."""
         self.session.reject(method.delivery_tag, method.requeue)
 
     # -- publishing ------------------------------------------------------------
 
-    def file_open(self, method: Any) -> None:
+    def file_open(self, method: methods.FileOpen) -> None:
         """Open staging for an identifier; answer with the bytes already staged.
 
         :raises PreconditionFailed: the content is larger than the broker accepts.
@@ -147,7 +150,7 @@ class FileState(DeliveringState):
                 return  # beyond the staging limit: the stage is lost, not the rest
             staged.raw_properties = command.raw_properties
 
-    def file_publish(self, method: Any) -> None:
+    def file_publish(self, method: methods.FilePublish) -> None:
         """Publish the content staged under the identifier; the staging entry goes.
 
         :raises NotFound: nothing is staged under the identifier.
@@ -162,8 +165,8 @@ class FileState(DeliveringState):
                 f"file {method.identifier!r} is staged up to {staged.size} of {staged.expected} "
                 "bytes; stage the rest before publishing"
             )
-        spec = self.channel.spec
-        properties = spec.FileProperties.decode(staged.raw_properties, 0) if staged.raw_properties else None
+        file_properties = self.channel.version.properties[70]
+        properties = file_properties.decode(staged.raw_properties, 0) if staged.raw_properties else None
         filename = getattr(properties, "filename", None)
         raw = to_basic(
             properties, self.channel.version.properties[60], delivery_mode=PERSISTENT,
@@ -194,7 +197,7 @@ class FileState(DeliveringState):
         offer = self._offers[0]
         self.send("file.open", identifier=offer.identifier, content_size=len(offer.body))
 
-    def file_open_ok(self, method: Any) -> None:
+    def file_open_ok(self, method: methods.FileOpenOk) -> None:
         """The client is ready for the offered message: stage it from its offset, deliver it.
 
         :raises CommandInvalid: the server offered nothing.
@@ -209,9 +212,9 @@ class FileState(DeliveringState):
                 f"{len(offer.body)}-byte file"
             )
         self._offers.popleft()
-        spec = self.channel.spec
         self.send_content(
-            "file.stage", from_basic(offer.message, spec.FileProperties), offer.body[method.staged_size:]
+            "file.stage", from_basic(offer.message, self.channel.version.properties[70]),
+            offer.body[method.staged_size:],
         )
         self.send(
             "file.deliver", consumer_tag=offer.consumer_tag, delivery_tag=offer.delivery_tag,

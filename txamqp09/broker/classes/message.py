@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import deque
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from txamqp09.broker.classes.common import DeliveringState, basic_message
 from txamqp09.broker.classes.registry import register, vhost_classes
@@ -38,6 +38,9 @@ from txamqp09.broker.model import Consumer, Message, Mode
 from txamqp09.wire.errors import CommandInvalid, NotFound, PreconditionFailed
 from txamqp09.wire.fields import Content
 from txamqp09.wire.frames import FRAME_OVERHEAD
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["MAX_OPEN_REFERENCES", "MessageState"]
 
@@ -60,7 +63,7 @@ class _Reference:
 
     def __init__(self, staged: Staged) -> None:
         self.staged = staged
-        self.transfers: list[Any] = []
+        self.transfers: list[methods.MessageTransfer] = []
 
 
 @register
@@ -83,7 +86,7 @@ class MessageState(DeliveringState):
 
     # -- transfers from the client ---------------------------------------------
 
-    def message_transfer(self, method: Any) -> None:
+    def message_transfer(self, method: methods.MessageTransfer) -> None:
         """Publish a message to the destination exchange.
 
         Answered with ok, or with reject (313) when ``immediate`` is set and
@@ -96,7 +99,7 @@ class MessageState(DeliveringState):
         reference = self._reference(body.data, method)
         reference.transfers.append(method)
 
-    def _publish(self, method: Any, body: bytes) -> None:
+    def _publish(self, method: methods.MessageTransfer, body: bytes) -> None:
         channel = self.channel
         basic: Any = channel.version.properties[60]
         now = datetime.fromtimestamp(int(channel.clock.seconds()), timezone.utc)
@@ -121,21 +124,21 @@ class MessageState(DeliveringState):
 
     # -- consumers and get -----------------------------------------------------
 
-    def message_qos(self, method: Any) -> None:
+    def message_qos(self, method: methods.MessageQos) -> None:
         """Set the prefetch window of message deliveries."""
         self.session.qos(method.prefetch_size, method.prefetch_count, method.global_)
         self.reply("message.ok")
 
-    def message_consume(self, method: Any) -> None:
+    def message_consume(self, method: methods.MessageConsume) -> None:
         """Start a consumer; its transfers carry its destination (the consumer tag)."""
         self.consume(method, method.destination, no_ack=method.no_ack, answer="message.ok")
 
-    def message_cancel(self, method: Any) -> None:
+    def message_cancel(self, method: methods.MessageCancel) -> None:
         """End the consumer of a destination (ok also when there is none)."""
         self.session.cancel(method.destination)
         self.reply("message.ok")
 
-    def message_get(self, method: Any) -> None:
+    def message_get(self, method: methods.MessageGet) -> None:
         """Transfer one message to the destination, then ok; or empty."""
         channel = self.channel
         queue = channel.vhost.queue(channel.queue_name(method.queue), channel.client)
@@ -147,7 +150,7 @@ class MessageState(DeliveringState):
         self._transfer(method.destination, None if method.no_ack else tag, redelivered, message)
         self.reply("message.ok")
 
-    def message_recover(self, method: Any) -> None:
+    def message_recover(self, method: methods.MessageRecover) -> None:
         """Send every unacknowledged delivery again (or requeue them).
 
         :raises PreconditionFailed: the channel is transactional, as the spec requires.
@@ -159,34 +162,34 @@ class MessageState(DeliveringState):
 
     # -- answers from the client -----------------------------------------------
 
-    def _answered(self, method: Any) -> Optional[int]:
+    def _answered(self, method: methods.AnyMethod) -> Optional[int]:
         if not self._awaiting:
             raise CommandInvalid(f"{method.NAME}, but no message.transfer awaits an answer on this channel")
         return self._awaiting.popleft()
 
-    def message_ok(self, method: Any) -> None:
+    def message_ok(self, method: methods.MessageOk) -> None:
         """The client took the oldest unanswered transfer: acknowledge it."""
         tag = self._answered(method)
         if tag is not None and tag in self.session.unacked:
             self.session.ack(tag)
 
-    def message_reject(self, method: Any) -> None:
+    def message_reject(self, method: methods.MessageReject) -> None:
         """The client refused the oldest unanswered transfer: drop it."""
         tag = self._answered(method)
         if tag is not None and tag in self.session.unacked:
             self.session.reject(tag, False)
 
-    def message_empty(self, method: Any) -> None:
+    def message_empty(self, method: methods.MessageEmpty) -> None:
         """The broker never sends message.get, so never expects empty."""
         raise CommandInvalid("message.empty answers message.get, which this broker never sends")
 
-    def message_offset(self, method: Any) -> None:
+    def message_offset(self, method: methods.MessageOffset) -> None:
         """The broker never sends message.resume, so never expects offset."""
         raise CommandInvalid("message.offset answers message.resume, which this broker never sends")
 
     # -- references ------------------------------------------------------------
 
-    def _reference(self, name: bytes, method: Any) -> _Reference:
+    def _reference(self, name: bytes, method: methods.AnyMethod) -> _Reference:
         reference = self.references.get(name)
         if reference is None:
             raise NotFound(f"{method.NAME}: no open reference {name!r} on this channel")
@@ -201,12 +204,12 @@ class MessageState(DeliveringState):
             )
         self.references[name] = _Reference(staged)
 
-    def message_open(self, method: Any) -> None:
+    def message_open(self, method: methods.MessageOpen) -> None:
         """Open an empty reference."""
         self._open(method.reference, Staged())
         self.reply("message.ok")
 
-    def message_append(self, method: Any) -> None:
+    def message_append(self, method: methods.MessageAppend) -> None:
         """Append bytes to an open reference.
 
         :raises PreconditionFailed: the reference would exceed the maximum message size.
@@ -222,7 +225,7 @@ class MessageState(DeliveringState):
         staged.size += len(method.bytes)
         self.reply("message.ok")
 
-    def message_close(self, method: Any) -> None:
+    def message_close(self, method: methods.MessageClose) -> None:
         """Close a reference: publish the transfers that named it, then ok."""
         reference = self._reference(method.reference, method)
         del self.references[method.reference]
@@ -235,14 +238,14 @@ class MessageState(DeliveringState):
     def _checkpoint_key(self, identifier: str) -> tuple[str, str, str]:
         return (self.channel.user_name, "message", identifier)
 
-    def message_checkpoint(self, method: Any) -> None:
+    def message_checkpoint(self, method: methods.MessageCheckpoint) -> None:
         """Keep the reference's content so far under the checkpoint identifier."""
         reference = self._reference(method.reference, method)
         snapshot = Staged(chunks=reference.staged.chunks)
         vhost_classes(self.channel.vhost).staging.put(self._checkpoint_key(method.identifier), snapshot)
         self.reply("message.ok")
 
-    def message_resume(self, method: Any) -> None:
+    def message_resume(self, method: methods.MessageResume) -> None:
         """Open the reference with the checkpointed content; answer its size (offset)."""
         saved = vhost_classes(self.channel.vhost).staging.get(self._checkpoint_key(method.identifier))
         staged = Staged(chunks=saved.chunks if saved is not None else None)

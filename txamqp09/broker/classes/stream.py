@@ -14,7 +14,7 @@ when its priority is the lowest. Deliveries need no acknowledgement.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from twisted.internet.interfaces import IDelayedCall
 
@@ -29,6 +29,9 @@ from txamqp09.broker.classes.common import (
 from txamqp09.broker.classes.registry import register
 from txamqp09.broker.model import Consumer, Message
 from txamqp09.wire.frames import Command
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["DEFAULT_BACKLOG", "StreamState"]
 
@@ -81,7 +84,7 @@ class StreamState(DeliveringState):
 
     # -- methods -----------------------------------------------------------------
 
-    def stream_qos(self, method: Any) -> None:
+    def stream_qos(self, method: methods.StreamQos) -> None:
         """Set the backlog's limits and the consume rate."""
         count, size = method.prefetch_count, method.prefetch_size
         self._limits = (count, size) if count or size else (DEFAULT_BACKLOG, 0)
@@ -91,14 +94,14 @@ class StreamState(DeliveringState):
         self.reply("stream.qos-ok")
         self.pump()
 
-    def stream_consume(self, method: Any) -> None:
+    def stream_consume(self, method: methods.StreamConsume) -> None:
         """Start a stream consumer (deliveries are never acknowledged)."""
         self.consume(
             method, method.consumer_tag, no_ack=True,
             answer=None if method.nowait else "stream.consume-ok",
         )
 
-    def stream_cancel(self, method: Any) -> None:
+    def stream_cancel(self, method: methods.StreamCancel) -> None:
         """End a stream consumer and drop its backlog."""
         consumer = self.session.cancel(method.consumer_tag)
         if consumer is not None:
@@ -108,9 +111,9 @@ class StreamState(DeliveringState):
         if not method.nowait:
             self.reply("stream.cancel-ok", consumer_tag=method.consumer_tag)
 
-    def stream_publish(self, command: Command) -> None:
+    def stream_publish(self, command: Command[methods.StreamPublish]) -> None:
         """Publish a stream message (transient)."""
-        method: Any = command.method
+        method = command.method
         raw = to_basic(command.properties, self.channel.version.properties[60], delivery_mode=TRANSIENT)
         message = basic_message(self.channel, method.exchange, method.routing_key, raw, command.body)
         self.publish(method.exchange, message, method.mandatory, method.immediate)
@@ -160,7 +163,7 @@ class StreamState(DeliveringState):
             self._backlog_bytes -= message.size
             self._allowance -= message.size
             self.send_content(
-                "stream.deliver", from_basic(message, self.channel.spec.StreamProperties),
+                "stream.deliver", from_basic(message, self.channel.version.properties[80]),
                 message.body or b"", consumer_tag=pending.consumer.tag,
                 delivery_tag=pending.delivery_tag, exchange=message.exchange,
                 queue=pending.consumer.queue.name,

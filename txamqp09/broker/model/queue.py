@@ -247,6 +247,7 @@ class Queue:
         "_no_local_consumers",
         "_persistence",
         "_ranked_consumers",
+        "_restored",
         "_returns",
         "_single_active",
         "_ttl",
@@ -302,8 +303,10 @@ class Queue:
         self._returns: WeakKeyDictionary[Message, int] = WeakKeyDictionary()
         #: Itself as a one-element route (the default exchange's result).
         self.route: tuple[Queue] = (self,)
+        #: Sequence numbers taken by messages restored at start-up.
+        self._restored = 0
         #: What happened to its messages (see :mod:`.stats`).
-        self.stats = QueueCounters()
+        self.stats = QueueCounters(self.published)
         self.used()
 
     def _configure(self, settings: QueueArguments) -> None:
@@ -373,6 +376,10 @@ class Queue:
         return len(self.consumers)
 
     # -- publishing ----------------------------------------------------------
+
+    def published(self) -> int:
+        """How many messages entered the queue since it was made or restored."""
+        return self._next_sequence - self._restored
 
     def publish(self, message: Message) -> bool:
         """Deliver *message* to a consumer or keep it.
@@ -665,11 +672,14 @@ class Queue:
         :mod:`.deadletter`): dead-letter them if the queue has a dead-letter
         exchange, and forget them in the message store."""
         messages = list(messages)
+        if reason == EXPIRED:
+            self.stats.expired += len(messages)
         exchange = self.settings.dead_letter_exchange
         if exchange is not None and messages and not self.deleted:
             paged = [message for message in messages if message.body is None]
             if paged:
                 self.read_back(paged)
+            self.stats.dead_lettered += len(messages)
             dead_letter(self, messages, reason, exchange)
         self.discard(messages)
 
@@ -708,7 +718,7 @@ class Queue:
             self.messages.append((sequence, message, redelivered, deadline))
             self.ready_bytes += message.size
             sequence += 1
-        self._next_sequence = sequence
+        self._next_sequence = self._restored = sequence
         if self._expiring:
             self._schedule_expiry()
 

@@ -100,6 +100,11 @@ class Client:
         return f"<Client {self.name!r}>"
 
 
+#: How deliveries are settled: acknowledged, rejected without requeue
+#: (dropped or dead-lettered), or requeued.
+ACK, REJECT, REQUEUE = "ack", "reject", "requeue"
+
+
 def _by_queue(deliveries: Iterable[Delivery]) -> dict[Queue, list[Delivery]]:
     """*deliveries* grouped by the queue they came from, in order."""
     by_queue: dict[Queue, list[Delivery]] = defaultdict(list)
@@ -145,8 +150,9 @@ class Transaction:
 
     def __init__(self) -> None:
         self.publishes: list[tuple[Exchange, Message, bool, bool]] = []
-        #: (delivery tags, requeue) per ack, reject or nack, in order.
-        self.settlements: list[tuple[list[int], bool]] = []
+        #: (delivery tags, outcome: ACK, REJECT or REQUEUE) per ack, reject
+        #: or nack, in order.
+        self.settlements: list[tuple[list[int], str]] = []
         #: Tags already settled in this transaction.
         self.pending: set[int] = set()
 
@@ -335,6 +341,7 @@ class Session:
                 raise PreconditionFailed(
                     f"user_id property set to '{claimed}' but authenticated user was '{self.user_id}'"
                 )
+        self.stats.publish += 1
         if self.mode is _TX:
             self.tx.publishes.append((exchange, message, mandatory, immediate))
         else:
@@ -349,9 +356,15 @@ class Session:
         ):
             self._store(message, queues)
         accepted = True
+        counters = exchange.stats
+        counters.publish_in += 1
         if not queues:
+            counters.unroutable += 1
             if mandatory:
+                self.stats.return_unroutable += 1
                 self.sink.returned(*NO_ROUTE, message)
+            else:
+                self.stats.drop_unroutable += 1
         elif immediate:
             taken = [queue.publish_immediately(message) for queue in queues]
             for queue, took in zip(queues, taken):
@@ -364,6 +377,7 @@ class Session:
                 accepted = queue.publish(message) and accepted
         if self.mode is _CONFIRM:
             self.published += 1
+            self.stats.confirm += accepted
             self.sink.confirmed(self.published, accepted)
 
     def _store(self, message: Message, queues: Sequence[Queue]) -> None:
@@ -397,13 +411,23 @@ class Session:
     def get(self, queue: Queue, no_ack: bool) -> Optional[tuple[int, bool, Message]]:
         """basic.get: (delivery tag, redelivered, message), or None if empty."""
         entry = queue.get()
+        stats, counters = self.stats, queue.stats
         if entry is None:
+            stats.get_empty += 1
+            counters.get_empty += 1
             return None
         sequence, message, redelivered, deadline = entry
+        if redelivered:
+            stats.redeliver += 1
+            counters.redeliver += 1
         if no_ack:
+            stats.get_no_ack += 1
+            counters.get_no_ack += 1
             if message.paging:
                 queue.discard((message,))
             return self.issue_tag(None), redelivered, message
+        stats.get += 1
+        counters.get += 1
         return self.issue_tag(Delivery(queue, sequence, message, None, deadline)), redelivered, message
 
     # -- delivery tags -------------------------------------------------------
@@ -435,10 +459,17 @@ class Session:
         :param deadline: when the message expires if it comes back to the queue.
         """
         tag = self.last_tag = self.last_tag + 1
+        if redelivered:
+            self.stats.redeliver += 1
+            queue.stats.redeliver += 1
         if consumer.no_ack:
+            self.stats.deliver_no_ack += 1
+            queue.stats.deliver_no_ack += 1
             if message.paging:
                 queue.discard((message,))
         else:
+            self.stats.deliver += 1
+            queue.stats.deliver += 1
             self.unacked[tag] = consumer.delivery_type(queue, sequence, message, consumer, deadline)
             size = message.size
             for limit in consumer.limits:
@@ -453,11 +484,13 @@ class Session:
         :raises PreconditionFailed: *tag* is not an unsettled delivery (406).
         """
         if multiple or self.mode is _TX:
-            self._settle_later_or_now(self._select(tag, multiple), False)
+            self._settle_later_or_now(self._select(tag, multiple), ACK)
             return
         delivery = self.unacked.pop(tag, None)
         if delivery is None:
             raise self._unknown(tag)
+        self.stats.ack += 1
+        delivery.queue.stats.ack += 1
         if delivery.message.paging:
             delivery.queue.discard((delivery.message,))
         consumer = delivery.consumer
@@ -478,11 +511,11 @@ class Session:
 
     def reject(self, tag: int, requeue: bool) -> None:
         """basic.reject: drop or requeue one delivery."""
-        self._settle_later_or_now(self._rejectable(self._select(tag, False)), requeue)
+        self._settle_later_or_now(self._rejectable(self._select(tag, False)), REQUEUE if requeue else REJECT)
 
     def nack(self, tag: int, multiple: bool, requeue: bool) -> None:
         """basic.nack: drop or requeue one or several deliveries."""
-        self._settle_later_or_now(self._rejectable(self._select(tag, multiple)), requeue)
+        self._settle_later_or_now(self._rejectable(self._select(tag, multiple)), REQUEUE if requeue else REJECT)
 
     def _rejectable(self, tags: list[int]) -> list[int]:
         """*tags*, unless one came from a stream (streams refuse rejection).
@@ -519,22 +552,33 @@ class Session:
                 selected.append(each)
         return selected
 
-    def _settle_later_or_now(self, tags: list[int], requeue: bool) -> None:
+    def _settle_later_or_now(self, tags: list[int], outcome: str) -> None:
         if self.mode is _TX:
-            self.tx.settlements.append((tags, requeue))
+            self.tx.settlements.append((tags, outcome))
             self.tx.pending.update(tags)
         else:
-            self._settle(tags, requeue)
+            self._settle(tags, outcome)
 
-    def _settle(self, tags: Iterable[int], requeue: bool) -> None:
+    def _settle(self, tags: Iterable[int], outcome: str) -> None:
+        """Settle the deliveries under *tags*: acknowledged (:data:`ACK`: forgotten),
+        rejected (:data:`REJECT`: dropped or dead-lettered) or :data:`REQUEUE`."""
         deliveries = [self.unacked.pop(tag) for tag in tags if tag in self.unacked]
         for delivery in deliveries:
             delivery.release()
-        if requeue:
-            self._requeue(deliveries)
+        by_queue = _by_queue(deliveries)
+        if outcome == ACK:
+            self.stats.ack += len(deliveries)
+            for queue, settled in by_queue.items():
+                queue.stats.ack += len(settled)
+                queue.discard([delivery.message for delivery in settled if delivery.message.paging])
         else:
-            for queue, settled in _by_queue(deliveries).items():
-                queue.drop((delivery.message for delivery in settled), REJECTED)
+            self.stats.reject += len(deliveries)
+            for queue, settled in by_queue.items():
+                queue.stats.reject += len(settled)
+                if outcome == REJECT:
+                    queue.drop((delivery.message for delivery in settled), REJECTED)
+            if outcome == REQUEUE:
+                self._requeue(deliveries)
         self.refill_shared()
 
     def _requeue(self, deliveries: list[Delivery]) -> None:
@@ -561,6 +605,9 @@ class Session:
             else:
                 if delivery.message.body is None:
                     delivery.queue.read_back([delivery.message])
+                for counters in (self.stats, delivery.queue.stats):
+                    counters.deliver += 1
+                    counters.redeliver += 1
                 self.sink.deliver(consumer, self.issue_tag(delivery), True, delivery.message)
         self._requeue(back)
         self.refill_shared()
@@ -583,8 +630,8 @@ class Session:
         """tx.commit: apply every held settlement and publish, in order."""
         tx = self._transaction("commit")
         self.tx = Transaction()
-        for tags, requeue in tx.settlements:
-            self._settle(tags, requeue)
+        for tags, outcome in tx.settlements:
+            self._settle(tags, outcome)
         for exchange, message, mandatory, immediate in tx.publishes:
             self._route(exchange, message, mandatory, immediate)
 
@@ -595,7 +642,7 @@ class Session:
         tx = self._transaction("rollback")
         self.tx = Transaction()
         if self.rollback_redelivers and tx.pending:
-            self._settle(sorted(tx.pending), True)
+            self._settle(sorted(tx.pending), REQUEUE)
 
     # -- closing -------------------------------------------------------------
 

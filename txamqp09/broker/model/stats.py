@@ -14,7 +14,7 @@ Field names are RabbitMQ's ``message_stats`` keys where it has one.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Callable, ClassVar, Optional
 
 __all__ = [
     "ChannelCounters",
@@ -47,8 +47,12 @@ class Counters:
         for name in self.FIELDS:
             setattr(self, name, 0)
 
+    def refresh(self) -> None:
+        """Bring the counters derived from other figures up to date (none here)."""
+
     def values(self) -> tuple[int, ...]:
-        """The counters, in :attr:`FIELDS` order."""
+        """The counters, in :attr:`FIELDS` order (derived ones refreshed)."""
+        self.refresh()
         return tuple(getattr(self, name) for name in self.FIELDS)
 
     def as_dict(self) -> dict[str, int]:
@@ -99,19 +103,41 @@ class ChannelCounters(DeliveryCounters):
 class QueueCounters(DeliveryCounters):
     """What happened to one queue's messages: :class:`DeliveryCounters` and
     ``publish``: messages routed to the queue; ``dead_lettered`` /
-    ``expired``: messages dead-lettered from it / that expired in it."""
+    ``expired``: messages dead-lettered from it / that expired in it.
+
+    :param published: how many messages entered the queue: ``publish`` is
+        read from it (the queue numbers its messages anyway), so publishing
+        costs no increment.
+    """
 
     publish: int
     dead_lettered: int
     expired: int
 
+    def __init__(self, published: Optional[Callable[[], int]] = None) -> None:
+        super().__init__()
+        self._published = published
+
+    def refresh(self) -> None:
+        if self._published is not None:
+            self.publish = self._published()
+
 
 class ExchangeCounters(Counters):
     """``publish_in``: messages published to the exchange; ``publish_out``:
-    messages it routed to at least one queue."""
+    messages it routed to at least one queue (derived from the unroutable
+    ones, :attr:`unroutable`, so that routing costs one increment)."""
 
     publish_in: int
     publish_out: int
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Messages published to the exchange that reached no queue.
+        self.unroutable = 0
+
+    def refresh(self) -> None:
+        self.publish_out = self.publish_in - self.unroutable
 
 
 class ConnectionCounters(Counters):

@@ -597,6 +597,11 @@ class StreamQueue(Queue):
             self.next_offset = self.committed_offset = self._cache_first = segments[-1].last + 1
             self._last_timestamp = segments[-1].last_timestamp
             self.log_bytes = sum(segment.size for segment in segments)
+            self._restored = self.next_offset
+
+    def published(self) -> int:
+        """How many messages were appended since the stream was made or restored."""
+        return self.next_offset - self._restored
 
     def __repr__(self) -> str:
         return (

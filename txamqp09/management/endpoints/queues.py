@@ -21,6 +21,7 @@ from txamqp09.management.endpoints.common import (
     query_flag,
     visible_vhosts,
 )
+from txamqp09.management.node import Node
 from txamqp09.management.views import binding_view, jsonable, queue_view
 
 __all__ = ["register"]
@@ -47,16 +48,24 @@ def register(router: Router) -> None:
 
 
 def list_queues(request: ApiRequest) -> Any:
-    """Every queue the user may see (of one vhost when it is given); a page
-    sorted by name builds only that page's rows."""
+    """Every queue the user may see (of one vhost when it is given).
+
+    A page builds only that page's rows; the whole list is reused from the
+    node's cache while it is fresh (see :mod:`txamqp09.management.cache`).
+    """
     node = request.node
+    vhosts = visible_vhosts(request)
+    if "page" not in request.query:
+        key = ("queues", tuple(vhost.name for vhost in vhosts))
+        return listing(request, node.cache.fetch(key, lambda: _queue_views(node, vhosts)))
     unacked = node.unacked()
-    rows = [
-        Basic(queue, name=queue.name, vhost=vhost.name)
-        for vhost in visible_vhosts(request)
-        for queue in vhost.queues.values()
-    ]
+    rows = [Basic(queue, name=queue.name, vhost=vhost.name) for vhost in vhosts for queue in vhost.queues.values()]
     return listing(request, rows, expand=lambda queue: queue_view(node, queue, unacked.get(queue, (0, 0))))
+
+
+def _queue_views(node: Node, vhosts: list[VirtualHost]) -> list[dict[str, Any]]:
+    unacked = node.unacked()
+    return [queue_view(node, queue, unacked.get(queue, (0, 0))) for vhost in vhosts for queue in vhost.queues.values()]
 
 
 def _queue(request: ApiRequest, vhost: VirtualHost) -> Queue:
