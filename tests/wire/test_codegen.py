@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import inspect
 import io
 import keyword
 import sys
@@ -291,7 +292,7 @@ class CompletenessTests(SynchronousTestCase):
             name for name, value in vars(methods).items()
             if isinstance(value, type) and value.__module__ == methods.__name__
         }
-        self.assertEqual(protocols, set(by_name) | {"AnyMethod"})
+        self.assertEqual(protocols, set(by_name) | {"AnyMethod", "Spec"})
         for name, classes in by_name.items():
             protocol = getattr(methods, name)
             fields_ = [dict(cls.FIELDS) for cls in classes]
@@ -306,6 +307,25 @@ class CompletenessTests(SynchronousTestCase):
                 self.assertEqual(set(annotation.split(" | ")), kinds, (name, attr))
         self.assertNotIn("arguments", vars(methods.BasicConsume))
         self.assertIn("``arguments`` (0-9-1)", methods.BasicConsume.__doc__ or "")
+
+    def test_spec_protocol(self) -> None:
+        """methods.Spec builds exactly the methods every version has, each
+        with keyword-only arguments for the fields they all have."""
+        modules = (_amqp0_8, _amqp0_9, _amqp0_9_1)
+        common = set.intersection(*({cls.__name__ for cls in m.METHODS.values()} for m in modules))
+        builders = {
+            name for name, value in vars(methods.Spec).items()
+            if callable(value) and name[:1].isupper()
+        }
+        self.assertEqual(builders, common)
+        self.assertNotIn("ConfirmSelectOk", builders)
+        for name in common:
+            fields_ = [dict(getattr(m, name).FIELDS) for m in modules]
+            shared = {f for f in fields_[0] if all(other.get(f) == fields_[0][f] for other in fields_)}
+            signature = inspect.signature(getattr(methods.Spec, name))
+            parameters = list(signature.parameters.values())[1:]
+            self.assertEqual({p.name for p in parameters}, shared, name)
+            self.assertTrue(all(p.kind is p.KEYWORD_ONLY for p in parameters), name)
 
     def test_basic_recover_waits_for_recover_ok(self) -> None:
         """The stripped 0-9-1 XML lost this; the full spec and RabbitMQ have it."""

@@ -36,7 +36,6 @@ from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, Mode, VirtualHost
 from txamqp09.broker.model.session import unique_name
 from txamqp09.broker.publishing import Publisher, blame
-from txamqp09.wire import methods
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import (
     AMQPError,
@@ -56,6 +55,7 @@ if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
     from txamqp09.broker.server import ServerConnection
     from txamqp09.protocol import OutputBatch
+    from txamqp09.wire import methods
 
 __all__ = ["ServerChannel"]
 
@@ -73,7 +73,9 @@ class ServerChannel:
 
     :ivar publisher: the channel's hot path (publish, deliver, ack, confirms).
     :ivar session: the channel's model session (the publisher is its sink).
-    :ivar spec: the generated module of the connection's version.
+    :ivar spec: the generated module of the connection's version, as a
+        :class:`~txamqp09.wire.methods.Spec` (the methods every version
+        has; :meth:`build` makes the others).
     :ivar classes: the state of the classes beyond basic used on this
         channel (None until one is used; always there on 0-9, for the
         channel-id).
@@ -87,7 +89,7 @@ class ServerChannel:
         self.connection = connection
         self.number = number
         self.version: ProtocolVersion = connection.version
-        self.spec: Any = connection.version.spec
+        self.spec: methods.Spec = connection.version.spec
         self.vhost = vhost
         self.client = client
         self.handlers = handlers_for(self.version)
@@ -153,7 +155,7 @@ class ServerChannel:
         if getattr(method, "queue", None) != "":
             return None
         if method.NAME == "queue.declare":
-            if cast(methods.QueueDeclare, method).passive:
+            if cast("methods.QueueDeclare", method).passive:
                 return self.last_queue or None
             if self._next_queue_name is None:
                 self._next_queue_name = unique_name("amq.gen-")
@@ -189,6 +191,12 @@ class ServerChannel:
         """The name of the user that opened the connection."""
         user = self.connection.user
         return user.name if user is not None else ""
+
+    def build(self, name: str, **fields: Any) -> Method:
+        """Method *name* (``"exchange.bind-ok"``) of the channel's version with
+        *fields*: for the methods only some versions have, which
+        :attr:`spec` does not offer by attribute."""
+        return self.spec.BY_NAME[name](**fields)
 
     def reply(self, method: Method) -> None:
         """Answer the current method, once what it wrote to the store is durable."""
@@ -271,7 +279,7 @@ class ServerChannel:
 
     def access_request(self, method: methods.AccessRequest) -> None:
         """0-8 / 0-9: grant a ticket for the realm, if the user holds the rights asked for."""
-        self.reply(self.spec.AccessRequestOk(ticket=self.guard.request_ticket(self.number, method)))
+        self.reply(self.build("access.request-ok", ticket=self.guard.request_ticket(self.number, method)))
 
     # -- exchange ------------------------------------------------------------
 
@@ -297,12 +305,12 @@ class ServerChannel:
     def exchange_bind(self, method: methods.ExchangeBind) -> None:
         self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments)
         if not method.nowait:
-            self.reply(self.spec.ExchangeBindOk())
+            self.reply(self.build("exchange.bind-ok"))
 
     def exchange_unbind(self, method: methods.ExchangeUnbind) -> None:
         self.vhost.unbind_exchange(method.destination, method.source, method.routing_key, method.arguments)
         if not method.nowait:
-            self.reply(self.spec.ExchangeUnbindOk())
+            self.reply(self.build("exchange.unbind-ok"))
 
     # -- queue ---------------------------------------------------------------
 
@@ -351,7 +359,7 @@ class ServerChannel:
     def queue_unbind(self, method: methods.QueueUnbind) -> None:
         queue, routing_key = self._binding_names(method)
         self.vhost.unbind_queue(queue, method.exchange, routing_key, method.arguments, self.client, self.dialect)
-        self.reply(self.spec.QueueUnbindOk())
+        self.reply(self.build("queue.unbind-ok"))
 
     def queue_purge(self, method: methods.QueuePurge) -> None:
         count = self.vhost.purge_queue(self.queue_name(method.queue), self.client)
@@ -448,7 +456,7 @@ class ServerChannel:
     def confirm_select(self, method: methods.ConfirmSelect) -> None:
         self.session.confirm_select()
         if not method.nowait:
-            self.reply(self.spec.ConfirmSelectOk())
+            self.reply(self.build("confirm.select-ok"))
 
 
 def _refusal(method: Method) -> Exception:

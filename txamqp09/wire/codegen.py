@@ -959,6 +959,45 @@ def _method_protocol(name: str, versions: dict[str, MethodSpec]) -> list[str]:
     return lines
 
 
+def _constructor(name: str, versions: dict[str, MethodSpec]) -> list[str]:
+    """The Spec member that builds method *name*: keyword arguments for the
+    fields every version defining it has, returning a method of any version."""
+    first = next(iter(versions.values()))
+    shared = [
+        f for f in first.fields
+        if all(any(g.attr == f.attr and g.type == f.type for g in m.fields) for m in versions.values())
+    ]
+    params = []
+    for f in shared:
+        annotation = PY_TYPES[f.type]
+        if DEFAULTS[f.type] == "None":
+            annotation = f"Optional[{annotation}]"
+        params.append(f"{f.attr}: {annotation} = ...")
+    keywords = ", *, " + ", ".join(params) if params else ""
+    return [f"    def {name}(self{keywords}) -> Method: ..."]
+
+
+def _spec_protocol(specs: list[Spec], found: dict[str, dict[str, MethodSpec]]) -> list[str]:
+    """The Protocol every generated module satisfies: its tables, and a
+    constructor for each method all versions have."""
+    lines = [
+        "class Spec(Protocol):",
+        '    """A generated version module as version-independent code sees it:',
+        "    its tables, and the methods every version has (a method only some",
+        '    versions have is found through ``BY_NAME``)."""',
+        "",
+        "    VERSION: str",
+        "    METHODS: dict[int, type[Method]]",
+        "    BY_NAME: dict[str, type[Method]]",
+        "    PROPERTIES: dict[int, type[Properties]]",
+        "    REPLY_CODES: dict[int, ReplyCode]",
+    ]
+    for name, versions in found.items():
+        if len(versions) == len(specs):
+            lines += [""] + _constructor(name, versions)
+    return lines
+
+
 def generate_methods(specs: list[Spec]) -> str:
     """The source of ``methods.py``: a Protocol per method, shared by every
     version, and (for mypy alone) the check that each version's class has it."""
@@ -982,9 +1021,12 @@ def generate_methods(specs: list[Spec]) -> str:
         "from __future__ import annotations",
         "",
         "from datetime import datetime",
-        "from typing import TYPE_CHECKING, Any, ClassVar, Protocol",
+        "from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol",
         "",
         "from txamqp09.wire import fields as _f",
+        "",
+        "if TYPE_CHECKING:",
+        "    from txamqp09.wire.base import Method, Properties, ReplyCode",
         "",
         "",
         "class AnyMethod(Protocol):",
@@ -1000,9 +1042,12 @@ def generate_methods(specs: list[Spec]) -> str:
     ]
     for name, versions in found.items():
         body += ["", ""] + _method_protocol(name, versions)
+    body += ["", ""] + _spec_protocol(specs, found)
     body += ["", "", "if TYPE_CHECKING:"]
     body += [f"    from txamqp09.wire import {VERSIONS[s.version].module}" for s in specs]
-    body += ["", "    # Each version's class has its method's Protocol (mypy checks these)."]
+    body += ["", "    # Each version module is a Spec and each of its classes has its"]
+    body += ["    # method's Protocol (mypy checks these)."]
+    body.append(f"    _SPECS: tuple[Spec, ...] = ({''.join(VERSIONS[s.version].module + ', ' for s in specs)})")
     for name, versions in found.items():
         classes = "".join(f"{VERSIONS[v].module}.{name}, " for v in versions)
         body.append(f"    _{name}: tuple[type[{name}], ...] = ({classes})")

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from txamqp09.broker.classes.common import ClassState
 from txamqp09.broker.classes.registry import channel_classes, register, vhost_classes
 from txamqp09.broker.model.session import unique_name
-from txamqp09.wire import methods
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import CommandInvalid, NotFound
 from txamqp09.wire.versions import AMQP0_9
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
+    from txamqp09.wire import methods
 
 __all__ = ["ChannelMethods", "open_ok", "resume"]
 
@@ -66,10 +66,10 @@ class ChannelMethods(ClassState):
 def open_ok(channel: ServerChannel) -> Method:
     """channel.open-ok for a new *channel*; on 0-9 with a fresh channel-id."""
     if channel.version is not AMQP0_9:
-        return channel.spec.ChannelOpenOk()  # type: ignore[no-any-return]
+        return channel.spec.ChannelOpenOk()
     classes = channel_classes(channel)
     classes.channel_id = unique_name("amq.channel-").encode("ascii")
-    return channel.spec.ChannelOpenOk(channel_id=classes.channel_id)  # type: ignore[no-any-return]
+    return channel.build("channel.open-ok", channel_id=classes.channel_id)
 
 
 def resume(channel: ServerChannel, channel_id: bytes) -> Method:
@@ -86,4 +86,4 @@ def resume(channel: ServerChannel, channel_id: bytes) -> Method:
     classes = channel_classes(channel)
     classes.channel_id = channel_id
     classes.resumed(state)
-    return channel.spec.ChannelOk()  # type: ignore[no-any-return]
+    return channel.build("channel.ok")

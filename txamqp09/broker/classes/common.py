@@ -21,7 +21,6 @@ from zope.interface import implementer
 
 from txamqp09.broker.model import Consumer, ISink, Message, Mode, Session
 from txamqp09.broker.model.session import unique_name
-from txamqp09.wire import methods
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
 from txamqp09.wire.forwarding import envelope
@@ -29,6 +28,7 @@ from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
+    from txamqp09.wire import methods
 
 __all__ = [
     "ClassSession",
@@ -109,18 +109,18 @@ class ClassState:
 
     def reply(self, name: str, **fields: Any) -> None:
         """Answer the current method with the method *name*."""
-        self.channel.reply(self.channel.spec.BY_NAME[name](**fields))
+        self.channel.reply(self.channel.build(name, **fields))
 
     def send(self, name: str, **fields: Any) -> None:
         """Send the method *name* to the client (a request, not an answer)."""
-        self.channel.write(method_frame(self.channel.number, self.channel.spec.BY_NAME[name](**fields)))
+        self.channel.write(method_frame(self.channel.number, self.channel.build(name, **fields)))
 
     def send_content(self, name: str, properties: Properties, body: bytes, **fields: Any) -> None:
         """Send the content method *name* with its properties and body."""
         channel = self.channel
         channel.write(
             content_frames(
-                channel.number, channel.spec.BY_NAME[name](**fields), properties, body,
+                channel.number, channel.build(name, **fields), properties, body,
                 channel.frame_max,
             )
         )

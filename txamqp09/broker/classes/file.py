@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from typing import Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from txamqp09.broker.classes.common import (
     FILENAME_HEADER,
@@ -33,9 +33,11 @@ from txamqp09.broker.classes.common import (
 from txamqp09.broker.classes.registry import register, vhost_classes
 from txamqp09.broker.classes.staging import Staged
 from txamqp09.broker.model import Consumer, Message
-from txamqp09.wire import methods
 from txamqp09.wire.errors import CommandInvalid, NotFound, PreconditionFailed
 from txamqp09.wire.frames import Command
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["FileState"]
 
@@ -163,8 +165,8 @@ class FileState(DeliveringState):
                 f"file {method.identifier!r} is staged up to {staged.size} of {staged.expected} "
                 "bytes; stage the rest before publishing"
             )
-        spec = self.channel.spec
-        properties = spec.FileProperties.decode(staged.raw_properties, 0) if staged.raw_properties else None
+        file_properties = self.channel.version.properties[70]
+        properties = file_properties.decode(staged.raw_properties, 0) if staged.raw_properties else None
         filename = getattr(properties, "filename", None)
         raw = to_basic(
             properties, self.channel.version.properties[60], delivery_mode=PERSISTENT,
@@ -210,9 +212,9 @@ class FileState(DeliveringState):
                 f"{len(offer.body)}-byte file"
             )
         self._offers.popleft()
-        spec = self.channel.spec
         self.send_content(
-            "file.stage", from_basic(offer.message, spec.FileProperties), offer.body[method.staged_size:]
+            "file.stage", from_basic(offer.message, self.channel.version.properties[70]),
+            offer.body[method.staged_size:],
         )
         self.send(
             "file.deliver", consumer_tag=offer.consumer_tag, delivery_tag=offer.delivery_tag,
