@@ -15,7 +15,7 @@ connection to consumers on others).
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Protocol
@@ -44,6 +44,9 @@ from txamqp09.wire.frames import (
     method_frame,
 )
 from txamqp09.wire.versions import HEADER_SIZE, ProtocolVersion
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["ConnectionState", "OutputBatch", "AMQPConnection", "DEFAULT_MAX_BODY_SIZE"]
 
@@ -410,7 +413,7 @@ class AMQPConnection(Protocol):
         )
         self._close_call = self.clock.callLater(self.close_timeout, self.dropConnection)
 
-    def connection_close(self, method: Any) -> None:
+    def connection_close(self, method: methods.ConnectionClose) -> None:
         """The peer closes the connection: answer close-ok and hang up."""
         assert self.version is not None
         if self.close_reason is None:
@@ -420,11 +423,11 @@ class AMQPConnection(Protocol):
         self.flush()
         self.dropConnection(abort=False)
 
-    def connection_close_ok(self, method: Method) -> None:
+    def connection_close_ok(self, method: methods.ConnectionCloseOk) -> None:
         """The peer confirmed our connection.close."""
         self.dropConnection(abort=False)
 
-    def peerClosed(self, method: Any) -> AMQPError:
+    def peerClosed(self, method: methods.ConnectionClose) -> AMQPError:
         """The reason recorded when the peer sent connection.close."""
         return error_for_code(
             method.reply_code, method.reply_text, method.class_id, method.method_id, hard=True

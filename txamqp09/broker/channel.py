@@ -36,7 +36,6 @@ from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, Mode, VirtualHost
 from txamqp09.broker.model.session import unique_name
 from txamqp09.broker.publishing import Publisher, blame
-from txamqp09.wire import methods
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import (
     AMQPError,
@@ -56,6 +55,7 @@ if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
     from txamqp09.broker.server import ServerConnection
     from txamqp09.protocol import OutputBatch
+    from txamqp09.wire import methods
 
 __all__ = ["ServerChannel"]
 
@@ -153,7 +153,7 @@ class ServerChannel:
         if getattr(method, "queue", None) != "":
             return None
         if method.NAME == "queue.declare":
-            if cast(methods.QueueDeclare, method).passive:
+            if cast("methods.QueueDeclare", method).passive:
                 return self.last_queue or None
             if self._next_queue_name is None:
                 self._next_queue_name = unique_name("amq.gen-")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import platform
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -48,7 +48,6 @@ from txamqp09.broker.publishing import Publisher
 from txamqp09.broker.runtime import RuntimeConfig
 from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT, AckTimeouts
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
-from txamqp09.wire import methods
 from txamqp09.wire.errors import (
     AMQPError,
     ChannelError,
@@ -70,6 +69,9 @@ from txamqp09.wire.versions import (
     PREFERRED,
     version_for_header,
 )
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 #: Ready message bytes above which publishers are held back, by default.
 DEFAULT_HIGH_WATERMARK = 512 * 1024 * 1024

@@ -60,6 +60,7 @@ from txamqp09.wire.versions import ProtocolVersion
 
 if TYPE_CHECKING:
     from txamqp09.client.connection import ClientConnection
+    from txamqp09.wire import methods
 
 __all__ = ["Channel", "ChannelState", "PropertiesLike", "BodyLike"]
 
@@ -340,8 +341,8 @@ class Channel:
         request = requests.popleft()
         request.deferred.callback(request.unwrap(self, command))
 
-    def _onClose(self, command: Command) -> None:
-        method: Any = command.method
+    def _onClose(self, command: Command[methods.ChannelClose]) -> None:
+        method = command.method
         self.connection.sendMethod(self.number, self.spec.ChannelCloseOk())
         self.connection.channelClosed(self.number)
         if self.state is ChannelState.CLOSING:
@@ -361,8 +362,8 @@ class Channel:
         self.connection.channelClosed(self.number)
         self.shutdown(self._unusable(), self._closing_cleanly)
 
-    def _onFlow(self, command: Command) -> None:
-        active = command.method.active  # type: ignore[attr-defined]
+    def _onFlow(self, command: Command[methods.ChannelFlow]) -> None:
+        active = command.method.active
         self._flow_active = active
         self.connection.sendMethod(self.number, self.spec.ChannelFlowOk(active=active))
         if active and self._held:
@@ -384,13 +385,15 @@ class Channel:
         """0-9: the server's channel.pong: answer ok."""
         self.connection.sendMethod(self.number, self.spec.ChannelOk())
 
-    def _onDeliver(self, command: Command) -> None:
-        consumer = self.consumers.get(command.method.consumer_tag)  # type: ignore[attr-defined]
+    def _onDeliver(
+        self, command: Command[methods.BasicDeliver | methods.FileDeliver | methods.StreamDeliver]
+    ) -> None:
+        consumer = self.consumers.get(command.method.consumer_tag)
         if consumer is None:
             self._onOtherRequest(command)
             return
         if consumer.no_ack:
-            self._settle(command.method.delivery_tag, False)  # type: ignore[attr-defined]
+            self._settle(command.method.delivery_tag, False)
         consumer.deliver(Message(self, command, consumer.no_ack))
 
     def _onReturn(self, command: Command) -> None:
@@ -409,8 +412,10 @@ class Channel:
         except Exception:
             _log.failure("return handler failed on {message}", message=message)
 
-    def _onServerCancel(self, command: Command) -> None:
-        method: Any = command.method
+    def _onServerCancel(
+        self, command: Command[methods.BasicCancel | methods.FileCancel | methods.StreamCancel]
+    ) -> None:
+        method = command.method
         consumer = self.consumers.pop(method.consumer_tag, None)
         if not method.nowait:
             amqp_class = method.NAME.split(".")[0]
@@ -420,8 +425,8 @@ class Channel:
         if consumer is not None:
             consumer.serverCancelled()
 
-    def _onConfirm(self, command: Command) -> None:
-        method: Any = command.method
+    def _onConfirm(self, command: Command[methods.BasicAck | methods.BasicNack]) -> None:
+        method = command.method
         if self._confirms is None:
             raise PreconditionFailed(
                 f"{method.NAME} on channel {self.number}, which is not in confirm mode",

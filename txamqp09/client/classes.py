@@ -14,7 +14,7 @@ docs/amqp09-classes.rst describes the semantics the broker gives them.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from twisted.internet.defer import Deferred, fail
 
@@ -25,6 +25,9 @@ from txamqp09.client.message import Message
 from txamqp09.wire.errors import CommandInvalid
 from txamqp09.wire.fields import Content
 from txamqp09.wire.frames import Command
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = [
     "DEFAULT_STAGE_SIZE",
@@ -202,8 +205,8 @@ class FileClass:
 
     # -- deliveries -------------------------------------------------------------
 
-    def _onOpen(self, command: Command) -> None:
-        method: Any = command.method
+    def _onOpen(self, command: Command[methods.FileOpen]) -> None:
+        method = command.method
         self._incoming = method.identifier
         answer = self.channel.build("file.open-ok", staged_size=self.staging.size(method.identifier))
         self.channel.connection.sendMethod(self.channel.number, answer)
@@ -214,8 +217,8 @@ class FileClass:
         self.staging.append(self._incoming, command.body)
         self._incoming_properties = command
 
-    def _onDeliver(self, command: Command) -> None:
-        method: Any = command.method
+    def _onDeliver(self, command: Command[methods.FileDeliver]) -> None:
+        method = command.method
         staged = self._incoming_properties
         self._incoming = self._incoming_properties = None
         content = Command(
@@ -409,9 +412,14 @@ class MessageClass:
         self._waiting: dict[bytes, list[Deferred[Any]]] = {}
         #: Transfers for a pending get, by destination.
         self._gotten: dict[str, TransferredMessage] = {}
-        for name in ("message.transfer", "message.open", "message.append", "message.close",
-                     "message.checkpoint", "message.resume"):
-            channel.method_handlers[name] = self._onRequest
+        channel.method_handlers.update({
+            "message.transfer": self._onTransfer,
+            "message.open": self._onOpen,
+            "message.append": self._onAppend,
+            "message.close": self._onClose,
+            "message.checkpoint": self._onOtherRequest,
+            "message.resume": self._onOtherRequest,
+        })
         channel.whenClosed().addCallback(self._channelEnded)
 
     def _channelEnded(self, ending: Exception) -> None:
@@ -569,23 +577,34 @@ class MessageClass:
 
     # -- requests from the broker -------------------------------------------------
 
-    def _onRequest(self, command: Command) -> None:
-        method: Any = command.method
-        name = method.NAME
+    def _answer(self) -> _Answer:
+        """A place for the answer to the request that just arrived, in arrival order."""
         answer = _Answer()
         self._answers.append(answer)
-        if name == "message.transfer":
-            self._onTransfer(method, answer)
-            return
-        if name == "message.open":
-            self._references[method.reference] = []
-        elif name == "message.append":
-            self._references.setdefault(method.reference, []).append(method.bytes)
-        elif name == "message.close":
-            self._references.pop(method.reference, None)
+        return answer
+
+    def _onOpen(self, command: Command[methods.MessageOpen]) -> None:
+        answer = self._answer()
+        self._references[command.method.reference] = []
         self._settle(answer, "message.ok")
 
-    def _onTransfer(self, method: Any, answer: _Answer) -> None:
+    def _onAppend(self, command: Command[methods.MessageAppend]) -> None:
+        answer = self._answer()
+        self._references.setdefault(command.method.reference, []).append(command.method.bytes)
+        self._settle(answer, "message.ok")
+
+    def _onClose(self, command: Command[methods.MessageClose]) -> None:
+        answer = self._answer()
+        self._references.pop(command.method.reference, None)
+        self._settle(answer, "message.ok")
+
+    def _onOtherRequest(self, command: Command) -> None:
+        """message.checkpoint or message.resume: answered ok."""
+        self._settle(self._answer(), "message.ok")
+
+    def _onTransfer(self, command: Command[methods.MessageTransfer]) -> None:
+        method = command.method
+        answer = self._answer()
         body: Content = method.body
         data = b"".join(self._references.get(body.data, ())) if body.is_reference else body.data
         consumer = self.channel.consumers.get(method.destination)

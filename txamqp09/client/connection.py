@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import platform
 from collections import deque
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.endpoints import connectProtocol
@@ -68,6 +68,9 @@ from txamqp09.wire.versions import (
     version_for_header,
     version_named,
 )
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = [
     "ClientConnection",
@@ -228,7 +231,7 @@ class ClientConnection(AMQPConnection):
             reply_code=540,
         )
 
-    def _step(self, method: Method, expected: Negotiation) -> None:
+    def _step(self, method: methods.AnyMethod, expected: Negotiation) -> None:
         if self.negotiation is not expected:
             raise CommandInvalid(
                 f"{method.NAME} arrived while the connection waited for {self.negotiation.value}",
@@ -236,7 +239,7 @@ class ClientConnection(AMQPConnection):
                 method.METHOD_ID,
             )
 
-    def connection_start(self, method: Any) -> None:
+    def connection_start(self, method: methods.ConnectionStart) -> None:
         """Authenticate with the configured SASL mechanism."""
         self._step(method, Negotiation.START)
         assert self.version is not None
@@ -263,7 +266,7 @@ class ClientConnection(AMQPConnection):
             ),
         )
 
-    def connection_secure(self, method: Method) -> None:
+    def connection_secure(self, method: methods.ConnectionSecure) -> None:
         """PLAIN and AMQPLAIN take no challenge: give up."""
         self._step(method, Negotiation.TUNE)
         self._failNegotiation(
@@ -271,7 +274,7 @@ class ClientConnection(AMQPConnection):
             reply_code=540,
         )
 
-    def connection_tune(self, method: Any) -> None:
+    def connection_tune(self, method: methods.ConnectionTune) -> None:
         """Agree limits and heartbeat within the server's, then open the virtual host."""
         self._step(method, Negotiation.TUNE)
         assert self.version is not None
@@ -292,7 +295,7 @@ class ClientConnection(AMQPConnection):
         self.negotiation = Negotiation.OPEN_OK
         self.sendMethod(0, spec.ConnectionOpen(virtual_host=parameters.virtual_host))
 
-    def connection_open_ok(self, method: Method) -> None:
+    def connection_open_ok(self, method: methods.ConnectionOpenOk) -> None:
         """The virtual host is open: channels may be used."""
         self._step(method, Negotiation.OPEN_OK)
         self.negotiation = Negotiation.DONE
@@ -300,7 +303,7 @@ class ClientConnection(AMQPConnection):
         self._cancelNegotiationTimer()
         self._opened.succeed(self)
 
-    def connection_redirect(self, method: Any) -> None:
+    def connection_redirect(self, method: methods.ConnectionRedirect) -> None:
         """0-8 and 0-9 servers may send clients elsewhere; this client does not follow."""
         self._step(method, Negotiation.OPEN_OK)
         self._failNegotiation(
@@ -396,12 +399,12 @@ class ClientConnection(AMQPConnection):
         if target is not None:
             target.closedByClient(error)
 
-    def connection_blocked(self, method: Any) -> None:
+    def connection_blocked(self, method: methods.ConnectionBlocked) -> None:
         """The server stopped reading from publishing connections (low on resources)."""
         self.blocked = method.reason
         self._notifyBlocked()
 
-    def connection_unblocked(self, method: Method) -> None:
+    def connection_unblocked(self, method: methods.ConnectionUnblocked) -> None:
         """The server reads again."""
         self.blocked = None
         self._notifyBlocked()
@@ -426,7 +429,7 @@ class ClientConnection(AMQPConnection):
         self._secret_updates.append(updated)
         return updated
 
-    def connection_update_secret_ok(self, method: Method) -> None:
+    def connection_update_secret_ok(self, method: methods.ConnectionUpdateSecretOk) -> None:
         """The server took the new secret."""
         if not self._secret_updates:
             raise CommandInvalid("connection.update-secret-ok without an update-secret", 10, 71)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Callable, Iterator, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Callable, Generic, Iterator, Mapping, Optional, TypeVar, Union
 
 from txamqp09.wire.base import CONTENT_HEADER, Method, Properties, properties_error
 from txamqp09.wire.errors import (
@@ -34,6 +34,9 @@ from txamqp09.wire.errors import (
     PreconditionFailed,
     UnexpectedFrame,
 )
+
+if TYPE_CHECKING:
+    from txamqp09.wire.methods import AnyMethod
 
 __all__ = [
     "FRAME_METHOD",
@@ -418,8 +421,15 @@ def unexpected_frame(state: ContentState, class_id: int, hint: str) -> Unexpecte
     return UnexpectedFrame(_EXPECTED[state].format(class_id), hint=hint)
 
 
-class Command:
+#: The method type of a :class:`Command` (``Command[methods.BasicDeliver]``).
+_M = TypeVar("_M", bound="AnyMethod")
+
+
+class Command(Generic[_M]):
     """A method, with its content when the method carries one.
+
+    Generic in its method's type for handlers to name what they take
+    (``Command[methods.StreamPublish]``); a plain ``Command`` holds any method.
 
     The content header's properties are decoded the first time
     :attr:`properties` is read; :attr:`raw_properties` holds them as received
@@ -430,7 +440,7 @@ class Command:
 
     def __init__(
         self,
-        method: Method,
+        method: _M,
         raw_properties: bytes = b"",
         body: bytes = b"",
         properties_class: Optional[type[Properties]] = None,

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from txamqp09.broker.classes.common import ClassState
 from txamqp09.broker.classes.registry import channel_classes, register, vhost_classes
 from txamqp09.broker.model.session import unique_name
-from txamqp09.wire import methods
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import CommandInvalid, NotFound
 from txamqp09.wire.versions import AMQP0_9
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
+    from txamqp09.wire import methods
 
 __all__ = ["ChannelMethods", "open_ok", "resume"]
 

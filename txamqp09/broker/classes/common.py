@@ -21,7 +21,6 @@ from zope.interface import implementer
 
 from txamqp09.broker.model import Consumer, ISink, Message, Mode, Session
 from txamqp09.broker.model.session import unique_name
-from txamqp09.wire import methods
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
 from txamqp09.wire.forwarding import envelope
@@ -29,6 +28,7 @@ from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
+    from txamqp09.wire import methods
 
 __all__ = [
     "ClassSession",

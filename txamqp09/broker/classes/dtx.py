@@ -13,12 +13,14 @@ during the commit may leave part of it applied (no two-phase commit).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from txamqp09.broker.classes.common import ClassState
 from txamqp09.broker.classes.registry import register
-from txamqp09.wire import methods
 from txamqp09.wire.errors import PreconditionFailed
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["DtxState"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from typing import Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from txamqp09.broker.classes.common import (
     FILENAME_HEADER,
@@ -33,9 +33,11 @@ from txamqp09.broker.classes.common import (
 from txamqp09.broker.classes.registry import register, vhost_classes
 from txamqp09.broker.classes.staging import Staged
 from txamqp09.broker.model import Consumer, Message
-from txamqp09.wire import methods
 from txamqp09.wire.errors import CommandInvalid, NotFound, PreconditionFailed
 from txamqp09.wire.frames import Command
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["FileState"]
 

@@ -29,16 +29,18 @@ from __future__ import annotations
 
 from collections import deque
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from txamqp09.broker.classes.common import DeliveringState, basic_message
 from txamqp09.broker.classes.registry import register, vhost_classes
 from txamqp09.broker.classes.staging import Staged
 from txamqp09.broker.model import Consumer, Message, Mode
-from txamqp09.wire import methods
 from txamqp09.wire.errors import CommandInvalid, NotFound, PreconditionFailed
 from txamqp09.wire.fields import Content
 from txamqp09.wire.frames import FRAME_OVERHEAD
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["MAX_OPEN_REFERENCES", "MessageState"]
 

@@ -14,7 +14,7 @@ when its priority is the lowest. Deliveries need no acknowledgement.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, NamedTuple, Optional, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from twisted.internet.interfaces import IDelayedCall
 
@@ -28,8 +28,10 @@ from txamqp09.broker.classes.common import (
 )
 from txamqp09.broker.classes.registry import register
 from txamqp09.broker.model import Consumer, Message
-from txamqp09.wire import methods
 from txamqp09.wire.frames import Command
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["DEFAULT_BACKLOG", "StreamState"]
 
@@ -109,9 +111,9 @@ class StreamState(DeliveringState):
         if not method.nowait:
             self.reply("stream.cancel-ok", consumer_tag=method.consumer_tag)
 
-    def stream_publish(self, command: Command) -> None:
+    def stream_publish(self, command: Command[methods.StreamPublish]) -> None:
         """Publish a stream message (transient)."""
-        method = cast(methods.StreamPublish, command.method)
+        method = command.method
         raw = to_basic(command.properties, self.channel.version.properties[60], delivery_mode=TRANSIENT)
         message = basic_message(self.channel, method.exchange, method.routing_key, raw, command.body)
         self.publish(method.exchange, message, method.mandatory, method.immediate)

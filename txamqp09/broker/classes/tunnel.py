@@ -18,7 +18,7 @@ broker never sends one.)
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 from txamqp09.broker.classes.common import (
     PERSISTENT,
@@ -29,9 +29,11 @@ from txamqp09.broker.classes.common import (
 )
 from txamqp09.broker.classes.registry import register
 from txamqp09.broker.model import Consumer, Message
-from txamqp09.wire import methods
 from txamqp09.wire.errors import AMQPError
 from txamqp09.wire.frames import Command
+
+if TYPE_CHECKING:
+    from txamqp09.wire import methods
 
 __all__ = ["META_DATA_HEADER", "TunnelState"]
 
@@ -45,13 +47,13 @@ class TunnelState(DeliveringState):
 
     AMQP_CLASS = "tunnel"
 
-    def tunnel_request(self, command: Command) -> None:
+    def tunnel_request(self, command: Command[methods.TunnelRequest]) -> None:
         """Publish the tunnelled block as its properties say.
 
         :raises AccessRefused: the user may not write to the proxy-name exchange.
         :raises NotFound: no exchange has the proxy-name.
         """
-        method = cast(methods.TunnelRequest, command.method)
+        method = command.method
         properties: Any = command.properties
         exchange = properties.proxy_name or ""
         routing_key = properties.data_name or ""
