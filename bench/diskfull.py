@@ -14,6 +14,12 @@ publisher was blocked, nacks and errors (there should be none: blocked, not
 failed), messages drained, seconds until publishing resumed, and messages
 confirmed after it resumed.
 
+Each step (publishing until the alarm, draining until publishing resumes,
+the confirms after it, the final drain) may take ``--timeout`` seconds. A
+step that overruns fails the run: the broker is killed, which ends any wait
+on it, and the run exits naming the step, what the clients saw, the free
+space and the end of the broker's log, after every thread's stack.
+
 Mounting a tmpfs needs root. Run::
 
     python bench/diskfull.py
@@ -31,8 +37,9 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pika
 import pika.exceptions
@@ -169,40 +176,117 @@ def drain(
     channel.cancel()
 
 
-def wait_for(condition: Any, what: str, timeout: float) -> None:
-    """Wait until *condition()* holds, looking every 50 ms."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.05)
+class Watchdog(threading.Thread):
+    """Gives each step of the run a deadline, and fails the run when one passes.
+
+    When a step overruns, the watchdog notes why (:attr:`expired`), writes
+    every thread's stack to stderr and kills the broker: whatever the run
+    waits for on the broker (a pika call, a confirm, a delivery) then ends,
+    and :meth:`step` turns that into a :class:`SystemExit` with the reason.
+
+    :param broker: the broker to kill.
+    :param timeout: seconds each step may take.
+    :param describe: the state of the run, for the reason.
+    :param log: the broker's log file, whose end the reason quotes.
+    """
+
+    def __init__(self, broker: Txamqp09Broker, timeout: float, describe: Callable[[], str], log: str) -> None:
+        super().__init__(daemon=True)
+        self.broker = broker
+        self.timeout = timeout
+        self.describe = describe
+        self.log = log
+        self.expired: Optional[str] = None
+        self._what: Optional[str] = None
+        self._deadline = 0.0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        """Run the body as the step *what*, within :attr:`timeout` seconds."""
+        with self._changed:
+            self._what, self._deadline = what, time.monotonic() + self.timeout
+            self._changed.notify()
+        try:
+            yield
+        except Exception:
+            if self.expired is None:
+                raise
+        finally:
+            with self._changed:
+                self._what = None
+        if self.expired is not None:
+            raise SystemExit(self.expired)
+
+    def wait_for(self, condition: Callable[[], bool]) -> None:
+        """Wait until *condition()* holds (looking every 50 ms) or the step expires."""
+        while not condition() and self.expired is None:
+            time.sleep(0.05)
+
+    def run(self) -> None:
+        with self._changed:
+            while self._what is None or time.monotonic() < self._deadline:
+                self._changed.wait(None if self._what is None else self._deadline - time.monotonic())
+            what = self._what
+        self.expired = (
+            f"timed out after {self.timeout:g} s waiting for {what}: {self.describe()}\n"
+            f"the broker's log ends:\n{tail(self.log)}"
+        )
+        faulthandler.dump_traceback(all_threads=True)
+        self.broker.kill()
+
+
+def tail(path: str, lines: int = 8, width: int = 240) -> str:
+    """The last *lines* non-blank lines of the file at *path*, each cut to *width* characters."""
+    try:
+        with open(path, errors="replace") as log:
+            last = [line.rstrip()[:width] for line in log if line.strip()][-lines:]
+    except OSError as error:
+        return f"(unreadable: {error})"
+    return "\n".join(last)
 
 
 def run(mount: Path, log: str, options: argparse.Namespace) -> dict[str, Any]:
     """The scenario on the file system mounted at *mount*; its figures."""
     data_dir = mount / "data"
     broker = Txamqp09Broker(str(data_dir), ("--disk-free-limit", str(options.limit)), log=log)
+    publisher = Publisher(broker.port, options.body_size, data_dir)
+    received: set[int] = set()
+    corrupt: list[bytes] = []
+
+    def describe() -> str:
+        return (
+            f"{len(publisher.confirmed):,} confirmed, {publisher.nacked} nacked,"
+            f" blocked: {publisher.blocked_at is not None}, unblocked: {publisher.unblocked_at is not None},"
+            f" {publisher.confirmed_after_resuming} confirmed after resuming, error: {publisher.error};"
+            f" {len(received):,} drained; {free_bytes(data_dir) / MiB:.1f} MiB free on the file system"
+        )
+
+    watchdog = Watchdog(broker, options.timeout, describe, log)
+    watchdog.start()
     try:
-        publisher = Publisher(broker.port, options.body_size, data_dir)
-        publisher.start()
-        wait_for(lambda: publisher.blocked_at is not None or not publisher.is_alive(), "connection.blocked",
-                 options.timeout)
-        consumer = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.port, heartbeat=0))
-        channel = consumer.channel()
-        channel.basic_qos(prefetch_count=500)
-        received: set[int] = set()
-        corrupt: list[bytes] = []
-        drain_started = time.monotonic()
-        drain(channel, options.body_size, received, corrupt, lambda: publisher.unblocked_at is not None)
-        drained_in = time.monotonic() - drain_started
-        drained_before_resuming = len(received)
-        free_after_drain = free_bytes(data_dir)
-        wait_for(lambda: publisher.confirmed_after_resuming >= options.after or not publisher.is_alive(),
-                 "publishing to resume", options.timeout)
-        publisher.finish()
-        publisher.join(60)
-        drain(channel, options.body_size, received, corrupt)
-        consumer.close()
+        with watchdog.step("connection.blocked (publishing until the disk alarm)"):
+            publisher.start()
+            watchdog.wait_for(lambda: publisher.blocked_at is not None or not publisher.is_alive())
+        with watchdog.step("the drain to free the disk and the publisher to be unblocked"):
+            consumer = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", broker.port, heartbeat=0))
+            channel = consumer.channel()
+            channel.basic_qos(prefetch_count=500)
+            drain_started = time.monotonic()
+            drain(channel, options.body_size, received, corrupt, lambda: publisher.unblocked_at is not None)
+            drained_in = time.monotonic() - drain_started
+            drained_before_resuming = len(received)
+            free_after_drain = free_bytes(data_dir)
+            watchdog.wait_for(lambda: publisher.unblocked_at is not None or not publisher.is_alive())
+        with watchdog.step(f"{options.after} confirms after publishing resumed"):
+            watchdog.wait_for(
+                lambda: publisher.confirmed_after_resuming >= options.after or not publisher.is_alive()
+            )
+        with watchdog.step("the publisher to close and the queue to be drained"):
+            publisher.finish()
+            watchdog.wait_for(lambda: not publisher.is_alive())
+            drain(channel, options.body_size, received, corrupt)
+            consumer.close()
     finally:
         broker.stop()
     confirmed = set(publisher.confirmed)
@@ -252,10 +336,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--limit", type=parse_size, default=24 * MiB, help="--disk-free-limit (24MiB)")
     parser.add_argument("--body-size", type=int, default=1024, help="bytes per message body (1024)")
     parser.add_argument("--after", type=int, default=1000, help="confirms to wait for after resuming")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for each step")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds each step may take (900)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     options = parser.parse_args(argv)
-    faulthandler.dump_traceback_later(options.timeout * 3, exit=True)  # a hang explains itself
     with tempfile.TemporaryDirectory(prefix="diskfull-") as scratch:
         mount = Path(scratch) / "fs"
         try:

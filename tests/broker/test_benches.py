@@ -29,7 +29,7 @@ class BenchTests(TestCase):
         out, err, code = yield getProcessOutputAndValue(
             sys.executable, [str(BENCH / script), *arguments, "--json"], env=dict(os.environ), reactor=reactor
         )
-        self.assertEqual(code, 0, err.decode(errors="replace")[-2000:])
+        self.assertEqual(code, 0, err.decode(errors="replace")[-4000:])
         return json.loads(out.decode().strip().splitlines()[-1])
 
     @inlineCallbacks
@@ -48,7 +48,11 @@ class BenchTests(TestCase):
         except MountFailed as error:
             raise self.skipTest(f"no small file system to fill: {error}") from None
         unmount(probe)
-        figures = yield self.bench("diskfull.py", "--size", "24MiB", "--limit", "8MiB", "--after", "100")
+        # Each step fails the run after 90 s, well before the test's timeout,
+        # with the step and the broker's state in the failure's message.
+        figures = yield self.bench(
+            "diskfull.py", "--size", "24MiB", "--limit", "8MiB", "--after", "100", "--timeout", "90"
+        )
         self.assertTrue(figures["blocked"], figures)
         self.assertEqual((figures["nacked"], figures["error"]), (0, None))
         self.assertGreater(figures["confirmed_before_alarm"], 5000)

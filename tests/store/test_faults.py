@@ -241,6 +241,24 @@ class LogBoundTests(TestCase):
         self.assertEqual(len(recovered.messages[Q]), 160)
 
     @inlineCallbacks
+    def test_a_drain_acknowledged_at_once_is_removed_in_bounded_transactions(self) -> Any:
+        # Deleting rewrites the pages in the log: one transaction for a whole
+        # backlog would need as much room as the data, which a full disk lacks.
+        self.patch(sqlite, "REMOVALS_PER_BATCH", 100)
+        store = self.make()
+        store.open()
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        body = os.urandom(1024)
+        for number in range(1, 1001):
+            store.publish(message(number, body), [Q])
+        yield store.when_durable(store.last_sequence)
+        before = store.commits
+        yield store.when_durable(store.remove(*Q, list(range(1, 1001))))
+        self.assertEqual(store.commits - before, 10)
+        recovered = yield self.reopened(store)
+        self.assertEqual(recovered.messages[Q], [])
+
+    @inlineCallbacks
     def reopened(self, store: SQLiteStore) -> Any:
         yield store.close()
         return self.make(store.path).open()

@@ -24,7 +24,12 @@ most about :data:`BATCH_BYTES` of bodies in one transaction (a larger backlog
 becomes several), and once the log file has grown to
 :data:`CHECKPOINT_BYTES` it checkpoints the log into the database and
 truncates it (after reporting the batch durable, so that confirms never wait
-for a checkpoint). When the writer has had nothing to do for
+for a checkpoint). Removals are bounded too: one transaction applies at most
+:data:`REMOVALS_PER_BATCH` of them, so that the deletes which free a full
+disk never need more room in the log than the disk has left (a drain
+acknowledged faster than the writer commits would otherwise gather into one
+transaction whose log outgrows the free space, fail, and fail again on every
+retry). When the writer has had nothing to do for
 :data:`IDLE_SECONDS` it returns every free page and empties the log, so that
 the store's size follows its data; opening the store does the same.
 
@@ -67,6 +72,7 @@ import os
 import sqlite3
 import threading
 from bisect import bisect_right
+from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
 from pathlib import Path
@@ -94,6 +100,7 @@ __all__ = [
     "BATCH_BYTES",
     "CHECKPOINT_BYTES",
     "IDLE_SECONDS",
+    "REMOVALS_PER_BATCH",
     "RETRY_SECONDS",
     "SQLiteStore",
     "StoreInUse",
@@ -107,6 +114,9 @@ CHECKPOINT_BYTES = 4 * 1024 * 1024
 #: Bytes of bodies (messages, log records, spills) the writer takes into one
 #: transaction at most (a single larger body makes a transaction of its own).
 BATCH_BYTES = 4 * 1024 * 1024
+#: Removals (a message off a queue) the writer applies in one transaction at
+#: most: each rewrites at most a few pages in the log.
+REMOVALS_PER_BATCH = 1024
 #: Seconds without work after which the writer returns every free page and
 #: empties the write-ahead log.
 IDLE_SECONDS = 1.0
@@ -274,7 +284,9 @@ class SQLiteStore:
         self._pending: list[_Work] = []
         #: Bytes of bodies in :attr:`_pending`.
         self._pending_bytes = 0
-        self._removals: list[tuple[str, str, int]] = []
+        #: Removals not taken yet: (sequence, rows) for each call of
+        #: :meth:`remove`, in order; a call's rows are settled with its sequence.
+        self._removals: deque[tuple[int, list[tuple[str, str, int]]]] = deque()
         #: Operations of a failed batch wait in :attr:`_pending` to be written again.
         self._carried = False
         #: Publishes not taken by the writer yet, by message id.
@@ -451,6 +463,7 @@ class SQLiteStore:
 
     def remove(self, vhost: str, queue: str, message_ids: Sequence[int]) -> int:
         key = (vhost, queue)
+        rows = []
         with self._lock:
             self._check_open()
             unwritten = self._unwritten
@@ -462,8 +475,11 @@ class SQLiteStore:
                         del unwritten[message_id]
                         self.cancelled += 1
                 else:
-                    self._removals.append((vhost, queue, message_id))
-            return self._next_sequence()
+                    rows.append((vhost, queue, message_id))
+            sequence = self._next_sequence()
+            if rows:
+                self._removals.append((sequence, rows))
+            return sequence
 
     def spill(self, message_id: int, body: bytes) -> int:
         return self._queue(_spill, message_id, body)
@@ -624,10 +640,12 @@ class SQLiteStore:
                     self._lock.wait(idle_since + IDLE_SECONDS - now)
 
     def _take(self) -> _Batch:
-        """The queued work, up to about :data:`BATCH_BYTES` of bodies (lock held)."""
+        """The queued work, up to about :data:`BATCH_BYTES` of bodies and
+        :data:`REMOVALS_PER_BATCH` removals (lock held)."""
         pending, self._carried = self._pending, False
+        removals, last = self._take_removals()
         if self._pending_bytes <= BATCH_BYTES:
-            batch = _Batch(pending, self._removals, self._sequence)
+            batch = _Batch(pending, removals, last)
             self._pending, self._pending_bytes, self._unwritten = [], 0, {}
         else:
             taken = 0
@@ -640,11 +658,27 @@ class SQLiteStore:
             for operation in operations:
                 if isinstance(operation, _Publish):
                     self._unwritten.pop(operation.message.message_id, None)
-            last = self._pending[0].sequence - 1 if self._pending else self._sequence
-            batch = _Batch(operations, self._removals, last)
-        self._removals = []
+            if self._pending:
+                last = min(last, self._pending[0].sequence - 1)
+            batch = _Batch(operations, removals, last)
         self._taken = batch.last_sequence
         return batch
+
+    def _take_removals(self) -> tuple[list[tuple[str, str, int]], int]:
+        """Up to :data:`REMOVALS_PER_BATCH` queued removals, and the last
+        sequence number they settle with what precedes them (lock held)."""
+        queued = self._removals
+        taken: list[tuple[str, str, int]] = []
+        while queued and len(taken) < REMOVALS_PER_BATCH:
+            sequence, rows = queued[0]
+            room = REMOVALS_PER_BATCH - len(taken)
+            if len(rows) > room:
+                taken.extend(rows[:room])
+                queued[0] = (sequence, rows[room:])
+            else:
+                taken.extend(rows)
+                queued.popleft()
+        return taken, queued[0][0] - 1 if queued else self._sequence
 
     def _write_loop(self, db: sqlite3.Connection) -> None:
         hold_until = 0.0
@@ -728,7 +762,8 @@ class SQLiteStore:
         with self._lock:
             self._pending[:0] = kept
             self._pending_bytes += sum(operation.size for operation in kept)
-            self._removals[:0] = work.removals
+            if work.removals:
+                self._removals.appendleft((work.last_sequence, work.removals))
             carried = self._carried = bool(kept or work.removals)
         settled = 0 if carried else work.last_sequence
         self._reactor.callFromThread(self._dropped, failed, settled, _describe(error))
