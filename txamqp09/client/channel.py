@@ -124,7 +124,7 @@ class Channel:
         self.connection = connection
         self.number = number
         self.version: ProtocolVersion = connection.version
-        self.spec: Any = self.version.spec
+        self.spec: methods.Spec = self.version.spec
         self.state = ChannelState.OPENING
         self.consumers: dict[str, Consumer] = {}
         self.return_handler: Optional[Callable[[Message], object]] = None
@@ -377,13 +377,13 @@ class Channel:
 
     def _onPing(self, command: Command) -> None:
         """0-9: the server's channel.ping: answer ok, then send a pong."""
-        self.connection.sendMethod(self.number, self.spec.ChannelOk())
-        self.connection.sendMethod(self.number, self.spec.ChannelPong())
-        self._expect((self.spec.ChannelOk,), _response_value)
+        self.connection.sendMethod(self.number, self.build("channel.ok"))
+        self.connection.sendMethod(self.number, self.build("channel.pong"))
+        self._expect((self.spec.BY_NAME["channel.ok"],), _response_value)
 
     def _onPong(self, command: Command) -> None:
         """0-9: the server's channel.pong: answer ok."""
-        self.connection.sendMethod(self.number, self.spec.ChannelOk())
+        self.connection.sendMethod(self.number, self.build("channel.ok"))
 
     def _onDeliver(
         self, command: Command[methods.BasicDeliver | methods.FileDeliver | methods.StreamDeliver]

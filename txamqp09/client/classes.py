@@ -490,7 +490,7 @@ class MessageClass:
     def close(self, reference: bytes) -> Deferred[Any]:
         """message.close: the transfers naming the reference are answered first."""
         for waiter in self._waiting.pop(reference, []):
-            self.channel._expect(self.channel.spec.MessageTransfer.RESPONSES, _method).chainDeferred(waiter)
+            self.channel._expect(self.channel.spec.BY_NAME["message.transfer"].RESPONSES, _method).chainDeferred(waiter)
         return self._request("message.close", reference=reference)
 
     def transfer_large(
