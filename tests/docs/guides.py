@@ -31,12 +31,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+from unittest import SkipTest
 
 from twisted.internet.defer import Deferred
 from twisted.internet.utils import getProcessOutputAndValue
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
+README = ROOT / "README.rst"
+_SPHINX_ONLY = re.compile(r'Unknown (interpreted text role|directive type)|No (role|directive) entry')
 
 _DIRECTIVE = re.compile(r"^(\s*)\.\. code-block::\s*(\S*)\s*$")
 _NOT_RUN = re.compile(r"^\s*\.\. not-run:(.*)$")
@@ -106,6 +109,26 @@ class Block:
             except ValueError:
                 pass
         return bool(statements)
+
+
+def markup_problems(path: Path) -> list[tuple[int, str]]:
+    """Where *path* is not valid reStructuredText, as docutils reports it:
+    errors and worse (a malformed table, a broken section), except Sphinx's
+    own roles and directives, which plain docutils does not know."""
+    try:
+        from docutils.core import publish_doctree
+        from docutils.utils import Reporter
+    except ImportError:
+        raise SkipTest("docutils is not installed (it comes with the test extra)")
+    quiet = Reporter.SEVERE_LEVEL + 1
+    document = publish_doctree(
+        path.read_text(), source_path=str(path), settings_overrides={"report_level": quiet, "halt_level": quiet},
+    )
+    return [
+        (message.get("line") or 0, message.children[0].astext())
+        for message in document.findall(lambda node: node.tagname == "system_message")
+        if message["level"] >= Reporter.ERROR_LEVEL and not _SPHINX_ONLY.search(message.astext())
+    ]
 
 
 def guides() -> list[Path]:

@@ -12,7 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from txamqp09.testing.certificates import shared_files
 from tests.client.support import inline
-from tests.docs.guides import Block, blocks, guides
+from tests.docs.guides import README, Block, blocks, guides, markup_problems
 from txamqp09.management import Node, make_site
 from txamqp09.testing.broker import LoopbackBroker
 
@@ -43,6 +43,14 @@ class GuideRulesTests(SynchronousTestCase):
 
     def test_every_opt_out_gives_a_reason(self) -> None:
         self.assertEqual([block.where for block in every_block() if block.not_run == ""], [])
+
+    def test_every_guide_is_valid_restructuredtext(self) -> None:
+        problems = [
+            f"{path.name}:{line}: {message}"
+            for path in [*guides(), README]
+            for line, message in markup_problems(path)
+        ]
+        self.assertEqual(problems, [])
 
 
 class GuidesRunTests(TestCase):
