@@ -31,7 +31,7 @@ acknowledged faster than the writer commits would otherwise gather into one
 transaction whose log outgrows the free space, fail, and fail again on every
 retry). When the writer has had nothing to do for
 :data:`IDLE_SECONDS` it returns every free page and empties the log, so that
-the store's size follows its data; opening the store does the same.
+the store's size follows its data; opening and closing the store do the same.
 
 Full disks and I/O errors: a batch whose write fails is rolled back. Its
 publishes are dropped (:meth:`SQLiteStore.failed_between` names them, and
@@ -711,6 +711,7 @@ class SQLiteStore:
                     except (OSError, sqlite3.Error) as error:
                         self._write_failed(db, _TIDY, error)
                         hold_until = monotonic() + RETRY_SECONDS
+            _tidy_on_close(db)
         except Exception:
             failure = Failure()
             self._reactor.callFromThread(self._broken, failure)
@@ -1003,6 +1004,15 @@ def _tidy(db: sqlite3.Connection) -> None:
     """Return every free page to the file system and empty the write-ahead log."""
     db.executescript("PRAGMA incremental_vacuum;")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _tidy_on_close(db: sqlite3.Connection) -> None:
+    """Leave the files as small as the data for the next start; a failure
+    (a full disk) only leaves them larger, everything is written already."""
+    try:
+        _tidy(db)
+    except sqlite3.Error:
+        return
 
 
 def _describe(error: Exception) -> str:
