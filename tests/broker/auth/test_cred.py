@@ -193,6 +193,22 @@ class ThrottleTests(SynchronousTestCase):
         self.clock.advance(1.0)
         self.assertEqual(self.throttle.pending("h"), 0)
 
+    def test_a_known_secret_is_admitted_past_the_bound(self) -> None:
+        self.throttle.succeeded("u", "h", b"right")
+        self.throttle.failed("x", "h")
+        self.throttle.failed("y", "h")
+        self.assertFalse(self.throttle.admits("h"))
+        self.assertEqual(
+            [
+                self.throttle.admits_known("u", "h", b"right"),
+                self.throttle.admits_known("u", "h", b"wrong"),
+                self.throttle.admits_known("u", "h", None),
+                self.throttle.admits_known("v", "h", b"right"),
+                self.throttle.admits_known("u", "other", b"wrong"),
+            ],
+            [True, False, False, False, True],
+        )
+
     def test_quiet_window_forgives(self) -> None:
         self.fail("u", "h")
         self.clock.advance(60.0 - self.throttle.cap)
@@ -220,6 +236,18 @@ class SecurityLoginTests(SynchronousTestCase):
     def refused(self, deferred: Deferred[Any]) -> LoginRefused:
         self.clock.advance(60)
         return self.failureResultOf(deferred, LoginRefused).value  # type: ignore[return-value]
+
+    def count_password_checks(self) -> list[str]:
+        """The passwords checked against a stored hash from now on, in order."""
+        checks: list[str] = []
+        verify = PasswordHash.verify
+
+        def counted(hashed: PasswordHash, password: str) -> bool:
+            checks.append(password)
+            return verify(hashed, password)
+
+        self.patch(PasswordHash, "verify", counted)
+        return checks
 
     def test_plain_and_amqplain_logins(self) -> None:
         login = self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland"))
@@ -265,20 +293,33 @@ class SecurityLoginTests(SynchronousTestCase):
         self.clock.advance(0.5)
         self.failureResultOf(waiting, LoginRefused)
 
+    def test_a_flood_from_a_host_does_not_shut_out_its_known_clients(self) -> None:
+        """While a host holds max_pending refusals, a client of that host that
+        logged in before gets in with its password at once; a wrong password or
+        a user never seen from there is still refused without a check."""
+        checks = self.count_password_checks()
+        self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland"))
+        throttle = self.security.throttle
+        for n in range(throttle.max_pending):
+            self.login("PLAIN", f"\x00user{n}\x00wrong".encode()).addErrback(lambda failure: failure.trap(LoginRefused))
+        self.assertFalse(throttle.admits(REMOTE.host))
+        checks.clear()
+        self.assertEqual(self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland")).user.name, "alice")
+        unchecked = [
+            self.failureResultOf(self.login("PLAIN", response), LoginRefused).value.reply_text
+            for response in (b"\x00alice\x00wrong", b"\x00bob\x00anything")
+        ]
+        self.assertEqual(checks, ["wonderland"])
+        for text in unchecked:
+            self.assertIn("are still waiting for their reply", text)
+
     def test_an_attacker_gets_a_bounded_amount_of_work(self) -> None:
         """A host sending wrong passwords as fast as it can (50 every 50 ms,
         a new user name each, so that no delay grows past its first) makes the
         broker hash at most max_pending / base passwords a second, and holds at
         most max_pending refused connections open; a correct login from
         another host, once a second, is let in at once."""
-        checks: list[str] = []
-        verify = PasswordHash.verify
-
-        def counted(hashed: PasswordHash, password: str) -> bool:
-            checks.append(password)
-            return verify(hashed, password)
-
-        self.patch(PasswordHash, "verify", counted)
+        checks = self.count_password_checks()
         throttle = self.security.throttle
         seconds, tick, burst = 10, 0.05, 50
         guesses, most_pending, correct = 0, 0, []

@@ -126,6 +126,15 @@ def username_of(credentials: Any) -> str:
     return name.decode("utf-8") if isinstance(name, bytes) else str(name)
 
 
+def secret_of(credentials: Any) -> bytes | None:
+    """The password *credentials* carry, as UTF-8 (None for mechanisms
+    without one, such as EXTERNAL)."""
+    password = getattr(credentials, "password", None)
+    if password is None:
+        return None
+    return password if isinstance(password, bytes) else str(password).encode("utf-8")
+
+
 def _peer(credentials: Any) -> PeerInfo:
     return credentials.peer if IAMQPCredentials.providedBy(credentials) else PeerInfo()
 

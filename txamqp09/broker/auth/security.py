@@ -35,7 +35,7 @@ from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
-from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly, make_portal, username_of
+from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly, make_portal, secret_of, username_of
 from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused
 from txamqp09.broker.auth.methods import AccessGuard
 from txamqp09.broker.auth.sasl import MechanismRegistry, PasswordCredentials, PeerInfo
@@ -123,8 +123,9 @@ class Security:
         failed before. A refusal is answered after the delay the throttle
         gives it (see :class:`LoginThrottle`): per user and host, so one
         client's failures slow down nobody else. A host holding too many
-        refusals waiting for their reply is refused unchecked. Fails with
-        :class:`LoginRefused` (403, a connection exception): for an unoffered
+        refusals waiting for their reply is refused unchecked, unless the
+        login presents the secret its user last logged in with from that host.
+        Fails with :class:`LoginRefused` (403, a connection exception): for an unoffered
         mechanism or a malformed response with a text saying so, for a wrong
         user or password with :func:`refusal_text`, which does not tell
         which. Every refusal is logged with the user name and the host.
@@ -133,10 +134,10 @@ class Security:
             credentials = self.mechanisms.credentials(mechanism, response, peer)
         except LoginRefused as error:
             malformed: LoginRefused | None = error
-            user = None
+            user, secret = None, None
         else:
-            malformed, user = None, username_of(credentials)
-        if not self.throttle.admits(peer.host):
+            malformed, user, secret = None, username_of(credentials), secret_of(credentials)
+        if not self.throttle.admits_known(user, peer.host, secret):
             pending = self.throttle.pending(peer.host)
             oplog.login_refused(user, peer.host, mechanism, f"not checked: {pending} refusals from this host wait")
             return fail(LoginRefused(
@@ -146,10 +147,16 @@ class Security:
         if malformed is not None:
             return self._failed(None, mechanism, peer, malformed.reply_text, Failure(malformed))
         checked = self.portal.login(credentials, None, IAMQPUser)
-        return checked.addCallbacks(self._logged_in, self._refused, errbackArgs=(user, mechanism, peer))
+        return checked.addCallbacks(
+            self._logged_in, self._refused, callbackArgs=(secret, peer),
+            errbackArgs=(user, mechanism, peer),
+        )
 
-    def _logged_in(self, result: tuple[Any, IAMQPUser, Callable[[], None]]) -> Login:
+    def _logged_in(
+        self, result: tuple[Any, IAMQPUser, Callable[[], None]], secret: bytes | None, peer: PeerInfo
+    ) -> Login:
         _, user, logout = result
+        self.throttle.succeeded(user.name, peer.host, secret)
         return Login(user, logout)
 
     def _refused(

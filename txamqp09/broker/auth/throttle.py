@@ -18,13 +18,23 @@ slowed down is the answer to a *wrong* one:
   fewer as its delays grow), and keep at most ``max_pending`` refused
   connections open; a client that fails one login at a time never comes
   near the bound.
-- At most ``max_records`` (user, host) pairs are remembered (the least
-  recently failing are forgotten first), so a flood of names or addresses
+- A client that logged in from a host before is still checked while that
+  host holds ``max_pending`` refusals: the throttle remembers a keyed digest
+  (HMAC with a key of this process) of the last secret each (user, host)
+  logged in with, and a login presenting the same secret is admitted to the
+  real check. A guesser cannot get past the bound without the password, and
+  comparing a digest costs next to nothing, so a flood from a host no longer
+  shuts out that host's correct clients.
+- At most ``max_records`` (user, host) pairs are remembered in each table
+  (the least recent are forgotten first), so a flood of names or addresses
   cannot grow memory without bound.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Optional
@@ -75,6 +85,8 @@ class LoginThrottle:
         self.max_records = max_records
         self._records: OrderedDict[_Key, _Record] = OrderedDict()
         self._pending: Counter[str] = Counter()
+        self._known: OrderedDict[_Key, bytes] = OrderedDict()
+        self._digest_key = os.urandom(32)
 
     def _recent(self, key: _Key) -> _Record | None:
         record = self._records.get(key)
@@ -100,6 +112,28 @@ class LoginThrottle:
         """Whether a login from *host* may be checked now: False while the host
         holds ``max_pending`` refusals waiting for their reply."""
         return self._pending[host] < self.max_pending
+
+    def admits_known(self, user: Optional[str], host: str, secret: Optional[bytes]) -> bool:
+        """Whether a login may be checked now: :meth:`admits`, or *secret* is
+        the one *user* last logged in with from *host* (see :meth:`succeeded`)."""
+        if self.admits(host):
+            return True
+        known = self._known.get((user, host))
+        return known is not None and secret is not None and hmac.compare_digest(known, self._digest(secret))
+
+    def succeeded(self, user: str, host: str, secret: Optional[bytes]) -> None:
+        """Remember that *user* logged in from *host* with *secret* (None for
+        mechanisms without one, which are then not remembered)."""
+        key = (user, host)
+        self._known.pop(key, None)
+        if secret is None:
+            return
+        self._known[key] = self._digest(secret)
+        while len(self._known) > self.max_records:
+            self._known.popitem(last=False)
+
+    def _digest(self, secret: bytes) -> bytes:
+        return hmac.new(self._digest_key, secret, hashlib.sha256).digest()
 
     def failed(self, user: Optional[str], host: str) -> Deferred[None]:
         """Record a failed login by *user* from *host*.
