@@ -32,7 +32,7 @@ from typing import Any, Optional, cast
 import selectors
 import statistics
 
-from broker import Connection, _counter, rss_kib
+from broker import ROOT, Connection, _counter, rss_kib
 
 from twisted.internet.interfaces import IReactorFromThreads
 from txamqp09.store.interface import DurableQueue, StoredMessage
@@ -84,6 +84,7 @@ def start(*options: str) -> tuple[subprocess.Popen[bytes], int, float, Optional[
         [sys.executable, "-m", "twisted", "--log-format", "text", "amqp09", "--listen",
          "tcp:0:interface=127.0.0.1", "--heartbeat", "0", *options],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
     )
     assert process.stdout is not None
     restored: Optional[float] = None
