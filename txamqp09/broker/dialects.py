@@ -13,7 +13,7 @@ protocol version. ``docs/broker.rst`` (*Two dialects*) tabulates them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Iterable, Mapping, Optional
 
 from txamqp09.wire import _amqp0_9_1
@@ -32,8 +32,8 @@ CODE_NAMES: Mapping[int, str] = {
 class Dialect:
     """The rules on which RabbitMQ 3.10 and the 0-8/0-9 specifications differ.
 
-    Each field names one rule; its docstring (below, as a comment) says what
-    ``True`` means.
+    Each field names one rule; its comment says what ``True`` means, which
+    is what RabbitMQ 3.10 does (the specifications do the opposite of each).
     """
 
     #: A short name for messages and documentation.
@@ -111,53 +111,18 @@ class Dialect:
         return name if self.checks_user_id and "impersonator" not in tags else None
 
 
+def _every_rule(name: str, follows: bool) -> Dialect:
+    """A dialect whose every rule is *follows*: the two rule books differ on
+    each field, RabbitMQ's side being ``True``."""
+    rules = {field.name: follows for field in fields(Dialect) if field.name != "name"}
+    return Dialect(name=name, **rules)
+
+
 #: RabbitMQ 3.10's rules: every 0-9-1 connection.
-RABBITMQ = Dialect(
-    name="RabbitMQ 3.10",
-    code_name_prefix=True,
-    channel_max_counts_open=True,
-    unknown_vhost_not_allowed=True,
-    missing_delete_ok=True,
-    empty_queue_name_not_found=True,
-    redeclare_compares_flags=True,
-    exchange_type_conflict_soft=True,
-    reserved_queue_name_soft=True,
-    exclusive_mismatch_locked=True,
-    passive_default_exchange_refused=True,
-    default_exchange_binding_refused=True,
-    rollback_keeps_acked=True,
-    misplaced_methods_as_rabbitmq=True,
-    exclusive_elsewhere_locked=True,
-    bind_any_exchange=True,
-    recover_in_tx=True,
-    per_consumer_qos=True,
-    announces_capabilities=True,
-    checks_user_id=True,
-)
+RABBITMQ = _every_rule("RabbitMQ 3.10", True)
 
 #: The 0-8 and 0-9 specifications' rules.
-SPECIFIED = Dialect(
-    name="0-8/0-9 specification",
-    code_name_prefix=False,
-    channel_max_counts_open=False,
-    unknown_vhost_not_allowed=False,
-    missing_delete_ok=False,
-    empty_queue_name_not_found=False,
-    redeclare_compares_flags=False,
-    exchange_type_conflict_soft=False,
-    reserved_queue_name_soft=False,
-    exclusive_mismatch_locked=False,
-    passive_default_exchange_refused=False,
-    default_exchange_binding_refused=False,
-    rollback_keeps_acked=False,
-    misplaced_methods_as_rabbitmq=False,
-    exclusive_elsewhere_locked=False,
-    bind_any_exchange=False,
-    recover_in_tx=False,
-    per_consumer_qos=False,
-    announces_capabilities=False,
-    checks_user_id=False,
-)
+SPECIFIED = _every_rule("0-8/0-9 specification", False)
 
 
 def dialect_for(version: ProtocolVersion) -> Dialect:
