@@ -15,7 +15,7 @@ from txamqp09.management.endpoints.overview import contexts, exchange_types
 from txamqp09.management.node import Node
 from txamqp09.management.stats import with_details
 
-__all__ = ["register", "node_info"]
+__all__ = ["node_info", "open_files", "register"]
 
 
 def register(router: Router) -> None:
@@ -24,7 +24,7 @@ def register(router: Router) -> None:
     router.add("GET", "/api/nodes/{node}", get_node, tag="monitoring")
 
 
-def _open_files() -> tuple[int, int]:
+def open_files() -> tuple[int, int]:
     """File descriptors in use (and of those, sockets), from /proc when it exists."""
     try:
         names = os.listdir("/proc/self/fd")
@@ -55,7 +55,7 @@ def _data_dir(node: Node) -> str:
 
 def node_info(node: Node) -> dict[str, Any]:
     """The node's entry of ``/api/nodes``."""
-    fd_used, sockets_used = _open_files()
+    fd_used, sockets_used = open_files()
     fd_total = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     data_dir = _data_dir(node)
     disk_free = shutil.disk_usage(data_dir).free if os.path.isdir(data_dir) else 0
