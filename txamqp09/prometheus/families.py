@@ -19,17 +19,13 @@ channel and exchange. docs/management.rst lists these differences.
 
 from __future__ import annotations
 
-import os
 import resource
-import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
-from txamqp09.broker.memory import resident_memory
 from txamqp09.broker.model import Queue
 from txamqp09.broker.model.stats import ChannelCounters
 from txamqp09.broker.model.stream import StreamQueue
-from txamqp09.management.endpoints.nodes import open_files
 from txamqp09.management.views import channel_name, connection_name, consumer_utilisation
 
 if TYPE_CHECKING:
@@ -144,18 +140,9 @@ def _churn(source: Source) -> Iterator[Row]:
                      churn.channel_closed, churn.queue_declared, churn.queue_created, churn.queue_deleted)
 
 
-def _data_dir(source: Source) -> Optional[str]:
-    if source.disk is not None:
-        return str(source.disk.directory)
-    path = getattr(source.node.store, "path", None)
-    return os.path.dirname(str(path)) if path is not None else None
-
-
 def _node_coarse(source: Source) -> Iterator[Row]:
-    fds, sockets = open_files()
-    directory = _data_dir(source)
-    free = shutil.disk_usage(directory).free if directory is not None and os.path.isdir(directory) else None
-    return _node_row(fds, sockets, resident_memory(), free)
+    used = source.node.resources()
+    return _node_row(used["fd_used"], used["sockets_used"], used["mem_used"], used["disk_free"])
 
 
 def _node(source: Source) -> Iterator[Row]:
