@@ -42,12 +42,13 @@ _AUTHORIZATION = "Basic " + base64.b64encode(b"guest:guest").decode()
 #: The poller: a separate process, so that the load generator is not slowed by it.
 _POLLER = """
 import sys, time, urllib.request
-url, authorization = sys.argv[1], sys.argv[2]
+url, authorization, interval = sys.argv[1], sys.argv[2], float(sys.argv[3])
 while True:
     started = time.monotonic()
     request = urllib.request.Request(url, headers={"Authorization": authorization})
     urllib.request.urlopen(request).read()
-    time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+    print(f"{time.monotonic() - started:.3f}", flush=True)
+    time.sleep(max(0.0, interval - (time.monotonic() - started)))
 """
 
 
@@ -79,31 +80,40 @@ def time_lists(port: int, repeat: int) -> None:
         print(f"GET {path}: {best:.3f} s, {size:,} bytes")
 
 
-def polled(broker: Txamqp09Broker, http_port: int, path: str, messages: int, repeat: int) -> None:
-    """The autoack scenario quiet and polled, alternating; print the fastest of each."""
+def polled(
+    broker: Txamqp09Broker, http_port: int, path: str, messages: int, repeat: int, interval: float = 1.0
+) -> None:
+    """The autoack scenario quiet and polled (a GET of *path* every *interval*
+    seconds), alternating; print the fastest of each and the GETs' times."""
     scenario = SCENARIOS["autoack"]
     run_scenario(broker.port, scenario, min(messages // 10, 20000), 5000)  # warm-up
     best: dict[str, tuple[float, float]] = {}
+    answered: list[float] = []
     for _ in range(repeat):
         for mode in ("quiet", "polled"):
             poller = None
             if mode == "polled":
                 poller = subprocess.Popen(
-                    [sys.executable, "-c", _POLLER, f"http://127.0.0.1:{http_port}{path}", _AUTHORIZATION])
+                    [sys.executable, "-c", _POLLER, f"http://127.0.0.1:{http_port}{path}", _AUTHORIZATION,
+                     str(interval)], stdout=subprocess.PIPE, text=True)
             try:
                 result = measure(broker, scenario, messages, 5000)
             finally:
+                gets: list[float] = []
                 if poller is not None:
                     poller.terminate()
-                    poller.wait(30)
-            print(f"  {mode:<6} {result.rate:>9,.0f} msg/s {result.cpu_us_per_message:6.2f} us CPU/msg",
+                    output, _ = poller.communicate(timeout=30)
+                    gets = [float(line) for line in output.split()]
+                    answered += gets
+            print(f"  {mode:<6} {result.rate:>9,.0f} msg/s {result.cpu_us_per_message:6.2f} us CPU/msg"
+                  + (f", {len(gets)} GETs in {result.seconds:.1f} s" if poller is not None else ""),
                   file=sys.stderr)
             if mode not in best or result.rate > best[mode][0]:
                 best[mode] = (result.rate, result.cpu_us_per_message)
     quiet, loaded = best["quiet"], best["polled"]
     print(f"autoack quiet:  {quiet[0]:,.0f} msg/s, {quiet[1]:.2f} us broker CPU/msg")
     print(f"autoack polled: {loaded[0]:,.0f} msg/s, {loaded[1]:.2f} us broker CPU/msg "
-          f"(GET {path} once a second)")
+          f"(GET {path} every {interval:g} s, {len(answered)} GETs, slowest {max(answered, default=0):.3f} s)")
     print(f"loss: {100 * (1 - loaded[0] / quiet[0]):.1f} %")
 
 

@@ -29,7 +29,6 @@ from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import (
     IProtocolFactory,
     IReactorFromThreads,
-    IReactorThreads,
     IReactorTime,
     IStreamServerEndpoint,
 )
@@ -238,7 +237,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     if options["management"]:
         listeners = _with_management(broker, node, listeners, options["management"])
     if options["prometheus"]:
-        listeners = listeners + _metrics_listeners(node, options["prometheus"], monitor)
+        listeners = listeners + _metrics_listeners(node, options["prometheus"], monitor, clock)
     for endpoint, served, protocol in listeners:
         broker.add_listener(endpoint, served, protocol)
     return broker
@@ -264,13 +263,13 @@ def _with_management(
 
 
 def _metrics_listeners(
-    node: Node, descriptions: list[str], disk: Optional[DiskMonitor]
+    node: Node, descriptions: list[str], disk: Optional[DiskMonitor], clock: IReactorTime
 ) -> list[tuple[IStreamServerEndpoint, IProtocolFactory, str]]:
     """The Prometheus metrics listeners (RabbitMQ's ``http/prometheus``),
-    each telling *node* where it listens."""
+    each telling *node* where it listens; *clock* paces their encoding."""
     from twisted.internet import reactor
 
-    site = make_metrics_site(node, cast(IReactorThreads, reactor), disk)
+    site = make_metrics_site(node, clock, disk)
     protocol = "http/prometheus"
     return [
         (RecordingEndpoint(serverFromString(reactor, description), node, protocol), site, protocol)

@@ -78,7 +78,7 @@ class MetricsBroker:
         """Listen for AMQP and for scrapes."""
         amqp = yield TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(self.factory)
         metrics = yield TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(
-            make_metrics_site(self.node, reactor)  # type: ignore[arg-type]
+            make_metrics_site(self.node, reactor)
         )
         self.ports = [amqp, metrics]
         self.amqp_port = amqp.getHost().port

@@ -1,11 +1,8 @@
-"""One scrape: read the broker, then write the exposition.
+"""One scrape: read the broker into rows.
 
-:func:`gather` runs on the reactor thread and only reads the broker's
-counters into plain rows (a few microseconds per object); the
-:class:`Scrape` it returns turns them into ``prometheus_client`` metric
-families when :meth:`Scrape.collect` is called, which the listener does in
-a worker thread together with the text (or OpenMetrics) encoding, so that
-a large scrape does not hold up AMQP traffic.
+:func:`gather` only reads the broker's counters into plain rows (a few
+microseconds per object); :mod:`.exposition` turns them into
+``prometheus_client`` families (:func:`table_family`) and encodes them.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import enum
 import hashlib
 import platform
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -23,7 +20,7 @@ from prometheus_client.core import (
     Metric as Family,
     UnknownMetricFamily,
 )
-from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from txamqp09 import __version__
@@ -35,7 +32,10 @@ if TYPE_CHECKING:
     from txamqp09.broker.disk import DiskMonitor
     from txamqp09.management.node import Node
 
-__all__ = ["Scope", "Scrape", "TABLE_NAMES", "gather"]
+__all__ = ["Scope", "Scrape", "TABLE_NAMES", "Value", "gather", "table_family"]
+
+#: One object's label values and one metric's value.
+Value = tuple[tuple[str, ...], Optional[float]]
 
 #: Every table ``/metrics/detailed?family=`` may name.
 TABLE_NAMES = frozenset(table.name for table in RABBITMQ_TABLES + CLUSTER_TABLES)
@@ -56,36 +56,24 @@ class Scope(enum.Enum):
     DETAILED = "detailed"
 
 
-class Scrape(Collector):
-    """The rows one scrape read, as ``prometheus_client`` families (a
-    collector that :func:`prometheus_client.generate_latest` accepts)."""
+class Scrape:
+    """What one scrape read: tables of rows, and families built already.
+
+    :ivar tables: each table with its prefix, whether it is per object, and its rows.
+    :ivar families: the other families (totals, alarms, identity, the store's histograms).
+    """
 
     def __init__(self) -> None:
-        self._tables: list[tuple[Table, str, bool, list[Row]]] = []
-        self._families: list[Family] = []
+        self.tables: list[tuple[Table, str, bool, list[Row]]] = []
+        self.families: list[Family] = []
 
     def add_table(self, table: Table, prefix: str, per_object: bool, rows: list[Row]) -> None:
         """Report *table*'s *rows* under *prefix* (labelled when *per_object*)."""
-        self._tables.append((table, prefix, per_object, rows))
+        self.tables.append((table, prefix, per_object, rows))
 
     def add(self, family: Family) -> None:
         """Report a family built already."""
-        self._families.append(family)
-
-    def collect(self) -> Iterator[Family]:
-        """Every family, tables first."""
-        for table, prefix, per_object, rows in self._tables:
-            labels = table.labels if per_object else ()
-            for index, metric in enumerate(table.metrics):
-                if metric.per_object and not per_object:
-                    continue
-                family = _FAMILY_TYPES[metric.kind](prefix + metric.name, metric.help, labels=labels)
-                for values, row in rows:
-                    value = row[index]
-                    if value is not None:
-                        family.add_metric(values, value)
-                yield family
-        yield from self._families
+        self.families.append(family)
 
 
 _FAMILY_TYPES: dict[str, type] = {
@@ -93,6 +81,18 @@ _FAMILY_TYPES: dict[str, type] = {
     "gauge": GaugeMetricFamily,
     "untyped": UnknownMetricFamily,
 }
+
+
+def table_family(table: Table, prefix: str, index: int, values: Iterable[Value]) -> Family:
+    """The family of *table*'s metric *index* with a sample for each of
+    *values* but None ones (labelled by the row's label values, if any)."""
+    metric = table.metrics[index]
+    family = _FAMILY_TYPES[metric.kind](prefix + metric.name, metric.help, labels=table.labels)
+    name = family.name + "_total" if metric.kind == "counter" else family.name
+    family.samples = [
+        Sample(name, dict(zip(table.labels, labels)), value) for labels, value in values if value is not None
+    ]
+    return family
 
 
 def gather(

@@ -3,24 +3,27 @@
 Served without authentication, as RabbitMQ's plugin serves them (bind it to
 an interface only the Prometheus server reaches). The answer is Prometheus'
 text format, or OpenMetrics when the ``Accept`` header asks for it, gzipped
-when ``Accept-Encoding`` allows. The broker is read on the reactor thread
-(:func:`~txamqp09.prometheus.collector.gather`); the families are built and
-encoded in a worker thread.
+when ``Accept-Encoding`` allows.
+
+The broker is read at once (:func:`~txamqp09.prometheus.collector.gather`);
+the families are then encoded one at a time
+(:class:`~txamqp09.prometheus.exposition.Exposition`), and the reactor
+serves AMQP traffic between them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from prometheus_client.exposition import choose_encoder
-from twisted.internet.interfaces import IReactorThreads
-from twisted.internet.threads import deferToThreadPool
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.task import Cooperator
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import EncodingResourceWrapper, Resource
 from twisted.web.server import NOT_DONE_YET, GzipEncoderFactory, Request, Site
 
-from txamqp09.prometheus.collector import TABLE_NAMES, Scope, Scrape, gather
+from txamqp09.prometheus.collector import TABLE_NAMES, Scope, gather
+from txamqp09.prometheus.exposition import Exposition
 
 if TYPE_CHECKING:
     from txamqp09.broker.disk import DiskMonitor
@@ -32,29 +35,23 @@ __all__ = ["MetricsResource", "make_metrics_site"]
 _SCOPES = {b"": Scope.AGGREGATED, b"per-object": Scope.PER_OBJECT, b"detailed": Scope.DETAILED}
 
 
-def _encode(scrape: Scrape, accept: str) -> tuple[bytes, str]:
-    """The exposition of *scrape* in the format *accept* asks for, and its content type."""
-    encoder: Callable[[Any], bytes]
-    encoder, content_type = choose_encoder(accept)
-    return encoder(scrape), content_type
-
-
 class MetricsResource(Resource):
     """``/metrics[/per-object|/detailed]`` of one node.
 
     :param node: the broker facade the metrics are read from.
-    :param reactor: runs the encoding in its thread pool.
+    :param reactor: schedules the encoding's steps.
     :param disk: the disk monitor, for free space and its limit.
     """
 
     isLeaf = True
     log = Logger()
 
-    def __init__(self, node: Node, reactor: IReactorThreads, disk: Optional[DiskMonitor] = None) -> None:
+    def __init__(self, node: Node, reactor: IReactorTime, disk: Optional[DiskMonitor] = None) -> None:
         super().__init__()
         self.node = node
-        self.reactor = reactor
         self.disk = disk
+        self._cooperator = Cooperator(scheduler=lambda step: reactor.callLater(0, step))
+        self._exposition = Exposition()
 
     def render_GET(self, request: Request) -> Any:
         """Gather the scope the path names, then answer with its exposition."""
@@ -65,17 +62,16 @@ class MetricsResource(Resource):
             request.setHeader("Content-Type", "text/plain; charset=utf-8")
             return b"Unknown Registry\n" if path[:2] == [b"", b"metrics"] else b"Not Found\n"
         scrape = gather(self.node, scope, disk=self.disk, **self._filters(request))
-        accept = request.getHeader("accept") or ""
-        encoding = deferToThreadPool(self.reactor, self.reactor.getThreadPool(), _encode, scrape, accept)
+        answer: list[bytes] = []
+        encoding = self._cooperator.cooperate(self._exposition.steps(scrape, request.getHeader("accept") or "", answer))
         finished: list[bool] = []
         request.notifyFinish().addBoth(lambda _: finished.append(True))
 
-        def write(answer: tuple[bytes, str]) -> None:
+        def write(_: object) -> None:
             if finished:
                 return
-            body, content_type = answer
-            request.setHeader("Content-Type", content_type)
-            request.write(body)
+            request.setHeader("Content-Type", answer[0])
+            request.write(b"".join(answer[1:]))
             request.finish()
 
         def failed(failure: Failure) -> None:
@@ -86,7 +82,7 @@ class MetricsResource(Resource):
                 request.write(f"{type(failure.value).__name__}: {failure.value}\n".encode())
                 request.finish()
 
-        encoding.addCallbacks(write, failed)
+        encoding.whenDone().addCallbacks(write, failed)
         return NOT_DONE_YET
 
     def _filters(self, request: Request) -> dict[str, Any]:
@@ -101,7 +97,7 @@ class MetricsResource(Resource):
         return {"families": families, "vhosts": vhosts}
 
 
-def make_metrics_site(node: Node, reactor: IReactorThreads, disk: Optional[DiskMonitor] = None) -> Site:
+def make_metrics_site(node: Node, reactor: IReactorTime, disk: Optional[DiskMonitor] = None) -> Site:
     """The HTTP site serving *node*'s metrics (gzip when the client accepts it)."""
     site = Site(EncodingResourceWrapper(MetricsResource(node, reactor, disk), [GzipEncoderFactory()]))
     site.noisy = False
