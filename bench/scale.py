@@ -21,7 +21,8 @@ client of ``bench/broker.py``, and stops them:
               MB/s and the broker's peak resident memory (VmHWM).
 ``drained-16B``, ``drained-1KiB``
               a backlog of 500,000 messages (16 B or 1 KiB) drained by a
-              consumer (prefetch 500, acks): resident memory idle, full,
+              consumer (prefetch 500, acks; ``bench/startup.py``'s, with its
+              passive declares ten times a second): resident memory idle, full,
               and 5 s after the drain, as a ratio to idle.
 
 Run::
@@ -51,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from broker import Connection, RabbitMQBroker, Txamqp09Broker, _counter, rss_kib
+from startup import QUEUE as BACKLOG, drain
 
 from txamqp09.testing.rabbitmq import rabbitmq_missing
 from txamqp09.wire import _amqp0_9_1 as spec
@@ -218,26 +220,6 @@ def wait_for_count(connection: Connection, queue: str, count: int, timeout: floa
         time.sleep(0.2)
 
 
-def drain(port: int, queue: str, count: int) -> float:
-    """Consume *count* messages of *queue* with acks (prefetch 500); the seconds it took."""
-    consumer = Connection(port)
-    consumer.call(spec.BasicQos(prefetch_count=500), spec.BasicQosOk)
-    consumer.send(1, spec.BasicConsume(queue=queue, consumer_tag="bench"))
-    consumer.sock.setblocking(False)
-    deliveries = _counter(False, consumer.sock)
-    selector = selectors.DefaultSelector()
-    selector.register(consumer.sock, selectors.EVENT_READ)
-    received = 0
-    started = time.perf_counter()
-    while received < count:
-        for _key, _events in selector.select(1):
-            received += deliveries()
-    elapsed = time.perf_counter() - started
-    selector.close()
-    consumer.close()
-    return elapsed
-
-
 # -- the scenarios ---------------------------------------------------------------
 
 
@@ -320,10 +302,10 @@ def fanout_scenario(broker: Any, queues: int, messages: int) -> dict[str, float]
 def backlog_scenario(broker: Any, count: int) -> dict[str, float]:
     """Queue *count* 16-byte messages; memory per message beyond the body."""
     connection = Connection(broker.port)
-    connection.call(spec.QueueDeclare(queue="backlog"), spec.QueueDeclareOk)
+    connection.call(spec.QueueDeclare(queue=BACKLOG), spec.QueueDeclareOk)
     idle = settled_rss_kib(broker.pid)
     started = time.perf_counter()
-    fill(broker.port, "backlog", count, b"x" * 16)
+    fill(broker.port, BACKLOG, count, b"x" * 16)
     seconds = time.perf_counter() - started
     full = settled_rss_kib(broker.pid, 10.0)
     connection.close()
@@ -346,11 +328,11 @@ def large_scenario(broker: Any, size: int, total: int) -> dict[str, float]:
 def drained_scenario(broker: Any, count: int, body_size: int) -> dict[str, float]:
     """Queue *count* messages of *body_size*, drain them; memory idle, full and after."""
     connection = Connection(broker.port)
-    connection.call(spec.QueueDeclare(queue="drained"), spec.QueueDeclareOk)
+    connection.call(spec.QueueDeclare(queue=BACKLOG), spec.QueueDeclareOk)
     idle = settled_rss_kib(broker.pid)
-    fill(broker.port, "drained", count, b"x" * body_size)
+    fill(broker.port, BACKLOG, count, b"x" * body_size)
     full = rss_kib(broker.pid)
-    drain(broker.port, "drained", count)
+    drain(broker.port, count)
     time.sleep(5.0)
     after = rss_kib(broker.pid)
     connection.close()
