@@ -163,3 +163,27 @@ class MetricsTests(TestCase):
         self.assertEqual((unknown.status, unknown.text), (404, "Unknown Registry\n"))
         elsewhere: Scraped = yield self.broker.scrape("/api/overview")
         self.assertEqual(elsewhere.status, 404)
+
+    @inlineCallbacks
+    def test_global_counters_keep_what_deleted_queues_counted(self) -> Any:
+        _, channel = yield self.traffic()
+        yield channel.queue_delete(queue=QUEUE)
+        scraped: Scraped = yield self.broker.scrape("/metrics/per-object")
+        amqp = {"protocol": "amqp091"}
+        classic = {"protocol": "amqp091", "queue_type": "rabbit_classic_queue"}
+        expected = {
+            ("rabbitmq_global_messages_received_total", ()): 6,
+            ("rabbitmq_global_messages_routed_total", ()): 5,
+            ("rabbitmq_global_messages_unroutable_dropped_total", ()): 1,
+            ("rabbitmq_global_messages_confirmed_total", ()): 6,
+            ("rabbitmq_global_messages_delivered_total", ("queue_type",)): 2,
+            ("rabbitmq_global_messages_delivered_get_manual_ack_total", ("queue_type",)): 1,
+            ("rabbitmq_global_messages_delivered_get_auto_ack_total", ("queue_type",)): 1,
+            ("rabbitmq_global_messages_acknowledged_total", ("queue_type",)): 1,
+        }
+        self.assertEqual(
+            {key: scraped.value(key[0], **(classic if key[1] else amqp)) for key in expected}, expected)
+        self.assertEqual(
+            scraped.value("rabbitmq_global_messages_delivered_total", protocol="amqp091",
+                          queue_type="rabbit_stream_queue"), 0)
+        self.assertEqual(scraped.value("rabbitmq_queues"), 0)

@@ -119,6 +119,9 @@ class PrometheusServerTests(TestCase):
         rate = yield self.has_data("sum(rate(rabbitmq_channel_messages_published_total[1m]))")
         self.assertGreater(float(rate[0]["value"][1]), 0)
         yield self.has_data(f"sum(rabbitmq_queue_messages_ready * on(instance) group_left(rabbitmq_cluster) {identity})")
+        yield self.has_data(
+            f"sum(rate(rabbitmq_global_messages_received_total[60s]) * on(instance) "
+            f"group_left(rabbitmq_cluster) {identity})")
         second = yield connection.channel()  # opened while Prometheus scrapes: a channel opening rate
         yield second.close()
         [by_node] = yield self.has_data(

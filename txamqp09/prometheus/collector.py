@@ -11,7 +11,7 @@ import enum
 import hashlib
 import platform
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -24,6 +24,8 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from txamqp09 import __version__
+from txamqp09.broker.model.arguments import CLASSIC, QUORUM, STREAM
+from txamqp09.broker.model.stats import QueueCounters
 from txamqp09.management.endpoints.overview import API_VERSION
 from txamqp09.prometheus.families import CLUSTER_TABLES, OWN_TABLES, RABBITMQ_TABLES, Row, Source, Table
 from txamqp09.store.distribution import Distribution
@@ -120,7 +122,7 @@ def gather(
     else:
         for table in RABBITMQ_TABLES:
             scrape.add_table(table, "rabbitmq_", per_object, table.gather(source, per_object))
-        for family in _totals(source):
+        for family in _totals(source) + _global(source):
             scrape.add(family)
         if scope is Scope.AGGREGATED:
             for family in _alarms(node):
@@ -150,6 +152,68 @@ def _totals(source: Source) -> list[Family]:
         _gauge("rabbitmq_consumers", "Consumers currently connected", sum(len(queue.consumers) for queue in queues)),
         _gauge("rabbitmq_queues", "Queues available", len(queues)),
     ]
+
+
+#: RabbitMQ's names of the queue types, for the ``queue_type`` label.
+_QUEUE_TYPE_LABELS = {CLASSIC: "rabbit_classic_queue", QUORUM: "rabbit_quorum_queue", STREAM: "rabbit_stream_queue"}
+#: The ``protocol`` label: every AMQP version the broker speaks counts as RabbitMQ's AMQP.
+_PROTOCOL = "amqp091"
+
+
+def _global(source: Source) -> list[Family]:
+    """RabbitMQ's ``rabbitmq_global_`` counters: messages received, routed,
+    confirmed and unroutable (by protocol), and delivered, got, redelivered
+    and acknowledged (by protocol and queue type), from the broker's totals."""
+    channels = source.totals()
+    by_protocol = [
+        ("messages_received_total", "Total number of messages received from publishers", channels.publish),
+        ("messages_routed_total", "Total number of messages routed to queues or streams",
+         channels.publish - channels.drop_unroutable - channels.return_unroutable),
+        ("messages_unroutable_dropped_total",
+         "Total number of messages published as non-mandatory into an exchange and dropped as unroutable",
+         channels.drop_unroutable),
+        ("messages_unroutable_returned_total",
+         "Total number of messages published as mandatory into an exchange and returned to the publisher "
+         "as unroutable", channels.return_unroutable),
+        ("messages_confirmed_total", "Total number of messages confirmed to publishers", channels.confirm),
+    ]
+    families: list[Family] = []
+    for name, help, value in by_protocol:
+        family = CounterMetricFamily(f"rabbitmq_global_{name}", help, labels=("protocol",))
+        family.add_metric((_PROTOCOL,), value)
+        families.append(family)
+    consumers = GaugeMetricFamily("rabbitmq_global_consumers", "Current number of consumers", labels=("protocol",))
+    consumers.add_metric((_PROTOCOL,), sum(len(queue.consumers) for queue in source.queues()))
+    families.append(consumers)
+    by_queue_type: list[tuple[str, str, Callable[[QueueCounters], int]]] = [
+        ("messages_delivered_total", "Total number of messages delivered to consumers",
+         lambda counters: counters.deliver + counters.deliver_no_ack + counters.get + counters.get_no_ack),
+        ("messages_delivered_consume_manual_ack_total",
+         "Total number of messages delivered to consumers using basic.consume with manual acknowledgment",
+         lambda counters: counters.deliver),
+        ("messages_delivered_consume_auto_ack_total",
+         "Total number of messages delivered to consumers using basic.consume with automatic acknowledgment",
+         lambda counters: counters.deliver_no_ack),
+        ("messages_delivered_get_manual_ack_total",
+         "Total number of messages delivered to consumers using basic.get with manual acknowledgment",
+         lambda counters: counters.get),
+        ("messages_delivered_get_auto_ack_total",
+         "Total number of messages delivered to consumers using basic.get with automatic acknowledgment",
+         lambda counters: counters.get_no_ack),
+        ("messages_get_empty_total", "Total number of times basic.get operations fetched no message",
+         lambda counters: counters.get_empty),
+        ("messages_redelivered_total", "Total number of messages redelivered to consumers",
+         lambda counters: counters.redeliver),
+        ("messages_acknowledged_total", "Total number of messages acknowledged by consumers",
+         lambda counters: counters.ack),
+    ]
+    queues = source.queue_totals()
+    for name, help, read in by_queue_type:
+        family = CounterMetricFamily(f"rabbitmq_global_{name}", help, labels=("protocol", "queue_type"))
+        for queue_type, counters in queues.items():
+            family.add_metric((_PROTOCOL, _QUEUE_TYPE_LABELS[queue_type]), read(counters))
+        families.append(family)
+    return families
 
 
 def _untyped(name: str, help: str, value: float) -> UnknownMetricFamily:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 from txamqp09.broker.model import Queue
-from txamqp09.broker.model.stats import ChannelCounters
+from txamqp09.broker.model.arguments import QUEUE_TYPES
+from txamqp09.broker.model.stats import ChannelCounters, QueueCounters
 from txamqp09.broker.model.stream import StreamQueue
 from txamqp09.management.views import channel_name, connection_name, consumer_utilisation
 
@@ -75,6 +76,16 @@ class Source:
     def totals(self) -> ChannelCounters:
         """The broker's channel counters, closed channels' included."""
         return self.node.stats.totals()
+
+    def queue_totals(self) -> dict[str, QueueCounters]:
+        """The queues' counters by queue type, deleted queues' included."""
+        totals = {queue_type: QueueCounters() for queue_type in QUEUE_TYPES}
+        for vhost in self.node.broker.vhosts.values():
+            for queue_type, retired in vhost.retired_queues.items():
+                totals[queue_type].add(retired)
+            for queue in vhost.queues.values():
+                totals[queue.settings.queue_type].add(queue.stats)
+        return totals
 
 
 @dataclass(frozen=True)

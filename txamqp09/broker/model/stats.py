@@ -66,7 +66,8 @@ class Counters:
         return dict(zip(self.FIELDS, self.values()))
 
     def add(self, other: Counters) -> None:
-        """Add *other*'s counters (of the same kind) to these."""
+        """Add *other*'s counters (of the same kind, derived ones refreshed) to these."""
+        other.refresh()
         for name in self.FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 

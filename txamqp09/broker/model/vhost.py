@@ -30,7 +30,7 @@ from txamqp09.broker.model.policy import PolicySet
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
-from txamqp09.broker.model.stats import ChannelCounters, ChurnCounters
+from txamqp09.broker.model.stats import ChannelCounters, ChurnCounters, QueueCounters
 from txamqp09.broker.model.store import Persistence
 from txamqp09.broker.model.stream import (
     EQUIVALENT_ARGUMENTS as _EQUIVALENT_STREAM_ARGUMENTS,
@@ -160,6 +160,8 @@ class VirtualHost:
         self.churn = churn if churn is not None else ChurnCounters()
         #: What the closed channels of this vhost counted.
         self.retired = ChannelCounters()
+        #: What its deleted queues counted, by queue type.
+        self.retired_queues: dict[str, QueueCounters] = {}
         self.queues: dict[str, Queue] = {}
         #: Its policies and operator policies (see :meth:`apply_policies`).
         self.policies = PolicySet()
@@ -587,6 +589,8 @@ class VirtualHost:
         queue.deleted = True
         queue.stop()
         self.churn.queue_deleted += 1
+        queue_type = queue.settings.queue_type
+        self.retired_queues.setdefault(queue_type, QueueCounters()).add(queue.stats)
         del self.queues[queue.name]
         for binding in list(queue.bindings):
             self._unbind(binding)
