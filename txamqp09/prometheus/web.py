@@ -19,6 +19,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import Cooperator
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web import http
 from twisted.web.resource import EncodingResourceWrapper, Resource
 from twisted.web.server import NOT_DONE_YET, GzipEncoderFactory, Request, Site
 
@@ -97,8 +98,16 @@ class MetricsResource(Resource):
         return {"families": families, "vhosts": vhosts}
 
 
+class _UnloggedSite(Site):
+    """A site that writes no access log line: a Prometheus server scrapes
+    every few seconds, for as long as the broker runs."""
+
+    def log(self, request: http.Request) -> None:
+        """Nothing."""
+
+
 def make_metrics_site(node: Node, reactor: IReactorTime, disk: Optional[DiskMonitor] = None) -> Site:
     """The HTTP site serving *node*'s metrics (gzip when the client accepts it)."""
-    site = Site(EncodingResourceWrapper(MetricsResource(node, reactor, disk), [GzipEncoderFactory()]))
+    site = _UnloggedSite(EncodingResourceWrapper(MetricsResource(node, reactor, disk), [GzipEncoderFactory()]))
     site.noisy = False
     return site
