@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import sys
 from pathlib import Path
 from typing import Any, ClassVar, Optional, cast
@@ -38,6 +39,7 @@ from txamqp09 import __version__
 from txamqp09.broker import oplog
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
+from txamqp09.broker.federation import FederationService
 from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor
 from txamqp09.broker.memory import DEFAULT_MEMORY_HIGH_WATERMARK, parse_watermark
 from txamqp09.broker.model import Broker, Persistence
@@ -224,8 +226,13 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     tls = options.tls_endpoint(clock)
     if tls is not None:
         listeners.append((tls, factory, "amqp/ssl"))
+    node_name = f"txamqp09@{socket.gethostname()}"
+    federation = FederationService(factory.config, reactor, node_name)
+    federation.setServiceParent(broker)
     if options["management"]:
-        listeners = _with_management(broker, Node(factory, store), listeners, options["management"])
+        node = Node(factory, store, node_name)
+        node.federation = federation
+        listeners = _with_management(broker, node, listeners, options["management"])
     for endpoint, served, protocol in listeners:
         broker.add_listener(endpoint, served, protocol)
     return broker

@@ -30,6 +30,7 @@ from txamqp09.management.cache import ComputeCache
 from txamqp09.management.stats import Statistics
 
 if TYPE_CHECKING:
+    from txamqp09.broker.federation import FederationService
     from txamqp09.broker.server import ServerConnection, ServerFactory
     from txamqp09.store.interface import IMessageStore
 
@@ -76,6 +77,8 @@ class Node:
         self.stats = Statistics(self, self.clock)
         #: Expensive answers, reused for a while (see :mod:`.cache`).
         self.cache = ComputeCache()
+        #: The broker's federation links (``/api/federation-links``), if it runs them.
+        self.federation: Optional[FederationService] = None
 
     def start(self) -> None:
         """Start sampling statistics."""
