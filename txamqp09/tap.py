@@ -39,7 +39,7 @@ from txamqp09 import __version__
 from txamqp09.broker import oplog
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
-from txamqp09.broker.federation import FederationService
+from txamqp09.broker.federation.service import FederationService
 from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor
 from txamqp09.broker.memory import DEFAULT_MEMORY_HIGH_WATERMARK, parse_watermark
 from txamqp09.broker.model import Broker, Persistence

@@ -6,6 +6,7 @@ its upstream as consumers appear."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import quote
 
@@ -15,6 +16,7 @@ from twisted.trial.unittest import TestCase
 
 from tests.broker.process import BrokerProcess
 from tests.management.support import http_request
+from tests.management.test_ctl import run_ctl
 from txamqp09.client import connect
 from txamqp09.testing.rabbitmq import free_port
 from txamqp09.testing.waiting import eventually
@@ -170,6 +172,18 @@ class FederationAcrossProcessesTests(TestCase):
                          {"queue": "jobs", "upstream_queue": "jobs", "consumer_tag": "federation-link-origin",
                           "type": "queue", "upstream": "origin"})
         self.assertEqual(link["uri"], f"amqp://127.0.0.1:{upstream.process.port}")
+        home = os.path.abspath(self.mktemp())
+        out, err, code = await run_ctl(downstream.api, home, "federation_status")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(err.startswith("Listing federation links on node txamqp09@"), err)
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split()[:6], ["type", "vhost", "exchange", "upstream_exchange", "queue",
+                                               "upstream_queue"])
+        self.assertEqual(lines[1].split()[:7], ["queue", "/", "jobs", "jobs", "origin", "running",
+                                               "Federation"])
+        self.assertNotIn("guest", out)
+        out, err, code = await run_ctl(downstream.api, home, "-q", "federation_status", "--only-down")
+        self.assertEqual((code, len(out.splitlines())), (0, 1), out)  # the header only
         # No consumer downstream: the upstream keeps its messages.
         self.assertEqual((await upstream.queue("jobs"))["consumers"], 0)
         self.assertEqual((await upstream.queue("jobs"))["messages"], 100)

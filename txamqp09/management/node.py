@@ -30,7 +30,7 @@ from txamqp09.management.cache import ComputeCache
 from txamqp09.management.stats import Statistics
 
 if TYPE_CHECKING:
-    from txamqp09.broker.federation import FederationService
+    from txamqp09.broker.federation.service import FederationService
     from txamqp09.broker.server import ServerConnection, ServerFactory
     from txamqp09.store.interface import IMessageStore
 

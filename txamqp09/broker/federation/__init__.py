@@ -6,7 +6,3 @@ is federated, and :class:`~.service.FederationService` runs a link
 RabbitMQ 3.10's names, headers and status. docs/scaling.rst explains their
 use.
 """
-
-from txamqp09.broker.federation.service import FederationService
-
-__all__ = ["FederationService"]

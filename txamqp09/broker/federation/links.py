@@ -44,12 +44,13 @@ from txamqp09.broker.federation.headers import (
     queue_link_headers,
     should_forward,
 )
-from txamqp09.broker.federation.upstreams import Upstream, redacted
+from txamqp09.broker.federation.upstreams import Upstream
 from txamqp09.broker.model import Binding, Client, Consumer, Exchange, ISink, Message, Queue, Session, VirtualHost
 from txamqp09.broker.model.routing import freeze
 from txamqp09.client import Channel, ChannelClosed, ChannelState, ClientConnection, ClientError, connect, parse_url
 from txamqp09.client import Consumer as ClientConsumer
 from txamqp09.client import Message as ClientMessage
+from txamqp09.links.uri import redacted
 from txamqp09.wire.errors import AMQPError
 from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1

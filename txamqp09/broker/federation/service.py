@@ -25,7 +25,7 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.task import LoopingCall
 
 from txamqp09.broker.federation.links import ExchangeLink, Link, QueueLink
-from txamqp09.broker.federation.upstreams import UPSTREAM, Upstream, upstreams_for
+from txamqp09.broker.federation.upstreams import UPSTREAM, UPSTREAM_SET, Upstream, upstreams_for
 from txamqp09.broker.model import Exchange, Queue, VirtualHost
 from txamqp09.broker.model.policy import FEDERATION_KEYS
 from txamqp09.broker.runtime import RuntimeConfig
@@ -65,9 +65,23 @@ class FederationService(Service):
     def startService(self) -> None:
         super().startService()
         self._loop.start(INTERVAL, now=True)
+        for component in (UPSTREAM, UPSTREAM_SET):
+            self.config.components.watch(component, self)
+
+    def parameter_set(self, vhost: str, name: str, value: Any) -> None:
+        """An upstream or set is new or changed: act on it at once."""
+        if self.running:
+            self.look()
+
+    def parameter_cleared(self, vhost: str, name: str) -> None:
+        """An upstream or set is gone: stop its links at once."""
+        if self.running:
+            self.look()
 
     def stopService(self) -> Deferred[Any]:
         super().stopService()
+        for component in (UPSTREAM, UPSTREAM_SET):
+            self.config.components.unwatch(component, self)
         if self._loop.running:
             self._loop.stop()
         links, self.links = list(self.links.values()), {}

@@ -22,20 +22,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Optional
 
 from txamqp09.broker.model.policy import FEDERATION_KEYS
+from txamqp09.broker.parameters import Component
+from txamqp09.links.uri import shown_uris, uris_errors
+from txamqp09.links.validation import Rule, binary, boolean, enum, erlang_term, number, proplist_errors
 
 __all__ = [
     "ACK_MODES",
+    "COMPONENTS",
     "UPSTREAM",
     "UPSTREAM_SET",
     "Upstream",
-    "UpstreamError",
-    "check_upstream",
-    "check_upstream_set",
-    "redacted",
+    "upstream_errors",
+    "upstream_set_errors",
     "upstreams_for",
 ]
 
@@ -43,123 +44,56 @@ __all__ = [
 UPSTREAM = "federation-upstream"
 UPSTREAM_SET = "federation-upstream-set"
 #: How a link acknowledges at the upstream what it republished.
-ACK_MODES = ("on-confirm", "on-publish", "no-ack")
+ACK_MODES = ("no-ack", "on-publish", "on-confirm")
 #: RabbitMQ's default prefetch count of a link.
 DEFAULT_PREFETCH = 1000
 
 
-class UpstreamError(ValueError):
-    """A parameter value that is no valid upstream (RabbitMQ's texts)."""
+#: The keys an upstream and a set member share, with their checks (RabbitMQ's).
+_SHARED = (
+    Rule("exchange", binary),
+    Rule("queue", binary),
+    Rule("consumer-tag", binary),
+    Rule("prefetch-count", number),
+    Rule("reconnect-delay", number),
+    Rule("max-hops", number),
+    Rule("expires", number),
+    Rule("message-ttl", number),
+    Rule("trust-user-id", boolean),
+    Rule("ack-mode", enum(*ACK_MODES)),
+    Rule("resource-cleanup-mode", enum("default", "never")),
+    Rule("ha-policy", binary),
+    Rule("bind-nowait", boolean),
+    Rule("channel-use-mode", enum("multiple", "single")),
+)
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, str):
-        return f'<<"{value}">>'
-    if isinstance(value, bool):
-        return str(value).lower()
-    return repr(value)
+def upstream_errors(name: str, value: Any) -> list[str]:
+    """Why *value* cannot be upstream *name* (component ``federation-upstream``),
+    in RabbitMQ's texts; none when it can."""
+    return proplist_errors(name, (Rule("uri", uris_errors, mandatory=True), *_SHARED), value)
 
 
-def _number(key: str, value: Any) -> Optional[str]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return None
-    return f"{key} should be a number, actually was {_shown(value)}"
-
-
-def _binary(key: str, value: Any) -> Optional[str]:
-    return None if isinstance(value, str) else f"{key} should be binary, actually was {_shown(value)}"
-
-
-def _boolean(key: str, value: Any) -> Optional[str]:
-    return None if isinstance(value, bool) else f"{key} should be boolean, actually was {_shown(value)}"
-
-
-def _enum(*choices: str) -> Callable[[str, Any], Optional[str]]:
-    def check(key: str, value: Any) -> Optional[str]:
-        if value in choices:
-            return None
-        return f"{key} should be one of [{','.join(choices)}], actually was {_shown(value)}"
-
-    return check
-
-
-def _uri(key: str, value: Any) -> Optional[str]:
-    if isinstance(value, list):
-        for item in value:
-            problem = _uri(key, item)
-            if problem is not None:
-                return problem
-        return None if value else f"{key} should be a non-empty list of URIs"
-    if not isinstance(value, str):
-        return f"{key} should be binary, actually was {_shown(value)}"
-    if urlsplit(value).scheme not in ("amqp", "amqps"):
-        return f'"{value}" not a valid URI: {{unexpected_uri_scheme,"{urlsplit(value).scheme}"}}'
-    try:
-        urlsplit(value).port
-    except ValueError:
-        return f'"{value}" not a valid URI: bad port'
-    return None
-
-
-#: The keys an upstream and a set member share, with their checks.
-_SHARED: dict[str, Callable[[str, Any], Optional[str]]] = {
-    "exchange": _binary,
-    "queue": _binary,
-    "consumer-tag": _binary,
-    "prefetch-count": _number,
-    "reconnect-delay": _number,
-    "max-hops": _number,
-    "expires": _number,
-    "message-ttl": _number,
-    "trust-user-id": _boolean,
-    "ack-mode": _enum("no-ack", "on-publish", "on-confirm"),
-    "resource-cleanup-mode": _enum("default", "never"),
-    "ha-policy": _binary,
-    "bind-nowait": _boolean,
-    "channel-use-mode": _enum("multiple", "single"),
-}
-
-
-def _check_object(name: str, value: Any, mandatory: str, checks: Mapping[str, Callable[[str, Any], Optional[str]]]) -> None:
-    if not isinstance(value, Mapping):
-        raise UpstreamError(f"{name} not a list {_shown(value)}")
-    if mandatory not in value:
-        raise UpstreamError(f'Key "{mandatory}" not found in {name}')
-    unknown = [key for key in value if key not in checks]
-    if unknown:
-        terms = ",".join(f"{{<<\"{key}\">>,{_shown(value[key])}}}" for key in unknown)
-        raise UpstreamError(f"Unrecognised terms [{terms}] in {name}")
-    for key, item in value.items():
-        problem = checks[key](key, item)
-        if problem is not None:
-            raise UpstreamError(problem)
-
-
-def check_upstream(name: str, value: Any) -> None:
-    """Check the value of upstream *name* (component ``federation-upstream``).
-
-    :raises UpstreamError: with RabbitMQ's text.
-    """
-    _check_object(name, value, "uri", {"uri": _uri, **_SHARED})
-
-
-def check_upstream_set(name: str, value: Any) -> None:
-    """Check the value of upstream set *name* (component ``federation-upstream-set``).
-
-    :raises UpstreamError: with RabbitMQ's text.
-    """
+def upstream_set_errors(name: str, value: Any) -> list[str]:
+    """Why *value* cannot be upstream set *name* (component
+    ``federation-upstream-set``: a list of members); none when it can."""
     if not isinstance(value, list):
-        raise UpstreamError(f"{name} should be list, actually was {_shown(value)}")
-    for member in value:
-        _check_object(name, member, "upstream", {"upstream": _binary, "uri": _uri, **_SHARED})
+        return [f"{name} should be list, actually was {erlang_term(value)}"]
+    member_rules = (Rule("upstream", binary, mandatory=True), Rule("uri", uris_errors), *_SHARED)
+    return [text for member in value for text in proplist_errors(name, member_rules, member)]
 
 
-def redacted(uri: str) -> str:
-    """*uri* without its user name and password (as status and logs show it)."""
-    parts = urlsplit(uri)
-    if "@" not in parts.netloc:
-        return uri
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+def _shown_set(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value
+    return [shown_uris(member, "uri") for member in value]
+
+
+#: The two components, as the runtime configuration checks and shows them.
+COMPONENTS = {
+    UPSTREAM: Component(upstream_errors, lambda value: shown_uris(value, "uri")),
+    UPSTREAM_SET: Component(upstream_set_errors, _shown_set),
+}
 
 
 @dataclass(frozen=True)
