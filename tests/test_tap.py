@@ -13,16 +13,17 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.server import Site
 
 from txamqp09.broker.federation.service import FederationService
+from txamqp09.prometheus import MetricsResource
 from txamqp09.testing.certificates import CertificateAuthority
 from txamqp09.tap import Options, makeService
 
 
 def build(*argv: str) -> list[Any]:
     """The listening services ``twistd amqp09 ARGV`` would start."""
-    return [child for child in broker(*argv) if hasattr(child, "endpoint")]
+    return [child for child in service_of(*argv) if hasattr(child, "endpoint")]
 
 
-def broker(*argv: str) -> Any:
+def service_of(*argv: str) -> Any:
     """The service ``twistd amqp09 ARGV`` would run."""
     options = Options()
     options.parseOptions(list(argv))
@@ -69,11 +70,27 @@ class OptionsTests(SynchronousTestCase):
         self.assertIs(listeners[1].factory.resource.node.factory, listeners[0].factory)
 
     def test_federation_runs_in_the_broker(self) -> None:
-        service = broker("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
+        service = service_of("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
         (federation,) = [child for child in service if isinstance(child, FederationService)]
         self.assertIs(federation.config, service.factory.config)
         (site,) = [child.factory for child in service if isinstance(getattr(child, "factory", None), Site)]
         self.assertIs(site.resource.node.federation, federation)
+
+    def test_prometheus_listener_is_off_unless_asked(self) -> None:
+        options = Options()
+        options.parseOptions(["--port", "5999", "--management", "tcp:15999:interface=127.0.0.1",
+                              "--prometheus", "tcp:15998:interface=127.0.0.1"])
+        broker = makeService(options, Clock())
+        services = list(broker)
+        listeners = [service for service in services if hasattr(service, "endpoint")]
+        self.assertEqual(
+            [(listener.endpoint.protocol, bound(listener)._port) for listener in listeners],
+            [("amqp", 5999), ("http", 15999), ("http/prometheus", 15998)],
+        )
+        metrics = listeners[2].factory.resource.original
+        self.assertIsInstance(metrics, MetricsResource)
+        self.assertIs(metrics.node, listeners[1].factory.resource.node)
+        self.assertIs(metrics.disk, broker.disk_monitor)
 
     def test_disk_free_limit_watches_the_data_directory(self) -> None:
         options = Options()
