@@ -489,6 +489,14 @@ def clear_parameter(api: Api, options: argparse.Namespace, output: Output) -> No
     api.call("DELETE", f"/api/parameters/{_segment(options.component)}/{_segment(options.vhost)}/{_segment(options.name)}")
 
 
+@command("set_cluster_name", "set the broker's cluster name (federation tells brokers apart by it)",
+         _names("name"))
+def set_cluster_name(api: Api, options: argparse.Namespace, output: Output) -> None:
+    """PUT /api/global-parameters/cluster_name."""
+    output.info(f"Setting cluster name to {options.name} ...")
+    api.call("PUT", "/api/global-parameters/cluster_name", {"value": options.name})
+
+
 @command("export_definitions", "write the definitions to FILE (- for stdout)", _names("file"))
 def export_definitions(api: Api, options: argparse.Namespace, output: Output) -> None:
     """GET /api/definitions."""

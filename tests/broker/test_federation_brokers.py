@@ -66,7 +66,9 @@ class FederationAcrossProcessesTests(TestCase):
         await gatherResults([node.process.start(reactor) for node in nodes])
         for number, node in enumerate(nodes):
             await eventually(node.answers, reactor, timeout=30, what="the management API answers")
-            await node.request("PUT", "/api/global-parameters/cluster_name", {"value": f"broker-{number}"})
+            out, err, code = await run_ctl(node.api, os.path.abspath(self.mktemp()), "set_cluster_name",
+                                           f"broker-{number}")
+            self.assertEqual((code, err), (0, f"Setting cluster name to broker-{number} ...\n"))
         return nodes
 
     async def channel(self, node: Node) -> Any:
