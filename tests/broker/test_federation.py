@@ -193,6 +193,10 @@ class LinkTests(TestCase):
         self.assertEqual(status["local_connection"], "Federation link (upstream: up, policy: fed)")
         self.downstream.factory.config.delete_policy("/", "fed")
         await eventually(lambda: not self.service.links, reactor, what="the link stops")
+        await eventually(lambda: "federation: fed.x -> down" not in upstream_vhost.queues, reactor,
+                         what="the upstream queue is deleted")
+        self.assertEqual(len(internal.bindings), 0)
+        self.assertEqual([name for name in upstream_vhost.exchanges if name.startswith("federation:")], [])
 
     def test_queue_link_consumes_while_wanted(self) -> Any:
         return ensureDeferred(self._queue_link_consumes_while_wanted())

@@ -179,8 +179,13 @@ class Link:
         """Connect (and keep connecting until :meth:`stop`)."""
         self._connect()
 
-    def stop(self) -> Deferred[Any]:
-        """Stop reconnecting and close the upstream connection."""
+    def stop(self, clean_up: bool = False) -> Deferred[Any]:
+        """Stop reconnecting and close the upstream connection.
+
+        :param clean_up: first remove what the link made on the upstream
+            (it is not wanted any more); without, it stays and keeps what
+            arrives until the link runs again (the broker is stopping).
+        """
         self._stopped = True
         if self._retry is not None and self._retry.active():
             self._retry.cancel()
@@ -188,7 +193,13 @@ class Link:
         connection, self.connection = self.connection, None
         if connection is None:
             return succeed(None)
-        return connection.disconnect().addErrback(lambda _: None)
+        closing = ensureDeferred(self.clean_up(connection)) if clean_up else succeed(None)
+        closing.addErrback(lambda failure: _log.info("federation link {key}: upstream not cleaned up: {error}",
+                                                     key=self.key, error=failure.value))
+        return closing.addCallback(lambda _: connection.disconnect()).addErrback(lambda _: None)
+
+    async def clean_up(self, connection: ClientConnection) -> None:
+        """Remove what the link declared on the upstream."""
 
     def _report(self, status: str, error: Optional[str] = None) -> None:
         self.status, self.error, self.timestamp = status, error, time.localtime()
@@ -361,11 +372,18 @@ class ExchangeLink(Link):
         self._commands: Optional[Channel] = None
         exchange.binding_watchers += (self.binding_changed,)
 
-    def stop(self) -> Deferred[Any]:
+    def stop(self, clean_up: bool = False) -> Deferred[Any]:
         self.exchange.binding_watchers = tuple(
             watcher for watcher in self.exchange.binding_watchers if watcher != self.binding_changed
         )
-        return super().stop()
+        return super().stop(clean_up)
+
+    async def clean_up(self, connection: ClientConnection) -> None:
+        """Delete the upstream queue and the internal exchange (as RabbitMQ
+        does when a link ends for good)."""
+        channel = await connection.channel()
+        await channel.request("queue.delete", queue=self.queue, if_unused=False, if_empty=False)
+        await channel.request("exchange.delete", exchange=self.internal, if_unused=False)
 
     def identity(self) -> dict[str, Any]:
         return {"exchange": self.name, "upstream_exchange": self.upstream_exchange}

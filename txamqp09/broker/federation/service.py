@@ -95,7 +95,7 @@ class FederationService(Service):
             target = wanted.get(key)
             if target is None or target[1] != link.upstream or target[0] is not getattr(link, link.kind):
                 del self.links[key]
-                link.stop()
+                link.stop(clean_up=True)
         for key, (entity, upstream, policy, vhost) in wanted.items():
             if key not in self.links:
                 made: Link
