@@ -47,6 +47,7 @@ from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
 from txamqp09.broker.service import BrokerService
 from txamqp09.management import Node, RecordingEndpoint, make_site
 from txamqp09.management.node import StatisticsService
+from txamqp09.shovel.service import ShovelService
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.units import parse_size
 
@@ -224,10 +225,14 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     tls = options.tls_endpoint(clock)
     if tls is not None:
         listeners.append((tls, factory, "amqp/ssl"))
+    shovels = ShovelService(factory.config, reactor, broker.amqp_address)
     if options["management"]:
-        listeners = _with_management(broker, Node(factory, store), listeners, options["management"])
+        node = Node(factory, store)
+        node.shovels = shovels
+        listeners = _with_management(broker, node, listeners, options["management"])
     for endpoint, served, protocol in listeners:
         broker.add_listener(endpoint, served, protocol)
+    shovels.setServiceParent(broker)
     return broker
 
 

@@ -8,8 +8,8 @@ this broker itself: the link connects to the broker's own AMQP listener on
 loopback, as ``guest`` unless the URI names a user.
 
 A URI holds a password: :func:`redacted` is what logs and the management
-API show (RabbitMQ's form: scheme, host, port and path, no credentials, no
-query), and :func:`shown_uris` redacts a parameter's URI fields.
+API show (:mod:`.redaction`), and :func:`shown_uris` redacts a parameter's
+URI fields.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from txamqp09.client.params import ConnectionParameters, parse_url
+from txamqp09.links.redaction import redacted
 
-__all__ = ["LinkUri", "LocalAddress", "redacted", "shown_uris", "uri_problem"]
+__all__ = ["LinkUri", "LocalAddress", "shown_uris", "uri_problem"]
 
 _SCHEMES = ("amqp", "amqps")
 
@@ -51,19 +52,6 @@ def uri_problem(uri: str) -> Optional[str]:
     except ValueError as error:
         return f"{{{{unable_to_parse_uri,{error}}},{quoted}}}"
     return None
-
-
-def redacted(uri: str) -> str:
-    """*uri* without its credentials and query: safe to log and to show."""
-    try:
-        parts = urlsplit(uri)
-        port = f":{parts.port}" if parts.port is not None else ""
-        host = parts.hostname or ""
-    except ValueError:
-        return "(an unreadable URI)"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def shown_uris(value: Any, *keys: str) -> Any:

@@ -31,6 +31,7 @@ from txamqp09.management.stats import Statistics
 
 if TYPE_CHECKING:
     from txamqp09.broker.server import ServerConnection, ServerFactory
+    from txamqp09.shovel.service import ShovelService
     from txamqp09.store.interface import IMessageStore
 
 __all__ = ["Listener", "Node", "RecordingEndpoint", "StatisticsService"]
@@ -76,6 +77,8 @@ class Node:
         self.stats = Statistics(self, self.clock)
         #: Expensive answers, reused for a while (see :mod:`.cache`).
         self.cache = ComputeCache()
+        #: The broker's dynamic shovels (``/api/shovels``), when it runs them.
+        self.shovels: Optional[ShovelService] = None
 
     def start(self) -> None:
         """Start sampling statistics."""

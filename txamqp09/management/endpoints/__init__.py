@@ -24,6 +24,7 @@ from txamqp09.management.endpoints import (
     permissions,
     policies,
     queues,
+    shovels,
     users,
     vhosts,
     whoami,
@@ -51,4 +52,5 @@ MODULES: list[ModuleType] = [
     parameters,
     limits,
     definitions,
+    shovels,
 ]
