@@ -13,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.server import Site
 
 from txamqp09.testing.certificates import CertificateAuthority
+from txamqp09.shovel.service import ShovelService
 from txamqp09.tap import Options, makeService
 
 
@@ -20,7 +21,7 @@ def build(*argv: str) -> list[Any]:
     """The listening services ``twistd amqp09 ARGV`` would start."""
     options = Options()
     options.parseOptions(list(argv))
-    return list(makeService(options, Clock()))
+    return [service for service in makeService(options, Clock()) if hasattr(service, "endpoint")]
 
 
 def bound(listener: Any) -> Any:
@@ -61,6 +62,17 @@ class OptionsTests(SynchronousTestCase):
         )
         self.assertIsInstance(listeners[1].factory, Site)
         self.assertIs(listeners[1].factory.resource.node.factory, listeners[0].factory)
+
+    def test_shovels_run_after_the_listeners_and_report_to_the_api(self) -> None:
+        options = Options()
+        options.parseOptions(["--port", "5999", "--management", "tcp:15999:interface=127.0.0.1"])
+        broker = makeService(options, Clock())
+        services = list(broker)
+        shovels = services[-1]
+        self.assertIsInstance(shovels, ShovelService)
+        self.assertIs(shovels.config, broker.factory.config)
+        site = [service for service in services if isinstance(getattr(service, "factory", None), Site)][0]
+        self.assertIs(site.factory.resource.node.shovels, shovels)
 
     def test_disk_free_limit_watches_the_data_directory(self) -> None:
         options = Options()
