@@ -189,7 +189,21 @@ class Shovel:
             self.clock, definition.dest_uris, self.local, f"Shovel {self.name}", self._destinations)
         self._destinations += 1
         self._connections.append(destination)
+        if self._stopping:
+            raise CancelledError()
         ended = self._ended = Deferred()
+        try:
+            await self._forward_until(ended, source, destination, backoff)
+        finally:
+            # The session may end before it waits on *ended*: its failure is known.
+            ended.addErrback(lambda _: None)
+
+    async def _forward_until(
+        self, ended: Deferred[None], source: ClientConnection, destination: ClientConnection, backoff: Backoff,
+    ) -> None:
+        """Declare, consume, and forward until *ended* fires."""
+        definition = self.definition
+        assert self.src_uri is not None and self.dest_uri is not None
         for connection, end in ((source, "source"), (destination, "destination")):
             connection.whenClosed().addCallback(self._closed, ended, end)
         self._dest = await self._open_destination(destination, ended)

@@ -32,7 +32,7 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import IO, Mapping, Optional
+from typing import IO, Mapping, Optional, Sequence
 
 __all__ = [
     "RABBITMQ_BIN",
@@ -104,6 +104,7 @@ class RabbitMQ:
     :param start_timeout: seconds :meth:`start` waits for the node.
     :param management: enable the ``rabbitmq_management`` plugin, its HTTP
         API listening on :attr:`management_port`.
+    :param plugins: more plugins to enable (``rabbitmq_shovel``...).
 
     :ivar port: the AMQP port on 127.0.0.1 (known once constructed).
     :ivar tls_port: the AMQPS port, or None without *tls*.
@@ -119,8 +120,10 @@ class RabbitMQ:
         config: Mapping[str, str] = {},
         start_timeout: float = 60.0,
         management: bool = False,
+        plugins: Sequence[str] = (),
     ) -> None:
         self.base_dir = os.path.abspath(base_dir)
+        self.plugins = (("rabbitmq_management",) if management else ()) + tuple(plugins)
         self.tls = tls
         self.extra_config = dict(config)
         self.start_timeout = start_timeout
@@ -193,7 +196,7 @@ class RabbitMQ:
         for directory in ("home", "mnesia", "log"):
             os.makedirs(self._path(directory), exist_ok=True)
         files = {
-            "enabled_plugins": "[rabbitmq_management].\n" if self.management_port is not None else "[].\n",
+            "enabled_plugins": f"[{','.join(self.plugins)}].\n",
             "rabbitmq.conf": "\n".join(self._config_lines()) + "\n",
             "advanced.config": "[].\n",
             "rabbitmq-env.conf": "",
@@ -371,33 +374,35 @@ def _answers_amqp(port: int) -> bool:
     return first == b"\x01"
 
 
-_shared: dict[bool, RabbitMQ] = {}
-_shared_failure: dict[bool, RabbitMQError] = {}
+_shared: dict[tuple[bool, tuple[str, ...]], RabbitMQ] = {}
+_shared_failure: dict[tuple[bool, tuple[str, ...]], RabbitMQError] = {}
 
 
-def shared_rabbitmq(*, management: bool = False) -> RabbitMQ:
+def shared_rabbitmq(*, management: bool = False, plugins: Sequence[str] = ()) -> RabbitMQ:
     """The node this process shares: started on first use, stopped at exit.
 
     :param management: the node with the management plugin (a second one,
         so that the plugin's statistics cost nothing to the plain node's
         benchmarks).
+    :param plugins: more plugins the node runs (one node per set of plugins).
     :raises RabbitMQError: it could not be started (again on every later
         call, without retrying).
     """
-    if management in _shared_failure:
-        raise _shared_failure[management]
-    if management not in _shared:
+    key = (management, tuple(plugins))
+    if key in _shared_failure:
+        raise _shared_failure[key]
+    if key not in _shared:
         base_dir = tempfile.mkdtemp(prefix="txamqp09-rabbitmq-")
-        node = RabbitMQ(base_dir, management=management)
+        node = RabbitMQ(base_dir, management=management, plugins=plugins)
         try:
             node.start()
         except RabbitMQError as failure:
-            _shared_failure[management] = failure
+            _shared_failure[key] = failure
             shutil.rmtree(base_dir, ignore_errors=True)
             raise
         atexit.register(_stop_and_remove, node)
-        _shared[management] = node
-    return _shared[management]
+        _shared[key] = node
+    return _shared[key]
 
 
 def _stop_and_remove(node: RabbitMQ) -> None:
