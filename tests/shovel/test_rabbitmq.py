@@ -29,7 +29,7 @@ PLUGINS = ("rabbitmq_shovel", "rabbitmq_shovel_management")
 
 def node() -> RabbitMQ:
     """The private node with the management and shovel plugins."""
-    return shared_rabbitmq(management=True, plugins=PLUGINS)
+    return shared_rabbitmq(management=True, more_plugins=PLUGINS)
 
 
 class RabbitMQShovelTestCase(TestCase):
