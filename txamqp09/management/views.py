@@ -18,6 +18,7 @@ from urllib.parse import quote_plus
 
 from txamqp09.broker.model import Binding, Consumer, Exchange, Mode, Queue
 from txamqp09.broker.model.arguments import STREAM
+from txamqp09.broker.model.stats import Counters
 from txamqp09.broker.runtime import jsonable, queue_policy_fields
 from txamqp09.management.stats import NO_RANGES, Ranges
 
@@ -44,6 +45,12 @@ __all__ = [
 def _iso(seconds: float) -> str:
     """A time as RabbitMQ writes ``idle_since``."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds * 1000) % 1000:03d}+00:00"
+
+
+def _last_change(node: Node, counters: Counters) -> float:
+    """When *counters* last changed, as far as the samples tell (now before the first)."""
+    changed = node.stats.last_change(counters)
+    return changed if changed is not None else node.clock.seconds()
 
 
 # -- queues ------------------------------------------------------------------
@@ -97,7 +104,7 @@ def queue_view(
         "message_stats": stats.channel_stats(queue.stats, ranges.msg_rates),
     }
     view.update(stats.queue_lengths(queue, unacked_count, ranges.lengths))
-    view["idle_since"] = _iso(time.time())
+    view["idle_since"] = _iso(_last_change(node, queue.stats))
     if details:
         view["consumer_details"] = [consumer_view(node, consumer) for consumer in consumers]
         view["deliveries"] = []
@@ -259,7 +266,7 @@ def channel_view(
         "pending_raft_commands": 0,
         "message_stats": node.stats.channel_stats(session.stats, ranges.msg_rates),
     }
-    view["idle_since"] = _iso(time.time())
+    view["idle_since"] = _iso(_last_change(node, session.stats))
     if details:
         view["consumer_details"] = [consumer_view(node, consumer) for consumer in session.consumers.values()]
         view["deliveries"] = []
