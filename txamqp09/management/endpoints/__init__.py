@@ -16,6 +16,7 @@ from txamqp09.management.endpoints import (
     definitions,
     exchanges,
     extensions,
+    federation,
     health,
     limits,
     nodes,
@@ -53,4 +54,5 @@ MODULES: list[ModuleType] = [
     limits,
     definitions,
     shovels,
+    federation,
 ]
