@@ -34,8 +34,8 @@ class StreamRestartTests(BrokerProcessTestCase):
     timeout = 60
 
     @inlineCallbacks
-    def read_all(self, channel: Channel, name: str, count: int) -> Any:
-        """The first *count* messages of stream *name* from offset 0, acked."""
+    def read_all(self, channel: Channel, name: str, count: int, start: Any = "first") -> Any:
+        """*count* messages of stream *name* from offset *start* (the first), acked."""
         yield channel.basic_qos(100)
         received: list[Message] = []
         done: Deferred[None] = Deferred()
@@ -47,7 +47,7 @@ class StreamRestartTests(BrokerProcessTestCase):
                 done.callback(None)
 
         if count:
-            yield channel.basic_consume(name, take, arguments={"x-stream-offset": "first"})
+            yield channel.basic_consume(name, take, arguments={"x-stream-offset": start})
             yield done
         return received
 
@@ -106,18 +106,7 @@ class StreamRestartTests(BrokerProcessTestCase):
 
         broker = yield self.started(data_dir)
         channel = yield self.channel(broker)
-        yield channel.basic_qos(100)
-        received: list[Message] = []
-        done: Deferred[None] = Deferred()
-
-        def take(message: Message) -> None:
-            received.append(message)
-            message.ack()
-            if message.headers["x-stream-offset"] == 2999:
-                done.callback(None)
-
-        yield channel.basic_consume("s", take, arguments={"x-stream-offset": inside})
-        yield done
+        received = yield self.read_all(channel, "s", 3000 - inside, inside)
         self.assertEqual([m.headers["x-stream-offset"] for m in received], list(range(inside, 3000)))
         self.assertEqual([m.body for m in received], [b"m%d" % n for n in range(inside, 3000)])
         declared = yield channel.queue_declare("s", passive=True)
