@@ -53,17 +53,19 @@ _NUMBER = re.compile(r"^[\d,.]+$")
 
 
 def broker_figures(messages: int, repeat: int) -> list[Figure]:
-    """bench/broker.py's scenarios: messages per second on both brokers."""
+    """bench/broker.py's scenarios: messages per second and the broker's
+    CPU time per message, on both brokers."""
     command = f"python bench/broker.py --messages {messages} --repeat {repeat}"
-    figures = {
-        name: Figure(f"1p1c {name}: {scenario.body_size} B{', no-ack' if scenario.no_ack else ', acks'}, msg/s",
-                     "msg/s", True, f"{command} --scenario {name}")
-        for name, scenario in broker.SCENARIOS.items()
-    }
+    figures: dict[tuple[str, str], Figure] = {}
+    for name, scenario in broker.SCENARIOS.items():
+        label = f"1p1c {name}: {scenario.body_size} B{', no-ack' if scenario.no_ack else ', acks'}"
+        figures[name, "rate"] = Figure(f"{label}, msg/s", "msg/s", True, f"{command} --scenario {name}")
+        figures[name, "cpu"] = Figure(f"{label}, broker CPU us/msg", "us", False, f"{command} --scenario {name}")
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as base_dir:
         with broker.running_brokers(base_dir, None) as brokers:
             for result in broker.compare(brokers, list(broker.SCENARIOS.values()), messages, 5000, repeat):
-                figures[result.scenario].values[result.broker] = result.rate
+                figures[result.scenario, "rate"].values[result.broker] = result.rate
+                figures[result.scenario, "cpu"].values[result.broker] = result.cpu_us_per_message
     return list(figures.values())
 
 
