@@ -578,7 +578,7 @@ class RuntimeConfig:
         entry: Mapping[str, Any],
     ) -> None:
         """Declare an entity; one that exists with other properties is kept
-        as it is and reported (RabbitMQ refuses such a file half-way)."""
+        as it is and reported (RabbitMQ 3.10 keeps it too, without a word)."""
         try:
             declare(entry)
         except AMQPError as error:
