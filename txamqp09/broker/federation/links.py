@@ -61,6 +61,9 @@ _log = Logger()
 _PROPERTIES = AMQP0_9_1.properties[60]
 #: The argument that marks what federation declares, so that it is not federated in turn.
 _PURPOSE = {"x-internal-purpose": "federation"}
+#: Encoded properties an exchange link remembers (see ExchangeLink.delivered).
+_KEPT_PROPERTIES = 256
+_UNKNOWN: Any = object()
 #: Status values, as RabbitMQ's ``/api/federation-links`` shows them.
 STARTING, RUNNING, ERROR = "starting", "running", "error"
 
@@ -107,15 +110,13 @@ class LocalPublisher:
         self.client = Client(name)
         self.session = Session(vhost, self.client, _Sink())
 
-    def publish(self, exchange: str, routing_key: str, properties: Any, body: bytes) -> Optional[Deferred[None]]:
-        """Route a message; a Deferred that fires once the store has it when
-        it was written, else None.
+    def publish(self, exchange: str, routing_key: str, raw_properties: bytes, body: bytes) -> Optional[Deferred[None]]:
+        """Route a message (its content properties encoded); a Deferred that
+        fires once the store has it when it was written, else None.
 
         :raises AMQPError: as basic.publish would (no such exchange...).
         """
-        message = Message(
-            exchange, routing_key, envelope(exchange, routing_key), properties.encode(), body, _PROPERTIES
-        )
+        message = Message(exchange, routing_key, envelope(exchange, routing_key), raw_properties, body, _PROPERTIES)
         before = self.session.stored_sequence
         self.session.publish(exchange, message, False, False)
         persistence = self.vhost.persistence
@@ -269,15 +270,20 @@ class Link:
 
     # -- moving messages ----------------------------------------------------------
 
-    def republish(self, message: ClientMessage, exchange: str, routing_key: str, headers: Mapping[str, Any]) -> None:
-        """Publish *message* here with *headers*, then acknowledge it at the
-        upstream as the ack mode says."""
+    def properties_with(self, message: ClientMessage, headers: Mapping[str, Any]) -> bytes:
+        """*message*'s content properties with *headers* (and without its
+        ``user_id`` unless the upstream is trusted with it), encoded."""
         properties = message.properties
         properties.headers = dict(headers)
         if not self.upstream.trust_user_id:
             properties.user_id = None
+        return properties.encode()  # type: ignore[no-any-return]
+
+    def republish(self, message: ClientMessage, exchange: str, routing_key: str, raw_properties: bytes) -> None:
+        """Publish *message* here with *raw_properties*, then acknowledge it
+        at the upstream as the ack mode says."""
         try:
-            stored = self.publisher.publish(exchange, routing_key, properties, message.body)
+            stored = self.publisher.publish(exchange, routing_key, raw_properties, message.body)
         except AMQPError as error:
             self._report(ERROR, error.reply_text)
             if self.connection is not None:
@@ -370,6 +376,10 @@ class ExchangeLink(Link):
         self.internal = ""
         self.suffix = "A"
         self._commands: Optional[Channel] = None
+        #: Properties republished, by the properties received and the
+        #: redelivered flag (messages of one publisher mostly share them):
+        #: what they become depends on nothing else while connected.
+        self._republished: dict[tuple[bytes, bool], Optional[bytes]] = {}
         exchange.binding_watchers += (self.binding_changed,)
 
     def stop(self, clean_up: bool = False) -> Deferred[Any]:
@@ -390,6 +400,7 @@ class ExchangeLink(Link):
 
     async def set_up(self, connection: ClientConnection) -> None:
         upstream = self.upstream
+        self._republished.clear()
         channel = await connection.channel()
         self._commands = await connection.channel()
         self.queue = upstream_queue_name(
@@ -485,15 +496,29 @@ class ExchangeLink(Link):
         ).addErrback(self._command_failed)
 
     def delivered(self, message: ClientMessage) -> None:
+        key = (message.raw_properties, message.redelivered)
+        raw = self._republished.get(key, _UNKNOWN)
+        if raw is _UNKNOWN:
+            raw = self._republished_properties(message)
+            if len(self._republished) >= _KEPT_PROPERTIES:
+                self._republished.clear()
+            self._republished[key] = raw
+        if raw is None:
+            self.drop(message)
+        else:
+            self.republish(message, self.name, message.routing_key, raw)
+
+    def _republished_properties(self, message: ClientMessage) -> Optional[bytes]:
+        """The properties *message* is republished with, encoded; None when
+        it is not to be republished (it went far enough)."""
         headers = message.headers
         if not should_forward(headers, self.upstream.max_hops, self.cluster_name(), self.vhost.name):
-            self.drop(message)
-            return
+            return None
         entry: dict[str, Any] = {"uri": self.uri, "exchange": self.name, "redelivered": message.redelivered}
         if self.upstream_cluster is not None:
             entry["cluster-name"] = self.upstream_cluster
         entry["vhost"] = self.upstream_vhost
-        self.republish(message, self.name, message.routing_key, prepended(headers, RECEIVED_FROM, entry))
+        return self.properties_with(message, prepended(headers, RECEIVED_FROM, entry))
 
 
 class QueueLink(Link):
@@ -558,4 +583,4 @@ class QueueLink(Link):
     def delivered(self, message: ClientMessage) -> None:
         entry = {"uri": self.uri, "queue": self.name, "redelivered": message.redelivered}
         headers = queue_link_headers(message.headers, entry, message.exchange, message.routing_key)
-        self.republish(message, "", self.name, headers)
+        self.republish(message, "", self.name, self.properties_with(message, headers))
