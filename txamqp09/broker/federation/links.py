@@ -29,7 +29,7 @@ import time
 import zlib
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.internet.interfaces import IDelayedCall
@@ -47,10 +47,11 @@ from txamqp09.broker.federation.headers import (
 from txamqp09.broker.federation.upstreams import Upstream
 from txamqp09.broker.model import Binding, Client, Consumer, Exchange, ISink, Message, Queue, Session, VirtualHost
 from txamqp09.broker.model.routing import freeze
-from txamqp09.client import Channel, ChannelClosed, ChannelState, ClientConnection, ClientError, connect, parse_url
+from txamqp09.client import Channel, ChannelClosed, ChannelState, ClientConnection, ClientError, connect
 from txamqp09.client import Consumer as ClientConsumer
 from txamqp09.client import Message as ClientMessage
-from txamqp09.links.uri import redacted
+from txamqp09.links.link import LinkDown, connect_first, describe
+from txamqp09.links.uri import LinkUri, LocalAddress, redacted
 from txamqp09.wire.errors import AMQPError
 from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
@@ -138,6 +139,7 @@ class Link:
     :param upstream: the upstream and its settings.
     :param policy: the name of the policy that federates it.
     :param cluster_name: this broker's cluster name, read when the link connects.
+    :param local: where this broker listens for AMQP (for upstream URIs without a host).
     """
 
     #: ``exchange`` or ``queue``.
@@ -145,9 +147,10 @@ class Link:
 
     def __init__(
         self, reactor: Any, vhost: VirtualHost, name: str, upstream: Upstream, policy: Optional[str],
-        cluster_name: Callable[[], str],
+        cluster_name: Callable[[], str], local: Callable[[], Optional[LocalAddress]] = lambda: None,
     ) -> None:
         self.reactor = reactor
+        self.local = local
         self.vhost = vhost
         self.name = name
         self.upstream = upstream
@@ -208,23 +211,26 @@ class Link:
     def _connect(self) -> None:
         if self._stopped:
             return
-        uri = self.upstream.uris[self._attempts % len(self.upstream.uris)]
-        self._attempts += 1
-        self.uri = redacted(uri)
         self._report(STARTING)
-        ensureDeferred(self._run(uri)).addErrback(self._failed)
+        ensureDeferred(self._run()).addErrback(self._failed)
 
-    async def _run(self, uri: str) -> None:
-        parameters = parse_url(uri)
-        if urlsplit(uri).path == "":
-            parameters = parameters.replace(virtual_host=self.vhost.name)
-        parameters = parameters.replace(client_properties={"connection_name": self.connection_name})
-        connection = await connect(self.reactor, parameters)
+    def _uris(self) -> list[LinkUri]:
+        """The upstream's URIs; one without a vhost names the downstream's
+        (as in RabbitMQ)."""
+        vhost = quote(self.vhost.name, safe="")
+        return [LinkUri(uri if urlsplit(uri).path else f"{uri}/{vhost}") for uri in self.upstream.uris]
+
+    async def _run(self) -> None:
+        uris = self._uris()
+        connection, uri = await connect_first(self.reactor, uris, self.local, self.connection_name,
+                                              start=self._attempts)
+        self._attempts += 1
+        self.uri = redacted(self.upstream.uris[uris.index(uri)])  # as given, without credentials
         if self._stopped:
             await connection.disconnect()
             return
         self.connection = connection
-        self.upstream_vhost = parameters.virtual_host
+        self.upstream_vhost = connection.parameters.virtual_host
         cluster = connection.server_properties.get("cluster_name")
         self.upstream_cluster = cluster.decode("utf-8", "replace") if isinstance(cluster, bytes) else cluster
         connection.whenClosed().addBoth(self._lost, connection)
@@ -233,11 +239,9 @@ class Link:
         _log.info("federation link {key} connected to {uri}", key=self.key, uri=self.uri)
 
     def _failed(self, failure: Any) -> None:
-        error = failure.value
-        text = str(error) if isinstance(error, (ClientError, AMQPError, OSError, ValueError)) else repr(error)
-        if not isinstance(error, (ClientError, AMQPError, OSError, ValueError)):
+        if not isinstance(failure.value, (ClientError, AMQPError, OSError, ValueError, LinkDown)):
             _log.failure("federation link {key} failed", failure, key=self.key)
-        self._report(ERROR, text)
+        self._report(ERROR, describe(failure))
         connection, self.connection = self.connection, None
         if connection is not None:
             connection.close()
@@ -366,8 +370,9 @@ class ExchangeLink(Link):
     kind = "exchange"
 
     def __init__(self, reactor: Any, vhost: VirtualHost, exchange: Exchange, upstream: Upstream,
-                 policy: Optional[str], cluster_name: Callable[[], str]) -> None:
-        super().__init__(reactor, vhost, exchange.name, upstream, policy, cluster_name)
+                 policy: Optional[str], cluster_name: Callable[[], str],
+                 local: Callable[[], Optional[LocalAddress]] = lambda: None) -> None:
+        super().__init__(reactor, vhost, exchange.name, upstream, policy, cluster_name, local)
         self.exchange = exchange
         self.upstream_exchange = upstream.exchange or exchange.name
         #: Destinations of the downstream bindings by (routing key, arguments).
@@ -530,8 +535,9 @@ class QueueLink(Link):
     kind = "queue"
 
     def __init__(self, reactor: Any, vhost: VirtualHost, queue: Queue, upstream: Upstream,
-                 policy: Optional[str], cluster_name: Callable[[], str]) -> None:
-        super().__init__(reactor, vhost, queue.name, upstream, policy, cluster_name)
+                 policy: Optional[str], cluster_name: Callable[[], str],
+                 local: Callable[[], Optional[LocalAddress]] = lambda: None) -> None:
+        super().__init__(reactor, vhost, queue.name, upstream, policy, cluster_name, local)
         self.queue = queue
         self.upstream_queue = upstream.queue or queue.name
         self._channel: Optional[Channel] = None
