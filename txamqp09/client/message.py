@@ -45,6 +45,13 @@ class Message:
         return self._command.properties
 
     @property
+    def raw_properties(self) -> bytes:
+        """The content properties as received (flags and property list):
+        ``basic_publish(..., properties=message.raw_properties)`` forwards
+        them unchanged, without decoding them."""
+        return self._command.raw_properties
+
+    @property
     def headers(self) -> dict[str, Any]:
         """The application headers table (empty when none were sent)."""
         return getattr(self.properties, "headers", None) or {}
