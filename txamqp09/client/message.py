@@ -46,9 +46,7 @@ class Message:
 
     @property
     def raw_properties(self) -> bytes:
-        """The content properties as received (flags and property list):
-        ``basic_publish(..., properties=message.raw_properties)`` forwards
-        them unchanged, without decoding them."""
+        """The content properties as they arrived, encoded."""
         return self._command.raw_properties
 
     @property
