@@ -58,6 +58,8 @@ from txamqp09.broker.model.exchange import EXCHANGE_TYPES
 from txamqp09.broker.model.policy import Policy, PolicyError
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.vhost import Broker
+from txamqp09.broker.parameters import Component, Components
+from txamqp09.shovel.definition import SHOVEL
 from txamqp09.store.interface import IMessageStore, Settings
 from txamqp09.wire.errors import AMQPError
 
@@ -77,6 +79,8 @@ VHOST_LIMITS = "vhost-limits"
 OPERATOR_POLICY = "operator_policy"
 #: Components this broker keeps without acting on them (for tools and later use).
 _KEPT_COMPONENTS = ("shovel", "federation-upstream", "federation-upstream-set")
+#: The components whose values are checked (and acted on, by their watchers).
+COMPONENTS: dict[str, Component] = {"shovel": SHOVEL}
 #: Top-level definitions keys this broker reads.
 _SECTIONS = (
     "users", "vhosts", "permissions", "topic_permissions", "parameters", "global_parameters",
@@ -204,6 +208,8 @@ class RuntimeConfig:
         self.vhost_deleted: list[Callable[[str], None]] = []
         #: Called with a user's name once the user is deleted.
         self.user_deleted: list[Callable[[str], None]] = []
+        #: Checks of the parameters' values, and the services that act on them.
+        self.components = Components(COMPONENTS)
         self._saved: Settings = {}
 
     # -- start-up and the store --------------------------------------------------
@@ -256,7 +262,8 @@ class RuntimeConfig:
         }
 
     def save(self) -> None:
-        """Write what changed since the last save to the store."""
+        """Write what changed since the last save to the store; tell the
+        parameters' watchers what changed."""
         current = self.settings()
         if self.store is not None:
             for kind, entries in current.items():
@@ -267,6 +274,7 @@ class RuntimeConfig:
                 for key in before.keys() - entries.keys():
                     self.store.remove_setting(kind, key)
         self._saved = current
+        self.components.update(self.parameters)
 
     def when_saved(self) -> Deferred[None]:
         """Fires once everything saved so far is on disk (at once without a store)."""
@@ -440,7 +448,9 @@ class RuntimeConfig:
                 policy = self._policy(name, _field(entry, "name", where), value, where, operator=True)
                 checked.policies.append((policy, True))
             else:
-                checked.parameters.append((str(component), name, check_name("parameter", entry.get("name")), value))
+                parameter = check_name("parameter", entry.get("name"))
+                self._check_parameter(str(component), parameter, value, f"{where}: ")
+                checked.parameters.append((str(component), name, parameter, value))
         for where, entry in _entries(data, "global_parameters"):
             checked.global_parameters.append((check_name("parameter", _field(entry, "name", where)), entry.get("value")))
         for where, entry in _entries(data, "exchanges"):
@@ -758,6 +768,7 @@ class RuntimeConfig:
         check_name("parameter", name)
         if component in (VHOST_LIMITS, OPERATOR_POLICY):
             raise ConfigError(f"component {component!r} is set through its own endpoint")
+        self._check_parameter(component, name, value)
         self.parameters[component, vhost, name] = value
         self.save()
 
@@ -767,10 +778,18 @@ class RuntimeConfig:
             raise ConfigError(f"no parameter {component}/{vhost}/{name}", not_found=True)
         self.save()
 
+    def _check_parameter(self, component: str, name: str, value: Any, where: str = "") -> None:
+        """:raises ConfigError: *component* refuses *value* (RabbitMQ's texts, one a line)."""
+        errors = self.components.errors(component, name, value)
+        if errors:
+            raise ConfigError(where + "\n".join(errors))
+
     def parameter_entries(self, component: Optional[str] = None, vhost: Optional[str] = None) -> list[dict[str, Any]]:
-        """Runtime parameters as ``/api/parameters`` lists them."""
+        """Runtime parameters as ``/api/parameters`` lists them (URIs without
+        their credentials)."""
         return [
-            entry for entry in self._parameters()
+            {**entry, "value": self.components.shown(entry["component"], entry["value"])}
+            for entry in self._parameters()
             if component in (None, entry["component"]) and vhost in (None, entry["vhost"])
         ]
 

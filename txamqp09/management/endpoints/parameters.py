@@ -58,7 +58,7 @@ def put_parameter(request: ApiRequest) -> Deferred[Reply | None]:
     name = request.name("name", "Parameter name")
     (value,) = required(request.json(), "value")
     existed = (args["component"], args["vhost"], name) in config(request).parameters
-    applied(lambda: config(request).set_parameter(args["component"], args["vhost"], name, value))
+    applied(lambda: config(request).set_parameter(args["component"], args["vhost"], name, value), validation=True)
     return created(request, existed)
 
 

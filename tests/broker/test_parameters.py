@@ -1,0 +1,152 @@
+"""Runtime parameter components: watchers told of every change, checks applied."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application.service import Service
+from twisted.internet.task import Clock
+from twisted.trial.unittest import TestCase
+
+from txamqp09.broker.auth.security import Security
+from txamqp09.broker.auth.users import UserDatabase
+from txamqp09.broker.model import Broker, Persistence
+from txamqp09.broker.parameters import Component, Components
+from txamqp09.broker.runtime import ConfigError, RuntimeConfig
+from txamqp09.broker.server import ServerFactory
+from txamqp09.broker.service import BrokerService
+from txamqp09.store.memory import MemoryStore
+
+
+class Recorder:
+    """A watcher that records what it is told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def parameter_set(self, vhost: str, name: str, value: Any) -> None:
+        self.events.append(("set", vhost, name, value))
+
+    def parameter_cleared(self, vhost: str, name: str) -> None:
+        self.events.append(("cleared", vhost, name))
+
+
+class WatchingService(Service):
+    """Watches federation upstreams once started, as the shovel service watches shovels."""
+
+    def __init__(self, config: RuntimeConfig) -> None:
+        self.config = config
+        self.watcher = Recorder()
+        self.seen_at_start: list[tuple[Any, ...]] = []
+
+    def startService(self) -> None:
+        super().startService()
+        self.config.components.watch("federation-upstream", self.watcher)
+        self.seen_at_start = list(self.watcher.events)
+
+
+def _config() -> RuntimeConfig:
+    return RuntimeConfig(UserDatabase.default(), Broker())
+
+
+class ComponentsTests(TestCase):
+    """The registry on its own."""
+
+    def test_watch_replays_then_follows(self) -> None:
+        components = Components()
+        components.update({("thing", "/", "a"): 1, ("other", "/", "b"): 2})
+        watcher = Recorder()
+        components.watch("thing", watcher)
+        self.assertEqual(watcher.events, [("set", "/", "a", 1)])
+        components.update({("thing", "/", "a"): 1, ("thing", "/", "c"): 3})
+        components.update({("thing", "/", "a"): 5})
+        self.assertEqual(watcher.events[1:], [("set", "/", "c", 3), ("cleared", "/", "c"), ("set", "/", "a", 5)])
+
+    def test_unchanged_value_tells_nobody(self) -> None:
+        components = Components()
+        watcher = Recorder()
+        components.watch("thing", watcher)
+        components.update({("thing", "/", "a"): {"x": 1}})
+        components.update({("thing", "/", "a"): {"x": 1}})
+        self.assertEqual(watcher.events, [("set", "/", "a", {"x": 1})])
+
+    def test_unwatch(self) -> None:
+        components = Components()
+        watcher = Recorder()
+        components.watch("thing", watcher)
+        components.unwatch("thing", watcher)
+        components.update({("thing", "/", "a"): 1})
+        self.assertEqual(watcher.events, [])
+
+    def test_errors_and_shown_of_known_components_only(self) -> None:
+        components = Components({"thing": Component(lambda name, value: [f"{name} bad"], lambda value: "hidden")})
+        self.assertEqual(components.errors("thing", "n", 1), ["n bad"])
+        self.assertEqual(components.shown("thing", 1), "hidden")
+        self.assertEqual(components.errors("other", "n", 1), [])
+        self.assertEqual(components.shown("other", 1), 1)
+
+
+class RuntimeConfigWatchTests(TestCase):
+    """Watchers of a component through the runtime configuration."""
+
+    def test_set_change_clear(self) -> None:
+        config = _config()
+        watcher = Recorder()
+        config.components.watch("federation-upstream", watcher)
+        config.set_parameter("federation-upstream", "/", "up", {"uri": "amqp://a"})
+        config.set_parameter("federation-upstream", "/", "up", {"uri": "amqp://b"})
+        config.set_parameter("other", "/", "x", 1)
+        config.clear_parameter("federation-upstream", "/", "up")
+        self.assertEqual(watcher.events, [
+            ("set", "/", "up", {"uri": "amqp://a"}),
+            ("set", "/", "up", {"uri": "amqp://b"}),
+            ("cleared", "/", "up"),
+        ])
+
+    def test_definitions_import_and_vhost_deletion(self) -> None:
+        config = _config()
+        watcher = Recorder()
+        config.components.watch("federation-upstream", watcher)
+        config.import_definitions({
+            "vhosts": [{"name": "v"}],
+            "parameters": [{"vhost": "v", "component": "federation-upstream", "name": "up", "value": {"uri": "amqp://"}}],
+        })
+        config.delete_vhost("v")
+        self.assertEqual(watcher.events, [("set", "v", "up", {"uri": "amqp://"}), ("cleared", "v", "up")])
+
+    def test_restored_at_start_before_children_start(self) -> None:
+        """A service that watches when it starts (a child of the broker
+        service) is told of the parameters the store kept."""
+        store = MemoryStore()
+        first = self._node(store)
+        first.factory.config.set_parameter("federation-upstream", "/", "up", {"uri": "amqp://"})
+        first.stopService()
+        second = self._node(store, start=False)
+        child = WatchingService(second.factory.config)
+        child.setServiceParent(second)
+        second.startService()
+        self.addCleanup(second.stopService)
+        self.assertEqual(child.seen_at_start, [("set", "/", "up", {"uri": "amqp://"})])
+
+    def _node(self, store: MemoryStore, start: bool = True) -> BrokerService:
+        clock = Clock()
+        factory = ServerFactory(clock, Broker(persistence=Persistence(store)),
+                                security=Security(UserDatabase.default(), clock))
+        service = BrokerService(factory, store)
+        if start:
+            service.startService()
+        return service
+
+    def test_refused_value_changes_nothing(self) -> None:
+        config = _config()
+        watcher = Recorder()
+        config.components.watch("shovel", watcher)
+        with self.assertRaises(ConfigError) as raised:
+            config.set_parameter("shovel", "/", "s", {"src-uri": "amqp://"})
+        self.assertIn("Key \"dest-uri\" not found in s", str(raised.exception))
+        self.assertEqual((watcher.events, config.parameters), ([], {}))
+        with self.assertRaises(ConfigError) as imported:
+            config.import_definitions({"parameters": [
+                {"vhost": "/", "component": "shovel", "name": "s", "value": {"src-uri": "amqp://"}}]})
+        self.assertIn("Must specify 'src-exchange' or 'src-queue'", str(imported.exception))
+        self.assertEqual(config.parameters, {})

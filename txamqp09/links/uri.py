@@ -1,0 +1,121 @@
+"""The ``amqp://`` URIs of a link's ends.
+
+A shovel's ``src-uri`` / ``dest-uri`` and a federation upstream's ``uri``
+are AMQP URIs (``amqp://user:pass@host:port/vhost?heartbeat=30``,
+``amqps://`` with TLS options; docs/client.rst lists the query options).
+As in RabbitMQ, a URI without a host (``amqp://``, ``amqp:///vhost``) means
+this broker itself: the link connects to the broker's own AMQP listener on
+loopback, as ``guest`` unless the URI names a user.
+
+A URI holds a password: :func:`redacted` is what logs and the management
+API show (RabbitMQ's form: scheme, host, port and path, no credentials, no
+query), and :func:`shown_uris` redacts a parameter's URI fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from txamqp09.client.params import ConnectionParameters, parse_url
+
+__all__ = ["LinkUri", "LocalAddress", "redacted", "shown_uris", "uri_problem"]
+
+_SCHEMES = ("amqp", "amqps")
+
+
+@dataclass(frozen=True)
+class LocalAddress:
+    """Where this broker's own AMQP listener is (for URIs without a host)."""
+
+    host: str
+    port: int
+
+
+def uri_problem(uri: str) -> Optional[str]:
+    """Why *uri* is not an AMQP URI, as RabbitMQ's ``amqp_uri:parse`` words
+    it (``{{unexpected_uri_scheme,"foo"},"foo://x"}``); None when it is one."""
+    quoted = '"' + uri.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if "://" not in uri:
+        return f"{{{{unable_to_parse_uri,no_scheme}},{quoted}}}"
+    scheme = uri.split("://", 1)[0]
+    if scheme.lower() not in _SCHEMES:
+        return f'{{{{unexpected_uri_scheme,"{scheme}"}},{quoted}}}'
+    try:
+        if urlsplit(uri).hostname:
+            parse_url(uri)
+        else:
+            parse_url(uri.replace("://", "://localhost", 1))
+    except ValueError as error:
+        return f"{{{{unable_to_parse_uri,{error}}},{quoted}}}"
+    return None
+
+
+def redacted(uri: str) -> str:
+    """*uri* without its credentials and query: safe to log and to show."""
+    try:
+        parts = urlsplit(uri)
+        port = f":{parts.port}" if parts.port is not None else ""
+        host = parts.hostname or ""
+    except ValueError:
+        return "(an unreadable URI)"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def shown_uris(value: Any, *keys: str) -> Any:
+    """A parameter's *value* with the URIs (one or a list) under *keys* redacted."""
+    if not isinstance(value, Mapping):
+        return value
+    shown = dict(value)
+    for key in keys:
+        uris = shown.get(key)
+        if isinstance(uris, str):
+            shown[key] = redacted(uris)
+        elif isinstance(uris, list):
+            shown[key] = [redacted(uri) if isinstance(uri, str) else uri for uri in uris]
+    return shown
+
+
+@dataclass(frozen=True)
+class LinkUri:
+    """One checked URI of a link's end.
+
+    :ivar text: the URI as given (holds the password: never log it).
+    """
+
+    text: str
+
+    def __post_init__(self) -> None:
+        problem = uri_problem(self.text)
+        if problem is not None:
+            raise ValueError(f"{redacted(self.text)} is not a valid AMQP URI")
+
+    @property
+    def local(self) -> bool:
+        """The URI names no host: this broker itself."""
+        return not urlsplit(self.text).hostname
+
+    @property
+    def redacted(self) -> str:
+        """The URI without credentials (see :func:`redacted`)."""
+        return redacted(self.text)
+
+    def parameters(self, local: Optional[LocalAddress], **changes: Any) -> ConnectionParameters:
+        """The connection parameters of this URI; a URI without a host
+        reaches *local*.
+
+        :raises ValueError: the URI names this broker and *local* is None
+            (it does not listen for AMQP on TCP).
+        """
+        if not self.local:
+            return parse_url(self.text).replace(**changes)
+        if local is None:
+            raise ValueError("this broker has no AMQP listener on TCP to reach itself through")
+        host = f"[{local.host}]" if ":" in local.host else local.host
+        parts = urlsplit(self.text)
+        query = f"?{parts.query}" if parts.query else ""
+        return parse_url(f"amqp://{parts.netloc}{host}:{local.port}{parts.path}{query}").replace(**changes)
