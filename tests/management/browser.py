@@ -237,6 +237,38 @@ class BrowserTestCase(SynchronousTestCase):
         field.clear()
         field.send_keys(text)
 
+    def fill_form(self, form: str, **values: Any) -> None:
+        """Set the fields of the form named *form*: text for inputs and
+        text areas, the option's value for selects, a bool for checkboxes,
+        a file path for file inputs."""
+        from selenium.webdriver.support.ui import Select
+
+        for name, value in values.items():
+            field = self.element(f'form[name="{form}"] [name="{name}"]')
+            if field.tag_name == "select":
+                self.wait_for(lambda _: field.find_elements("css selector", f'option[value="{value}"]'),
+                              f"no option {value!r} in {form}.{name}")
+                Select(field).select_by_value(str(value))
+            elif field.get_attribute("type") == "checkbox":
+                if field.is_selected() != bool(value):
+                    field.click()
+            elif field.get_attribute("type") == "file":
+                field.send_keys(str(value))
+            else:
+                field.clear()
+                field.send_keys(str(value))
+
+    def submit_form(self, form: str, expected: str, **values: Any) -> str:
+        """Fill and submit the form named *form*, and wait for its message to
+        match *expected* (a regular expression); the message."""
+        self.fill_form(form, **values)
+        message = f'form[name="{form}"] .form-message'
+        self.browser.execute_script("document.querySelector(arguments[0]).textContent = ''", message)
+        self.element(f'form[name="{form}"] button[type="submit"]').click()
+        text = self.text_of(message, ".")
+        self.assertRegex(text, expected)
+        return text
+
     def open(self, fragment: str = "/") -> None:
         """Load the UI at *fragment* (e.g. ``/queues``)."""
         self.browser.get(f"{self.broker.url}/#{fragment}")

@@ -9,12 +9,15 @@ Nothing is fetched from anywhere but this listener, so it works offline.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
-from twisted.web.resource import NoResource, Resource
+from twisted.web.resource import Resource
 from twisted.web.server import Request
 from twisted.web.static import File
+
+from txamqp09.management.api import not_found
 
 __all__ = ["STATIC_DIR", "UiFiles"]
 
@@ -36,6 +39,19 @@ _CONTENT_SECURITY_POLICY = (
 )
 
 
+class NotFound(Resource):
+    """RabbitMQ's JSON 404 body, for paths that are neither a file nor the API."""
+
+    isLeaf = True
+
+    def render(self, request: Request) -> bytes:
+        """The 404 answer."""
+        error = not_found()
+        request.setResponseCode(error.status)
+        request.setHeader(b"Content-Type", b"application/json")
+        return json.dumps(error.body(), separators=(",", ":")).encode("utf-8")
+
+
 class UiFiles(File):
     """The UI's files: ``index.html`` at ``/``, no directory listings.
 
@@ -48,9 +64,11 @@ class UiFiles(File):
         super().__init__(path, *args)
         self.contentTypes = {**self.contentTypes, **_CONTENT_TYPES}
 
+    childNotFound = NotFound()
+
     def directoryListing(self) -> Resource:
         """Directories without an ``index.html`` are not found."""
-        return NoResource()
+        return self.childNotFound
 
     def render(self, request: Request) -> Any:
         """The file, with headers that keep the page to this listener."""

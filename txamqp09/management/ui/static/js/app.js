@@ -4,12 +4,24 @@
 import { logIn, logOut, session } from "./api.js";
 import { h, fill } from "./dom.js";
 import { overviewPage } from "./pages/overview.js";
+import { connectionsPage, connectionPage, channelsPage } from "./pages/connections.js";
+import { exchangesPage, exchangePage } from "./pages/exchanges.js";
+import { queuesPage, queuePage } from "./pages/queues.js";
+import { adminPage } from "./pages/admin.js";
 
 const REFRESH_KEY = "txamqp09.refresh";
 
 /** #fragment patterns -> [navigation tab, page factory taking the decoded groups]. */
 const ROUTES = [
   [/^\/?$/, "overview", overviewPage],
+  [/^\/connections$/, "connections", connectionsPage],
+  [/^\/connections\/([^/]+)$/, "connections", connectionPage],
+  [/^\/channels$/, "channels", channelsPage],
+  [/^\/exchanges$/, "exchanges", exchangesPage],
+  [/^\/exchanges\/([^/]+)\/([^/]*)$/, "exchanges", exchangePage],
+  [/^\/queues$/, "queues", queuesPage],
+  [/^\/queues\/([^/]+)\/([^/]+)$/, "queues", queuePage],
+  [/^\/admin$/, "admin", adminPage],
 ];
 
 let current = null;

@@ -67,7 +67,15 @@ export class ServerTable {
     if (!params.sort) delete params.sort;
     const url = this.spec.perVhost && vhost ? `${this.spec.endpoint}/${seg(vhost)}` : this.spec.endpoint;
     const asked = JSON.stringify(this.state);
-    const answer = await get(url, params);
+    let answer;
+    try {
+      answer = await get(url, params);
+    } catch (failure) {
+      // The list shrank below the page shown: start again at its first page.
+      if (failure.error !== "page_out_of_range" || this.state.page === 1) throw failure;
+      this.state.page = 1;
+      return this.refresh();
+    }
     if (JSON.stringify(this.state) !== asked) return;
     if (this.spec.perVhost) this.showVhosts();
     this.show(answer);
@@ -92,7 +100,7 @@ export class ServerTable {
       const active = button.dataset.sort === this.state.sort;
       button.className = "sort" + (active ? (this.state.sort_reverse ? " descending" : " ascending") : "");
     }
-    fill(this.summary, `${count(answer.filtered_count)} of ${count(answer.total_count)} shown in ${answer.page_count || 1} page(s)`);
+    fill(this.summary, `${count(answer.item_count)} of ${count(answer.filtered_count)} matching (${count(answer.total_count)} in all)`);
     const pages = Math.max(answer.page_count, 1);
     const go = (page) => () => this.change({ page });
     fill(this.pages,
