@@ -55,6 +55,24 @@ def missing_keys(ours: Any, theirs: Any, where: str = "") -> list[str]:
     return missing
 
 
+def history_shapes(body: Any, where: str = "") -> dict[str, tuple[tuple[str, ...], int, bool]]:
+    """Each ``*_details`` object of *body* (and of its :data:`NESTED` objects):
+    its keys, how many samples it has, and whether every sample is a
+    ``{"sample", "timestamp"}`` object with a timestamp on the range's grid."""
+    shapes: dict[str, tuple[tuple[str, ...], int, bool]] = {}
+    if not isinstance(body, dict):
+        return shapes
+    for key, value in body.items():
+        if key.endswith("_details") and isinstance(value, dict) and key not in ERLANG_ONLY:
+            samples = value.get("samples", [])
+            on_grid = all(set(sample) == {"sample", "timestamp"} for sample in samples) and len(
+                {later["timestamp"] - earlier["timestamp"] for later, earlier in zip(samples, samples[1:])}) <= 1
+            shapes[f"{where}{key}"] = (tuple(sorted(value)), len(samples), on_grid)
+        elif key in NESTED:
+            shapes.update(history_shapes(value, f"{where}{key}."))
+    return shapes
+
+
 class Target:
     """One broker's API and AMQP port, driven the same way."""
 
@@ -149,6 +167,30 @@ class KeyComparisonTests(TestCase):
         yield self.compare("/api/nodes", lambda rows: rows[0])
         yield self.compare("/api/queues?page=1&page_size=10&name=keys", lambda page: page)
         yield self.compare("/api/queues?page=1&page_size=10&name=keys", lambda page: page["items"][0])
+
+    @inlineCallbacks
+    def test_sample_histories(self) -> Any:
+        """``*_details`` with ``samples``, ``avg_rate`` and ``avg`` as RabbitMQ 3.10 answers."""
+        rates = "msg_rates_age=60&msg_rates_incr=5&lengths_age=30&lengths_incr=10"
+        for path, pick in [
+            (f"/api/overview?{rates}", lambda body: body),
+            (f"/api/queues/%2F/{QUEUE}?{rates}", lambda body: body),
+            (f"/api/queues?{rates}", lambda rows: _ours(rows, name=QUEUE)),
+            (f"/api/exchanges/%2F/{EXCHANGE}?{rates}", lambda body: body),
+            (f"/api/vhosts/%2F?{rates}&data_rates_age=20&data_rates_incr=5", lambda body: body),
+            ("/api/connections?data_rates_age=20&data_rates_incr=5", lambda rows: rows[0]),
+            (f"/api/channels?{rates}", lambda rows: _ours(rows, consumer_count=1)),
+            ("/api/nodes?node_stats_age=20&node_stats_incr=10", lambda rows: rows[0]),
+        ]:
+            theirs = yield self.theirs.request("GET", path)
+            ours = yield self.ours.request("GET", path)
+            self.assertEqual(ours.status, theirs.status, path)
+            their_shapes, our_shapes = history_shapes(pick(theirs.body)), history_shapes(pick(ours.body))
+            self.assertTrue(any(shape[1] for shape in their_shapes.values()), path)
+            self.assertEqual({key: our_shapes.get(key) for key in their_shapes}, their_shapes, path)
+        theirs = yield self.theirs.request("GET", "/api/overview?msg_rates_age=0&msg_rates_incr=5")
+        ours = yield self.ours.request("GET", "/api/overview?msg_rates_age=0&msg_rates_incr=5")
+        self.assertEqual((ours.status, ours.body), (theirs.status, theirs.body))
 
     @inlineCallbacks
     def test_channel_and_connection_by_name(self) -> Any:

@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import unquote
 
 from txamqp09.broker.auth.permissions import Permission, checked_name
+from txamqp09.management.stats import RangeError, Ranges
 
 if TYPE_CHECKING:
     from txamqp09.broker.auth.cred import IAMQPUser
@@ -204,6 +205,18 @@ class ApiRequest:
         if not isinstance(value, dict):
             raise bad_request("not_json")
         return value
+
+    def ranges(self, *, ceil_lengths: bool = False) -> Ranges:
+        """The sample histories the query asks for (``msg_rates_age`` and
+        ``msg_rates_incr``, ...; see :class:`~txamqp09.management.stats.Ranges`).
+
+        :param ceil_lengths: end the lengths' range at the next point (queues).
+        :raises ApiError: 400 as RabbitMQ refuses a range.
+        """
+        try:
+            return Ranges.from_query(self.query, self.node.clock.seconds(), ceil_lengths=ceil_lengths)
+        except RangeError as error:
+            raise bad_request(str(error)) from None
 
     def is_tagged(self, required: str) -> bool:
         """Whether the user satisfies the route tag *required* (e.g. ``monitoring``)."""

@@ -14,6 +14,9 @@ Listeners that should appear in ``/api/overview`` and answer
 
 from __future__ import annotations
 
+import os
+import resource
+import shutil
 import socket
 import time
 from dataclasses import dataclass
@@ -122,10 +125,52 @@ class Node:
             active.add("memory")
         return sorted(active)
 
+    def data_dir(self) -> str:
+        """The directory holding the store (the working directory without one)."""
+        path = getattr(self.store, "path", None)
+        return os.path.dirname(str(path)) if path is not None else os.getcwd()
+
+    def resources(self) -> dict[str, int]:
+        """What the process uses now: ``mem_used`` (resident bytes),
+        ``fd_used`` and ``sockets_used`` (open file descriptors and sockets,
+        from /proc where there is one), ``disk_free`` (bytes free for the store)."""
+        fd_used, sockets_used = _open_files()
+        data_dir = self.data_dir()
+        return {
+            "mem_used": _resident_bytes(),
+            "fd_used": fd_used,
+            "sockets_used": sockets_used,
+            "disk_free": shutil.disk_usage(data_dir).free if os.path.isdir(data_dir) else 0,
+        }
+
     def listening(self, protocol: str, port: IListeningPort) -> None:
         """Note that *port* listens for *protocol*."""
         address: Any = port.getHost()
         self.listeners.append(Listener(protocol, getattr(address, "host", str(address)), getattr(address, "port", 0)))
+
+
+def _open_files() -> tuple[int, int]:
+    """File descriptors in use (and of those, sockets), from /proc when it exists."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return 0, 0
+    sockets = 0
+    for name in names:
+        try:
+            sockets += os.readlink(f"/proc/self/fd/{name}").startswith("socket:")
+        except OSError:
+            pass
+    return len(names), sockets
+
+
+def _resident_bytes() -> int:
+    """The process's resident memory now (peak where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 class StatisticsService(Service):

@@ -19,7 +19,7 @@ from urllib.parse import quote_plus
 from txamqp09.broker.model import Binding, Consumer, Exchange, Mode, Queue
 from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.runtime import jsonable, queue_policy_fields
-from txamqp09.management.stats import channel_message_stats, with_details
+from txamqp09.management.stats import NO_RANGES, Ranges
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
@@ -48,12 +48,15 @@ def _iso(seconds: float) -> str:
 # -- queues ------------------------------------------------------------------
 
 
-def queue_view(node: Node, queue: Queue, unacked: tuple[int, int], *, details: bool = False) -> dict[str, Any]:
+def queue_view(
+    node: Node, queue: Queue, unacked: tuple[int, int], *, details: bool = False, ranges: Ranges = NO_RANGES
+) -> dict[str, Any]:
     """A queue as ``/api/queues`` shows it.
 
     :param unacked: its delivered, unacknowledged messages and their bytes
         (from :meth:`Node.unacked`, computed once per request).
     :param details: add ``consumer_details`` (the single-queue answer).
+    :param ranges: the histories asked for (lengths and message rates).
     """
     stats = node.stats
     ready, ready_bytes = queue.message_count, queue.ready_bytes
@@ -90,10 +93,9 @@ def queue_view(node: Node, queue: Queue, unacked: tuple[int, int], *, details: b
         "messages_unacknowledged_ram": unacked_count,
         "messages_persistent": 0,
         "messages_paged_out": 0,
-        "message_stats": queue_message_stats(node, queue),
+        "message_stats": stats.channel_stats(queue.stats, ranges.msg_rates),
     }
-    view.update(with_details({"messages": ready + unacked_count, "messages_ready": ready,
-                              "messages_unacknowledged": unacked_count}))
+    view.update(stats.queue_lengths(queue, unacked_count, ranges.lengths))
     view["idle_since"] = _iso(time.time())
     if details:
         view["consumer_details"] = [consumer_view(node, consumer) for consumer in consumers]
@@ -112,17 +114,12 @@ def _utilisation(queue: Queue, consumers: list[Consumer]) -> Optional[float]:
     return sum(1 for consumer in consumers if all(limit.room(0) for limit in consumer.limits)) / len(consumers)
 
 
-def queue_message_stats(node: Node, queue: Queue) -> dict[str, Any]:
-    """A queue's ``message_stats``."""
-    counters = queue.stats
-    return channel_message_stats(counters.as_dict(), node.stats.rates(counters))
-
-
 # -- exchanges and bindings ----------------------------------------------------
 
 
-def exchange_view(node: Node, exchange: Exchange, vhost: str) -> dict[str, Any]:
-    """An exchange as ``/api/exchanges`` shows it (the default one is named ``""``)."""
+def exchange_view(node: Node, exchange: Exchange, vhost: str, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
+    """An exchange as ``/api/exchanges`` shows it (the default one is named ``""``),
+    with the message rates' history *ranges* ask for."""
     return {
         "name": exchange.name,
         "vhost": vhost,
@@ -133,7 +130,7 @@ def exchange_view(node: Node, exchange: Exchange, vhost: str) -> dict[str, Any]:
         "arguments": jsonable(exchange.arguments),
         "policy": exchange.policy,
         "user_who_performed_action": "",
-        "message_stats": node.stats.details(exchange.stats),
+        "message_stats": node.stats.details(exchange.stats, ranges.msg_rates),
     }
 
 
@@ -187,8 +184,9 @@ def channel_name(channel: ServerChannel) -> str:
     return f"{connection_name(channel.connection)} ({channel.number})"
 
 
-def connection_view(node: Node, connection: ServerConnection) -> dict[str, Any]:
-    """A connection as ``/api/connections`` shows it."""
+def connection_view(node: Node, connection: ServerConnection, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
+    """A connection as ``/api/connections`` shows it, with the data rates'
+    history *ranges* ask for."""
     transport = connection.transport
     peer_host, peer_port = _address(transport.getPeer() if transport is not None else None)
     host, port = _address(transport.getHost() if transport is not None else None)
@@ -225,12 +223,15 @@ def connection_view(node: Node, connection: ServerConnection) -> dict[str, Any]:
         "connected_at": int(connection.connected_at * 1000),
         "send_pend": 0,
     }
-    view.update(node.stats.details(connection.stats))
+    view.update(node.stats.details(connection.stats, ranges.data_rates))
     return view
 
 
-def channel_view(node: Node, channel: ServerChannel, *, details: bool = False) -> dict[str, Any]:
-    """A channel as ``/api/channels`` shows it."""
+def channel_view(
+    node: Node, channel: ServerChannel, *, details: bool = False, ranges: Ranges = NO_RANGES
+) -> dict[str, Any]:
+    """A channel as ``/api/channels`` shows it, with the message rates'
+    history *ranges* ask for."""
     connection = channel.connection
     session = channel.session
     peer_host, peer_port = _address(connection.transport.getPeer() if connection.transport is not None else None)
@@ -255,7 +256,7 @@ def channel_view(node: Node, channel: ServerChannel, *, details: bool = False) -
         "prefetch_count": session.consumer_prefetch_count,
         "global_prefetch_count": session.prefetch.count,
         "pending_raft_commands": 0,
-        "message_stats": node.stats.channel_stats(session.stats),
+        "message_stats": node.stats.channel_stats(session.stats, ranges.msg_rates),
     }
     view["idle_since"] = _iso(time.time())
     if details:

@@ -27,12 +27,13 @@ def _channels(request: ApiRequest) -> list[ServerChannel]:
 
 def list_channels(request: ApiRequest) -> Any:
     """The channels the user may see."""
-    return listing(request, [channel_view(request.node, channel) for channel in _channels(request)])
+    ranges = request.ranges()
+    return listing(request, [channel_view(request.node, channel, ranges=ranges) for channel in _channels(request)])
 
 
 def get_channel(request: ApiRequest) -> Any:
     """One channel, with its consumers."""
     for channel in _channels(request):
         if channel_name(channel) == request.args["name"]:
-            return channel_view(request.node, channel, details=True)
+            return channel_view(request.node, channel, details=True, ranges=request.ranges())
     raise not_found()

@@ -45,7 +45,9 @@ def visible_connections(request: ApiRequest) -> list[ServerConnection]:
 
 def list_connections(request: ApiRequest) -> Any:
     """The connections the user may see."""
-    return listing(request, [connection_view(request.node, connection) for connection in visible_connections(request)])
+    ranges = request.ranges()
+    return listing(request, [connection_view(request.node, connection, ranges)
+                             for connection in visible_connections(request)])
 
 
 def _connection(request: ApiRequest) -> ServerConnection:
@@ -58,7 +60,7 @@ def _connection(request: ApiRequest) -> ServerConnection:
 
 def get_connection(request: ApiRequest) -> Any:
     """One connection."""
-    return connection_view(request.node, _connection(request))
+    return connection_view(request.node, _connection(request), request.ranges())
 
 
 def close_connection(request: ApiRequest) -> None:
@@ -74,4 +76,5 @@ def close_connection(request: ApiRequest) -> None:
 def connection_channels(request: ApiRequest) -> Any:
     """The channels of one connection."""
     connection = _connection(request)
-    return listing(request, [channel_view(request.node, channel) for channel in connection.channels.values()])
+    ranges = request.ranges()
+    return listing(request, [channel_view(request.node, channel, ranges=ranges) for channel in connection.channels.values()])

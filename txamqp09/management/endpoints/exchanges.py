@@ -52,8 +52,9 @@ def exchange_named(vhost: VirtualHost, name: str) -> Exchange:
 
 def list_exchanges(request: ApiRequest) -> Any:
     """Every exchange the user may see (of one vhost when it is given)."""
+    ranges = request.ranges()
     rows = [
-        exchange_view(request.node, exchange, vhost.name)
+        exchange_view(request.node, exchange, vhost.name, ranges)
         for vhost in visible_vhosts(request)
         for exchange in vhost.exchanges.values()
     ]
@@ -63,7 +64,7 @@ def list_exchanges(request: ApiRequest) -> Any:
 def get_exchange(request: ApiRequest) -> Any:
     """One exchange."""
     vhost = request.vhost()
-    view = exchange_view(request.node, exchange_named(vhost, request.args["name"]), vhost.name)
+    view = exchange_view(request.node, exchange_named(vhost, request.args["name"]), vhost.name, request.ranges())
     view["incoming"] = []
     view["outgoing"] = []
     return view

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import sys
 import time
 from typing import Any
@@ -13,7 +12,7 @@ from txamqp09 import __version__
 from txamqp09.management.api import ApiRequest, Router, listing, not_found
 from txamqp09.management.endpoints.overview import contexts, exchange_types
 from txamqp09.management.node import Node
-from txamqp09.management.stats import with_details
+from txamqp09.management.stats import NO_RANGES, Ranges
 
 __all__ = ["register", "node_info"]
 
@@ -24,41 +23,9 @@ def register(router: Router) -> None:
     router.add("GET", "/api/nodes/{node}", get_node, tag="monitoring")
 
 
-def _open_files() -> tuple[int, int]:
-    """File descriptors in use (and of those, sockets), from /proc when it exists."""
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        return 0, 0
-    sockets = 0
-    for name in names:
-        try:
-            sockets += os.readlink(f"/proc/self/fd/{name}").startswith("socket:")
-        except OSError:
-            pass
-    return len(names), sockets
-
-
-def _resident_bytes() -> int:
-    """The process's resident memory now (peak where /proc is missing)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _data_dir(node: Node) -> str:
-    path = getattr(node.store, "path", None)
-    return os.path.dirname(str(path)) if path is not None else os.getcwd()
-
-
-def node_info(node: Node) -> dict[str, Any]:
-    """The node's entry of ``/api/nodes``."""
-    fd_used, sockets_used = _open_files()
+def node_info(node: Node, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
+    """The node's entry of ``/api/nodes`` (with histories over *ranges*'s ``node_stats``)."""
     fd_total = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    data_dir = _data_dir(node)
-    disk_free = shutil.disk_usage(data_dir).free if os.path.isdir(data_dir) else 0
     alarms = node.alarms()
     info: dict[str, Any] = {
         "name": node.name,
@@ -86,24 +53,23 @@ def node_info(node: Node) -> dict[str, Any]:
         "applications": [{"name": "txamqp09", "description": "txamqp09 AMQP broker", "version": __version__}],
         "contexts": contexts(node),
         "log_files": ["<stdout>"],
-        "db_dir": data_dir,
+        "db_dir": node.data_dir(),
         "config_files": [],
         "enabled_plugins": ["management"],
         "python_version": sys.version.split()[0],
     }
-    info.update(with_details({"mem_used": _resident_bytes(), "fd_used": fd_used,
-                              "sockets_used": sockets_used, "disk_free": disk_free}))
-    info.update(node.stats.churn_rates())
+    info.update(node.stats.resources(node.resources(), ranges.node_stats))
+    info.update(node.stats.churn_rates(ranges.node_stats))
     return info
 
 
 def list_nodes(request: ApiRequest) -> Any:
     """A list of one node."""
-    return listing(request, [node_info(request.node)], default_sort=("name",))
+    return listing(request, [node_info(request.node, request.ranges())], default_sort=("name",))
 
 
 def get_node(request: ApiRequest) -> dict[str, Any]:
     """The node, if *node* is its name."""
     if request.args["node"] != request.node.name:
         raise not_found()
-    return node_info(request.node)
+    return node_info(request.node, request.ranges())

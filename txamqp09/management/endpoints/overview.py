@@ -67,6 +67,7 @@ def overview(request: ApiRequest) -> dict[str, Any]:
         if monitor or (connection.user is not None and connection.user.name == request.user.name)
     ]
     stats = node.stats
+    ranges = request.ranges()
     python = platform.python_version()
     return {
         "management_version": API_VERSION,
@@ -82,9 +83,9 @@ def overview(request: ApiRequest) -> dict[str, Any]:
         "release_series_support_status": "supported",
         "disable_stats": False,
         "enable_queue_totals": True,
-        "message_stats": stats.message_stats([stats.vhost(vhost.name) for vhost in vhosts]),
-        "churn_rates": stats.churn_rates(),
-        "queue_totals": stats.queue_totals([queue for vhost in vhosts for queue in vhost.queues.values()]),
+        "message_stats": stats.message_stats([stats.vhost(vhost.name) for vhost in vhosts], ranges.msg_rates),
+        "churn_rates": stats.churn_rates(ranges.lengths),
+        "queue_totals": stats.queue_totals(vhosts, ranges.lengths),
         "object_totals": {
             "channels": sum(len(connection.channels) for connection in connections),
             "connections": len(connections),

@@ -22,6 +22,7 @@ from txamqp09.management.endpoints.common import (
     visible_vhosts,
 )
 from txamqp09.management.node import Node
+from txamqp09.management.stats import NO_RANGES
 from txamqp09.management.views import binding_view, jsonable, queue_view
 
 __all__ = ["register"]
@@ -55,12 +56,14 @@ def list_queues(request: ApiRequest) -> Any:
     """
     node = request.node
     vhosts = visible_vhosts(request)
-    if "page" not in request.query:
+    ranges = request.ranges(ceil_lengths=True)
+    if "page" not in request.query and ranges == NO_RANGES:
         key = ("queues", tuple(vhost.name for vhost in vhosts))
         return listing(request, node.cache.fetch(key, lambda: _queue_views(node, vhosts)))
     unacked = node.unacked()
     rows = [Basic(queue, name=queue.name, vhost=vhost.name) for vhost in vhosts for queue in vhost.queues.values()]
-    return listing(request, rows, expand=lambda queue: queue_view(node, queue, unacked.get(queue, (0, 0))))
+    return listing(request, rows,
+                   expand=lambda queue: queue_view(node, queue, unacked.get(queue, (0, 0)), ranges=ranges))
 
 
 def _queue_views(node: Node, vhosts: list[VirtualHost]) -> list[dict[str, Any]]:
@@ -79,7 +82,8 @@ def get_queue(request: ApiRequest) -> Any:
     """One queue, with its consumers."""
     queue = _queue(request, request.vhost())
     node = request.node
-    return queue_view(node, queue, node.unacked().get(queue, (0, 0)), details=True)
+    return queue_view(node, queue, node.unacked().get(queue, (0, 0)), details=True,
+                      ranges=request.ranges(ceil_lengths=True))
 
 
 def put_queue(request: ApiRequest) -> Reply:

@@ -9,6 +9,7 @@ from twisted.internet.defer import Deferred
 from txamqp09.broker.auth.users import VirtualHost
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
 from txamqp09.management.configuration import applied, config, created, saved
+from txamqp09.management.stats import NO_RANGES, Ranges
 
 __all__ = ["register", "vhost_json"]
 
@@ -33,10 +34,14 @@ def _metadata(vhost: VirtualHost) -> dict[str, Any]:
     return found
 
 
-def vhost_json(request: ApiRequest, vhost: VirtualHost) -> dict[str, Any]:
-    """A vhost as RabbitMQ's API shows it."""
+def vhost_json(request: ApiRequest, vhost: VirtualHost, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
+    """A vhost as RabbitMQ's API shows it: its settings, message rates,
+    queue lengths and bytes of its connections (with the histories *ranges* ask for)."""
     metadata = _metadata(vhost)
     tags = metadata.get("tags", [])
+    node = request.node
+    stats = node.stats
+    model = node.broker.add_vhost(vhost.name)
     return {
         "name": vhost.name,
         "description": metadata.get("description", ""),
@@ -44,21 +49,26 @@ def vhost_json(request: ApiRequest, vhost: VirtualHost) -> dict[str, Any]:
         "default_queue_type": metadata.get("default_queue_type", "undefined"),
         "metadata": metadata,
         "tracing": False,
-        "cluster_state": {request.node.name: "running"},
+        "cluster_state": {node.name: "running"},
+        "message_stats": stats.vhost_message_stats(model, ranges.msg_rates),
+        **stats.queue_totals([model], ranges.msg_rates),  # RabbitMQ shows a vhost's lengths over the rates' range
+        **stats.vhost_traffic(vhost.name, ranges.data_rates),
     }
 
 
 def list_vhosts(request: ApiRequest) -> Any:
     """The vhosts the user may see."""
     database = config(request).database
-    rows = [vhost_json(request, vhost) for vhost in database.vhosts.values() if request.may_see_vhost(vhost.name)]
+    ranges = request.ranges()
+    rows = [vhost_json(request, vhost, ranges)
+            for vhost in database.vhosts.values() if request.may_see_vhost(vhost.name)]
     return listing(request, rows, ("name",))
 
 
 def get_vhost(request: ApiRequest) -> dict[str, Any]:
     """One vhost."""
     request.vhost()
-    return vhost_json(request, config(request).database.vhosts[request.args["vhost"]])
+    return vhost_json(request, config(request).database.vhosts[request.args["vhost"]], request.ranges())
 
 
 def put_vhost(request: ApiRequest) -> Deferred[Reply | None]:
