@@ -30,8 +30,9 @@ ROOT = str(Path(__file__).resolve().parents[2])
 #: Where Debian's chromium and chromium-driver packages put the two programs.
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-#: Seconds a browser or broker wait may take before the test fails.
-WAIT = 20
+#: Seconds a browser or broker wait may take before the test fails (the
+#: overview's charts need two 5-second samples and a 5-second poll).
+WAIT = 30
 #: The broker's log lines naming its listeners' ports, and the one saying all listen.
 _LISTENING = re.compile(r"listening for (amqp|http) on .*port (\d+)")
 _READY = "accepting connections on"
@@ -207,9 +208,14 @@ class BrowserTestCase(SynchronousTestCase):
 
     def wait_for(self, condition: Callable[[Any], Any], message: str) -> Any:
         """Wait until *condition(browser)* is truthy; its value."""
+        from selenium.common.exceptions import StaleElementReferenceException
         from selenium.webdriver.support.ui import WebDriverWait
 
-        return WebDriverWait(self.browser, WAIT, poll_frequency=0.1).until(condition, message)
+        # Pages redraw what they show on every refresh: an element found a
+        # moment ago may be gone, and the next look finds its successor.
+        waiting = WebDriverWait(self.browser, WAIT, poll_frequency=0.1,
+                                ignored_exceptions=[StaleElementReferenceException])
+        return waiting.until(condition, message)
 
     def element(self, css: str) -> Any:
         """The visible element *css* selects, once there is one."""

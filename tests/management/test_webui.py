@@ -190,6 +190,9 @@ class OverviewTests(BrowserTestCase):
             self.text_of("#rate-publish .rate", r"^(?!0\.0/s)\d+(\.\d)?/s$")
             self.text_of("#queued-messages_ready td", "^[1-9]")
             self.text_of("#total-connections .value", "^1$")
+            self.wait_for(lambda browser: float(browser.find_element("css selector", "#chart-message-rates")
+                                                .get_attribute("data-peak") or 0) > 0,
+                          "the message rate chart stays flat")
         self.text_of("#total-queues .value", "^1$")
 
     def test_node_figures_and_listeners(self) -> None:

@@ -64,7 +64,7 @@ class UiFiles(File):
         super().__init__(path, *args)
         self.contentTypes = {**self.contentTypes, **_CONTENT_TYPES}
 
-    childNotFound = NotFound()
+    childNotFound = NotFound()  # type: ignore[assignment]  # File types it as its own NoResource
 
     def directoryListing(self) -> Resource:
         """Directories without an ``index.html`` are not found."""

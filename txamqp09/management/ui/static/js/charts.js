@@ -71,6 +71,7 @@ export class SampleChart {
     });
     const data = aligned(points);
     this.element.dataset.points = String(data[0].length);
+    this.element.dataset.peak = String(Math.max(0, ...data.slice(1).flat().filter((v) => v !== null)));
     if (this.plot) {
       this.plot.setData(data);
       return;
