@@ -58,6 +58,9 @@ export function query(params) {
  */
 export async function request(method, url, body, authorization, headers) {
   const auth = authorization || (session() || {}).authorization;
+  // credentials "omit": the browser neither adds credentials it remembers
+  // nor opens its own log-in dialog for a 401 (the Fetch standard prompts
+  // only for requests that include credentials); the form shows the reason.
   const init = { method, headers: { ...(headers || {}) }, cache: "no-store", credentials: "omit" };
   if (auth) init.headers.Authorization = auth;
   if (body !== undefined) {
