@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -158,20 +158,21 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float =
 class Txamqp09Broker:
     """``twistd -n amqp09`` in a subprocess on a free loopback port.
 
-    :param data_dir: the message store's directory (the run's own).
+    :param data_dir: the message store's directory (the run's own), or None
+        for a broker started with ``--transient`` in *options*.
     :param options: more ``twistd amqp09`` options.
     :param log: a file the broker's log is appended to (none kept if omitted).
     """
 
     name = "txamqp09"
 
-    def __init__(self, data_dir: str, options: tuple[str, ...] = (), log: Optional[str] = None) -> None:
+    def __init__(self, data_dir: Optional[str], options: tuple[str, ...] = (), log: Optional[str] = None) -> None:
         self.port = free_port()
         with open(log or os.devnull, "ab") as output:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "twisted", "--log-format", "text", "amqp09", "--listen",
-                 f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0", "--data-dir", data_dir,
-                 *options],
+                 f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0",
+                 *(("--data-dir", data_dir) if data_dir is not None else ()), *options],
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
@@ -191,12 +192,15 @@ class Txamqp09Broker:
 
 
 class RabbitMQBroker:
-    """A private RabbitMQ node (see :mod:`txamqp09.testing.rabbitmq`)."""
+    """A private RabbitMQ node (see :mod:`txamqp09.testing.rabbitmq`).
+
+    :param config: ``rabbitmq.conf`` settings, key to value.
+    """
 
     name = "rabbitmq"
 
-    def __init__(self, base_dir: str) -> None:
-        self._node = RabbitMQ(base_dir)
+    def __init__(self, base_dir: str, config: Mapping[str, str] = {}) -> None:
+        self._node = RabbitMQ(base_dir, config=config)
         self._node.start()
         self.port = self._node.port
         self.pid = int(self._node.ctl("eval", "list_to_integer(os:getpid()).").strip())

@@ -17,7 +17,10 @@ broker, each over ``--messages`` messages with ``--body-size``-byte bodies:
 Each action runs once untimed at a tenth of the size first, so that Spark's
 Python workers are started and warm. The time is the wall-clock time of the
 Spark action, as a user sees it (planning, tasks, and the Python workers'
-AMQP work).
+AMQP work). As the wall-clock rate depends on what else the machine runs,
+each action's CPU time per message is reported too: the broker's, and
+Spark's (its JVM and Python worker processes). The load average is printed
+before and after.
 
 Run::
 
@@ -32,13 +35,14 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 ROOT = str(Path(__file__).resolve().parents[1])
 sys.path.insert(0, ROOT)  # this source tree, also in Spark's Python workers
 
-from broker import Connection, running_brokers  # noqa: E402
+from broker import Connection, cpu_seconds, running_brokers  # noqa: E402
 
 from txamqp09.wire import _amqp0_9_1 as spec  # noqa: E402
 
@@ -73,16 +77,43 @@ def declare(port: int, queue: str, queue_type: str) -> None:
     connection.close()
 
 
-def timed(action: Callable[[], Any]) -> float:
+#: The actions, in the order they run and are printed.
+ACTIONS = ("write", "read classic", "read stream")
+
+
+@dataclass
+class Cost:
+    """One action's rate and CPU time per message."""
+
+    rate: float
+    broker_us: float
+    spark_us: float
+
+
+def spark_pid(spark: Any) -> int:
+    """The process id of *spark*'s JVM (its Python workers are its descendants)."""
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def timed(action: Callable[[], Any], count: int, broker_pid: int, jvm_pid: int) -> Cost:
+    """Run *action* (which moves *count* messages) and measure it."""
+    broker, jvm = cpu_seconds(broker_pid), cpu_seconds(jvm_pid)
     started = time.perf_counter()
     action()
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    return Cost(
+        count / elapsed,
+        (cpu_seconds(broker_pid) - broker) / count * 1e6,
+        (cpu_seconds(jvm_pid) - jvm) / count * 1e6,
+    )
 
 
-def measure(spark: Any, port: int, messages: int, body_size: int) -> dict[str, float]:
-    """Messages per second of each action against the broker on *port*."""
+def measure(spark: Any, broker: Any, messages: int, body_size: int) -> dict[str, Cost]:
+    """The cost of each action against *broker*."""
+    port = broker.port
     url = f"amqp://guest:guest@127.0.0.1:{port}/"
-    rates: dict[str, float] = {}
+    costs: dict[str, Cost] = {}
+    jvm_pid = spark_pid(spark)
 
     def frame(count: int) -> Any:
         return spark.range(count, numPartitions=2).selectExpr(
@@ -101,11 +132,16 @@ def measure(spark: Any, port: int, messages: int, body_size: int) -> dict[str, f
     for count in (max(1, messages // 10), messages):
         declare(port, "bench-classic", "classic")
         declare(port, "bench-stream", "stream")
-        rates["write"] = count / timed(lambda: write(count, "bench-classic"))
-        rates["read classic"] = count / timed(lambda: read("bench-classic", "classic", count))
+        costs["write"] = timed(lambda: write(count, "bench-classic"), count, broker.pid, jvm_pid)
+        costs["read classic"] = timed(lambda: read("bench-classic", "classic", count), count, broker.pid, jvm_pid)
         write(count, "bench-stream")
-        rates["read stream"] = count / timed(lambda: read("bench-stream", "stream", count))
-    return rates
+        costs["read stream"] = timed(lambda: read("bench-stream", "stream", count), count, broker.pid, jvm_pid)
+    return costs
+
+
+def load() -> str:
+    """The machine's load averages (1, 5 and 15 minutes)."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -115,14 +151,19 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--only", choices=("txamqp09", "rabbitmq"), help="benchmark one broker")
     options = parser.parse_args(argv)
     spark = session()
+    before = load()
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as base_dir:
         with running_brokers(base_dir, options.only) as brokers:
-            results = {broker.name: measure(spark, broker.port, options.messages, options.body_size)
+            results = {broker.name: measure(spark, broker, options.messages, options.body_size)
                        for broker in brokers}
-    print(f"{options.messages} messages of {options.body_size} B, local[2]; messages per second")
-    print(f"{'broker':<10} {'write':>10} {'read classic':>13} {'read stream':>12}")
-    for name, rates in results.items():
-        print(f"{name:<10} {rates['write']:>10,.0f} {rates['read classic']:>13,.0f} {rates['read stream']:>12,.0f}")
+    print(f"{options.messages} messages of {options.body_size} B, local[2]; load average {before} before, "
+          f"{load()} after")
+    print("messages per second (CPU microseconds per message: broker / Spark's JVM and Python workers)")
+    print(f"{'broker':<10}" + "".join(f"{action:>26}" for action in ACTIONS))
+    for name, costs in results.items():
+        cells = (f"{cost.rate:,.0f} ({cost.broker_us:.1f} / {cost.spark_us:.1f})"
+                 for cost in (costs[action] for action in ACTIONS))
+        print(f"{name:<10}" + "".join(f"{cell:>26}" for cell in cells))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.server import Site
 
+from txamqp09.prometheus import MetricsResource
 from txamqp09.testing.certificates import CertificateAuthority
 from txamqp09.tap import Options, makeService
 
@@ -61,6 +62,22 @@ class OptionsTests(SynchronousTestCase):
         )
         self.assertIsInstance(listeners[1].factory, Site)
         self.assertIs(listeners[1].factory.resource.node.factory, listeners[0].factory)
+
+    def test_prometheus_listener_is_off_unless_asked(self) -> None:
+        options = Options()
+        options.parseOptions(["--port", "5999", "--management", "tcp:15999:interface=127.0.0.1",
+                              "--prometheus", "tcp:15998:interface=127.0.0.1"])
+        broker = makeService(options, Clock())
+        services = list(broker)
+        listeners = [service for service in services if hasattr(service, "endpoint")]
+        self.assertEqual(
+            [(listener.endpoint.protocol, bound(listener)._port) for listener in listeners],
+            [("amqp", 5999), ("http", 15999), ("http/prometheus", 15998)],
+        )
+        metrics = listeners[2].factory.resource.original
+        self.assertIsInstance(metrics, MetricsResource)
+        self.assertIs(metrics.node, listeners[1].factory.resource.node)
+        self.assertIs(metrics.disk, broker.disk_monitor)
 
     def test_disk_free_limit_watches_the_data_directory(self) -> None:
         options = Options()

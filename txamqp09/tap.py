@@ -7,6 +7,7 @@ Examples::
     twistd -n amqp09 --port 5672 --transient
     twistd -n amqp09 --listen tcp:5672:interface=127.0.0.1 --listen tcp:5673
     twistd -n amqp09 --port 5672 --management tcp:15672:interface=127.0.0.1
+    twistd -n amqp09 --port 5672 --prometheus tcp:15692:interface=127.0.0.1
     twistd -n amqp09 --definitions definitions.json --ssl-port 5671 \\
         --ssl-key server.key --ssl-cert server.crt --ssl-ca ca.crt --ssl-verify required
 
@@ -28,6 +29,7 @@ from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import (
     IProtocolFactory,
     IReactorFromThreads,
+    IReactorThreads,
     IReactorTime,
     IStreamServerEndpoint,
 )
@@ -47,6 +49,7 @@ from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
 from txamqp09.broker.service import BrokerService
 from txamqp09.management import Node, RecordingEndpoint, make_site
 from txamqp09.management.node import StatisticsService
+from txamqp09.prometheus import make_metrics_site
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.units import parse_size
 
@@ -120,6 +123,7 @@ class Options(SecurityOptions):
         super().__init__()
         self["listen"] = []
         self["management"] = []
+        self["prometheus"] = []
 
     def opt_version(self) -> None:
         """Print txamqp09's version (and Twisted's and Python's), then exit."""
@@ -146,6 +150,12 @@ class Options(SecurityOptions):
         endpoint, e.g. tcp:15672:interface=127.0.0.1 or ssl:15671:... (repeatable;
         off unless given)."""
         self["management"].append(endpoint)
+
+    def opt_prometheus(self, endpoint: str) -> None:
+        """Serve Prometheus metrics (/metrics, /metrics/per-object,
+        /metrics/detailed, with RabbitMQ's names) on a Twisted server endpoint,
+        e.g. tcp:15692:interface=127.0.0.1 (repeatable; off unless given)."""
+        self["prometheus"].append(endpoint)
 
     def postOptions(self) -> None:
         if self["port"] is not None:
@@ -224,8 +234,11 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     tls = options.tls_endpoint(clock)
     if tls is not None:
         listeners.append((tls, factory, "amqp/ssl"))
+    node = Node(factory, store)
     if options["management"]:
-        listeners = _with_management(broker, Node(factory, store), listeners, options["management"])
+        listeners = _with_management(broker, node, listeners, options["management"])
+    if options["prometheus"]:
+        listeners = listeners + _metrics_listeners(node, options["prometheus"], monitor)
     for endpoint, served, protocol in listeners:
         broker.add_listener(endpoint, served, protocol)
     return broker
@@ -248,3 +261,18 @@ def _with_management(
     ]
     StatisticsService(node).setServiceParent(broker)
     return [(RecordingEndpoint(endpoint, node, protocol), served, protocol) for endpoint, served, protocol in listeners]
+
+
+def _metrics_listeners(
+    node: Node, descriptions: list[str], disk: Optional[DiskMonitor]
+) -> list[tuple[IStreamServerEndpoint, IProtocolFactory, str]]:
+    """The Prometheus metrics listeners (RabbitMQ's ``http/prometheus``),
+    each telling *node* where it listens."""
+    from twisted.internet import reactor
+
+    site = make_metrics_site(node, cast(IReactorThreads, reactor), disk)
+    protocol = "http/prometheus"
+    return [
+        (RecordingEndpoint(serverFromString(reactor, description), node, protocol), site, protocol)
+        for description in descriptions
+    ]

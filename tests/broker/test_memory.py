@@ -11,6 +11,8 @@ from tests.test_tap import build
 from txamqp09.broker.alarms import ResourceAlarms
 from txamqp09.broker.memory import (
     LOOK_AGAIN_AFTER,
+    RELEASE_THRESHOLD,
+    allocator_free,
     MemoryMonitor,
     parse_watermark,
     release_memory,
@@ -96,6 +98,57 @@ class MemoryMonitorTests(SynchronousTestCase):
 
     def test_release_memory_runs(self) -> None:
         self.assertIsInstance(release_memory(), bool)
+
+    def test_allocator_free_memory_is_trimmed_once_it_grew(self) -> None:
+        """Once a second the monitor asks the allocator what it holds free,
+        and trims when that grew by the threshold since the last trim and
+        stopped growing."""
+        free = [10 * MiB]
+        trims: list[int] = []
+
+        def trim() -> None:
+            trims.append(free[0])
+            free[0] = 2 * MiB
+
+        monitor = MemoryMonitor(
+            self.alarms, self.clock, 200 * MiB, self.probe, interval=0.25,
+            free_probe=lambda: free[0], release=trim,
+        )
+        monitor.start()
+        self.addCleanup(monitor.stop)
+        free[0] = RELEASE_THRESHOLD + 10 * MiB
+        self.clock.advance(1.0)
+        self.assertEqual(trims, [])  # still growing
+        self.clock.advance(0.25)
+        self.assertEqual(trims, [])  # the allocator is asked once a second
+        self.clock.advance(0.75)
+        self.assertEqual(trims, [RELEASE_THRESHOLD + 10 * MiB])
+        free[0] = RELEASE_THRESHOLD + 1 * MiB  # grew by less than the threshold since
+        self.clock.advance(1.0)
+        self.assertEqual(len(trims), 1)
+        free[0] = RELEASE_THRESHOLD + 3 * MiB
+        self.clock.advance(1.0)
+        self.assertEqual(len(trims), 1)  # grew
+        self.clock.advance(1.0)
+        self.assertEqual(trims[1:], [RELEASE_THRESHOLD + 3 * MiB])
+
+    def test_allocator_free_counts_freed_bodies(self) -> None:
+        before = allocator_free()
+        if before is None:
+            raise self.skipTest("the C library does not report its free memory (glibc 2.33+ does)")
+        release_memory()
+        bodies = [bytes(1024) + bytes([index % 256]) for index in range(40000)]
+        pin = bytes(1024) + b"after"  # above the bodies: the allocator cannot shrink its heap by itself
+        held = allocator_free()
+        del bodies
+        freed = allocator_free()
+        del pin
+        assert held is not None and freed is not None
+        self.assertGreater(freed - held, 32 * MiB)
+        release_memory()
+        trimmed = allocator_free()
+        assert trimmed is not None
+        self.assertLess(trimmed, freed)
 
 
 class BodyBufferTests(SynchronousTestCase):

@@ -224,6 +224,33 @@ class PublishTests(SynchronousTestCase):
         [(_, command)] = server.received()
         self.assertEqual(command.body, b"")
 
+    def test_publish_many_in_one_write(self) -> None:
+        """Every message with its own routing, properties and body, in order, in one write."""
+        server, channel = opened()
+        writes = []
+        write = channel.connection.transport.write
+
+        def counted(data: bytes) -> None:
+            writes.append(data)
+            write(data)
+
+        channel.connection.transport.write = counted  # type: ignore[method-assign]
+        published = channel.basic_publish_many(
+            [(b"one", "x", "a", {"message_id": "1"}), (bytearray(b"two"), "", "b", None), (b"", "y", "c", {"priority": 3})],
+            mandatory=True,
+        )
+        self.assertIsNone(published)
+        self.assertEqual(len(writes), 1)
+        received = [command for _, command in server.received()]
+        self.assertEqual(
+            [(c.method.exchange, c.method.routing_key, c.method.mandatory, c.body) for c in received],
+            [("x", "a", True, b"one"), ("", "b", True, b"two"), ("y", "c", True, b"")],
+        )
+        self.assertEqual([(c.properties.message_id, c.properties.priority) for c in received],
+                         [("1", None), (None, None), (None, 3)])
+        self.assertIsNone(channel.basic_publish_many([]))
+        self.assertEqual(server.received(), [])
+
 
 class ConfirmTests(SynchronousTestCase):
     def confirming(self) -> tuple[ScriptedServer, Channel]:
@@ -268,6 +295,18 @@ class ConfirmTests(SynchronousTestCase):
         server.send(1, server.spec.BasicAck(delivery_tag=1))
         self.assertEqual(server.names(), ["channel.close"])
         self.assertIn("not in confirm mode", str(channel.closed_by))
+
+    def test_publish_many_confirmed_together(self) -> None:
+        server, channel = self.confirming()
+        single = self.publish(channel, b"0")
+        group = channel.basic_publish_many([(b"%d" % n, "", "q", None) for n in range(1, 4)])
+        assert group is not None
+        self.assertEqual(channel.unconfirmed, 4)
+        server.send(1, server.spec.BasicAck(delivery_tag=3, multiple=True))
+        self.assertEqual(self.successResultOf(single), 1)
+        self.assertNoResult(group)
+        server.send(1, server.spec.BasicAck(delivery_tag=4))
+        self.assertEqual((self.successResultOf(group), channel.unconfirmed), (4, 0))
 
     def test_channel_close_fails_unconfirmed(self) -> None:
         server, channel = self.confirming()

@@ -31,3 +31,55 @@ class ConfirmTrackerTests(SynchronousTestCase):
         tracker.published().addCallback(lambda _: later.append(tracker.published()))
         tracker.acked(0, True)
         self.assertNoResult(later[0])
+
+
+class ConfirmGroupTests(SynchronousTestCase):
+    """One Deferred for messages published together (``published_group``)."""
+
+    def test_group_fires_once_every_message_is_acked(self) -> None:
+        tracker = ConfirmTracker()
+        before = tracker.published()
+        group = tracker.published_group(3)
+        after = tracker.published()
+        self.assertEqual(tracker.unconfirmed, 5)
+        tracker.acked(3, True)
+        self.assertEqual((self.successResultOf(before), tracker.unconfirmed), (1, 2))
+        self.assertNoResult(group)
+        tracker.acked(5, False)
+        self.assertEqual((self.successResultOf(after), tracker.unconfirmed), (5, 1))
+        self.assertNoResult(group)
+        tracker.acked(4, True)
+        self.assertEqual((self.successResultOf(group), tracker.unconfirmed), (4, 0))
+
+    def test_single_acks_in_any_order(self) -> None:
+        tracker = ConfirmTracker()
+        group = tracker.published_group(3)
+        for tag in (3, 1):
+            tracker.acked(tag, False)
+            self.assertNoResult(group)
+        tracker.acked(2, False)
+        self.assertEqual((self.successResultOf(group), tracker.unconfirmed), (3, 0))
+
+    def test_a_nack_fails_the_group_once_all_are_settled(self) -> None:
+        tracker = ConfirmTracker()
+        group = tracker.published_group(4)
+        tracker.nacked(3, False)
+        tracker.acked(2, True)
+        self.assertNoResult(group)
+        tracker.nacked(4, False)
+        self.assertEqual(self.failureResultOf(group, MessageNacked).value.delivery_tag, 3)
+
+    def test_ack_of_everything(self) -> None:
+        tracker = ConfirmTracker()
+        groups = [tracker.published_group(2), tracker.published_group(1)]
+        tracker.acked(0, True)
+        self.assertEqual([self.successResultOf(group) for group in groups], [2, 3])
+        self.assertEqual(tracker.unconfirmed, 0)
+
+    def test_channel_end_fails_groups(self) -> None:
+        tracker = ConfirmTracker()
+        group = tracker.published_group(2)
+        tracker.acked(1, False)
+        tracker.failAll(RuntimeError("gone"))
+        self.failureResultOf(group, RuntimeError)
+        self.assertEqual(tracker.unconfirmed, 0)

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["ROOT", "spark_missing", "spark_session", "configure"]
+__all__ = ["ROOT", "arrow_missing", "spark_missing", "spark_session", "configure"]
 
 #: The source tree the tests run from; Spark's Python workers import it.
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -19,15 +19,27 @@ _lock = threading.Lock()
 _session: Any = None
 
 
-def spark_missing() -> Optional[str]:
-    """Why Spark tests cannot run here, or None when they can (a trial ``skip``)."""
+def arrow_missing() -> Optional[str]:
+    """Why tests of the Arrow forms of messages cannot run here, or None."""
     try:
         import pyarrow  # noqa: F401
+    except ImportError as error:
+        return f"the spark extra is not installed ({error}); pip install '.[spark]'"
+    return None
+
+
+def spark_missing() -> Optional[str]:
+    """Why Spark tests cannot run here, or None when they can (a trial ``skip``)."""
+    missing = arrow_missing()
+    if missing:
+        return missing
+    try:
         import pyspark
     except ImportError as error:
         return f"the spark extra is not installed ({error}); pip install '.[spark]'"
-    if int(pyspark.__version__.split(".")[0]) < 4:
-        return f"Python data sources need pyspark 4, not {pyspark.__version__}"
+    version = tuple(int(part) for part in pyspark.__version__.split(".")[:2])
+    if version < (4, 1):
+        return f"the data source needs pyspark 4.1 or newer (Arrow stream writers), not {pyspark.__version__}"
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         return "Spark needs Java (17 or newer), and there is no java on PATH"
     return None

@@ -1,4 +1,4 @@
-"""Rows, options and offset ranges of the data source, without Spark."""
+"""Column values, options and offset ranges of the data source, without Spark."""
 
 from __future__ import annotations
 
@@ -9,78 +9,36 @@ from datetime import datetime, timezone
 from twisted.trial.unittest import SkipTest, TestCase
 
 from txamqp09.spark.options import OptionError, ReadOptions, WriteOptions
-from txamqp09.spark.rows import header_text, message_row, publication
-from txamqp09.wire import _amqp0_9_1 as spec
+from txamqp09.spark.rows import checked_properties, header_text, message_body
 
 from tests.spark.session import spark_missing
 
 
-class _Delivery:
-    """What message_row reads of a client Message."""
-
-    def __init__(self, properties: spec.BasicProperties, redelivered: bool = False) -> None:
-        self.body = b"payload"
-        self.routing_key = "events"
-        self.exchange = "amq.direct"
-        self.properties = properties
-        self.headers = properties.headers or {}
-        self.redelivered = redelivered
-
-
-class MessageRowTests(TestCase):
-    def test_every_column(self) -> None:
-        stamp = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-        properties = spec.BasicProperties(
-            content_type="application/json", delivery_mode=2, message_id="m-1", timestamp=stamp,
-            headers={"x-stream-offset": 42, "text": "é", "raw": b"\xff\x01", "nested": {"a": [1, b"b"]}},
-        )
-        row = message_row(_Delivery(properties, redelivered=True))
-        self.assertEqual(
-            row,
-            (
-                b"payload", "events", "amq.direct",
-                {"content_type": "application/json", "delivery_mode": "2", "message_id": "m-1"},
-                {"x-stream-offset": "42", "text": "é", "raw": "\\xff\x01", "nested": '{"a": [1, "b"]}'},
-                42, stamp, True,
-            ),
-        )
-
-    def test_classic_queue_has_no_offset(self) -> None:
-        row = message_row(_Delivery(spec.BasicProperties()))
-        self.assertEqual(row[3:], ({}, {}, None, None, False))
-
+class ColumnValueTests(TestCase):
     def test_header_text(self) -> None:
         self.assertEqual(
-            [header_text(value) for value in (None, True, 1.5, datetime(2026, 1, 1, tzinfo=timezone.utc))],
-            [None, "True", "1.5", "2026-01-01T00:00:00+00:00"],
+            [header_text(value) for value in (None, "é", b"\xff", True, 1.5, datetime(2026, 1, 1, tzinfo=timezone.utc))],
+            [None, "é", "\\xff", "True", "1.5", "2026-01-01T00:00:00+00:00"],
         )
+        self.assertEqual(header_text({"b": [1, b"x"], "a": None}), '{"a": null, "b": [1, "x"]}')
 
-
-class PublicationTests(TestCase):
-    def test_row_overrides_defaults(self) -> None:
-        row = {
-            "body": "text", "routing_key": "k", "exchange": None,
-            "properties": {"delivery_mode": "1", "priority": "5", "timestamp": "2026-01-01T00:00:00+00:00"},
-            "headers": {"h": "v"},
-        }
-        self.assertEqual(
-            publication(row, "ex", "default-key", {"delivery_mode": 2}),
-            (b"text", "ex", "k", {
-                "delivery_mode": 1, "priority": 5, "headers": {"h": "v"},
-                "timestamp": datetime(2026, 1, 1, tzinfo=timezone.utc),
-            }),
-        )
-
-    def test_body_only(self) -> None:
-        self.assertEqual(publication({"body": bytearray(b"x")}, "", "q", {}), (b"x", "", "q", {}))
-
-    def test_bad_rows(self) -> None:
+    def test_message_body(self) -> None:
+        self.assertEqual([message_body(value) for value in ("é", bytearray(b"x"), b"y")], [b"\xc3\xa9", b"x", b"y"])
         with self.assertRaisesRegex(ValueError, "body column is null"):
-            publication({"body": None}, "", "", {})
+            message_body(None)
         with self.assertRaisesRegex(TypeError, "binary or string, not int"):
-            publication({"body": 3}, "", "", {})
+            message_body(3)
+
+    def test_checked_properties(self) -> None:
+        self.assertEqual(
+            checked_properties({"delivery_mode": "1", "priority": "5", "type": "t", "app_id": None,
+                                "timestamp": "2026-01-01T00:00:00+00:00"}),
+            {"delivery_mode": 1, "priority": 5, "type": "t", "timestamp": datetime(2026, 1, 1, tzinfo=timezone.utc)},
+        )
         with self.assertRaisesRegex(ValueError, "'colour' is not a basic property"):
-            publication({"body": b"", "properties": {"colour": "red"}}, "", "", {})
+            checked_properties({"colour": "red"})
+        with self.assertRaisesRegex(ValueError, "invalid literal"):
+            checked_properties({"priority": "high"})
 
 
 class OptionTests(TestCase):

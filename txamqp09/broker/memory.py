@@ -16,7 +16,14 @@ either.
 
 :func:`release_memory` hands the C allocator's free memory back to the
 operating system (glibc's ``malloc_trim``): the broker calls it after large
-frees, such as the unfinished messages of closed connections.
+frees, such as the unfinished messages of closed connections. The monitor
+also asks the allocator, once a second, how much it holds free
+(:func:`allocator_free`, glibc's ``mallinfo2``): bodies of more than 512
+bytes come from the C allocator, which keeps what a drained backlog freed
+until it is trimmed, so the process would otherwise stay at its peak. It
+trims once the free memory has grown by :data:`RELEASE_THRESHOLD` and
+stopped growing (a drain is over), so that a long drain costs one trim.
+Python's own allocator returns its arenas once they are empty.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from txamqp09.units import parse_size
 __all__ = [
     "DEFAULT_MEMORY_HIGH_WATERMARK",
     "MemoryMonitor",
+    "RELEASE_THRESHOLD",
+    "allocator_free",
     "parse_watermark",
     "release_memory",
     "resident_memory",
@@ -45,6 +54,11 @@ __all__ = [
 DEFAULT_MEMORY_HIGH_WATERMARK = 0.4
 #: Bytes buffered since the last look that make the monitor look again at once.
 LOOK_AGAIN_AFTER = 4 * 1024 * 1024
+
+#: Free bytes the C allocator may gain before the monitor trims them.
+RELEASE_THRESHOLD = 8 * 1024 * 1024
+#: Seconds between two questions to the C allocator about its free memory.
+FREE_LOOK_INTERVAL = 1.0
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -104,6 +118,44 @@ def _load_trim() -> Optional[Callable[[int], int]]:
         return None
 
 
+class _MallocInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2``."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+_mallinfo2: Optional[Callable[[], _MallocInfo2]] = None
+
+
+def _load_mallinfo2() -> Callable[[], Optional[_MallocInfo2]]:
+    """glibc's ``mallinfo2`` (2.33 and later), or a function returning None."""
+    try:
+        function = ctypes.CDLL(ctypes.util.find_library("c")).mallinfo2
+    except (OSError, AttributeError):
+        return lambda: None
+    function.restype = _MallocInfo2
+    function.argtypes = []
+    return function  # type: ignore[no-any-return]
+
+
+def allocator_free() -> Optional[int]:
+    """Bytes the C allocator holds free for later allocations (in every
+    arena), or None where the C library cannot tell (glibc before 2.33, other
+    C libraries)."""
+    global _mallinfo2
+    if _mallinfo2 is None:
+        _mallinfo2 = _load_mallinfo2()  # type: ignore[assignment]
+    assert _mallinfo2 is not None
+    info = _mallinfo2()
+    return None if info is None else int(info.fordblks)
+
+
 def release_memory() -> bool:
     """Give the C allocator's free memory back to the operating system; whether
     the C library could (glibc can)."""
@@ -122,6 +174,11 @@ class MemoryMonitor:
     :param probe: returns the bytes the process holds (resident memory by
         default; None: unknown, and the alarm is left as it is).
     :param interval: seconds between two periodic looks.
+    :param free_probe: returns the bytes the C allocator holds free (None:
+        unknown); when they have grown by :data:`RELEASE_THRESHOLD` since the
+        last trim and no more since the last look, the monitor trims them
+        (*release*).
+    :param release: hands the allocator's free memory back to the system.
     """
 
     def __init__(
@@ -131,6 +188,8 @@ class MemoryMonitor:
         watermark: int,
         probe: Callable[[], Optional[int]] = resident_memory,
         interval: float = 0.25,
+        free_probe: Callable[[], Optional[int]] = allocator_free,
+        release: Callable[[], object] = release_memory,
     ) -> None:
         self.alarms = alarms
         self.clock = clock
@@ -143,6 +202,13 @@ class MemoryMonitor:
         self._loop = LoopingCall(self.check)
         self._loop.clock = clock
         self._release_call: Optional[IDelayedCall] = None
+        self._free_probe = free_probe
+        self._release_memory = release
+        #: What the allocator held free after the last trim (or the least since).
+        self._free_kept = 0
+        #: What it held free at the last look.
+        self._free_seen = 0
+        self._next_free_look = 0.0
 
     def start(self) -> None:
         """Look now and every :attr:`interval` seconds."""
@@ -170,6 +236,28 @@ class MemoryMonitor:
         elif used < self.watermark and active:
             oplog.memory_alarm(False, used, self.watermark)
             self.alarms.clear_alarm("memory")
+        now = self.clock.seconds()
+        if now >= self._next_free_look:
+            self._next_free_look = now + FREE_LOOK_INTERVAL
+            self._trim_if_much_free()
+
+    def _trim_if_much_free(self) -> None:
+        """Trim the C allocator when it holds :data:`RELEASE_THRESHOLD` more
+        free bytes than after the last trim (a backlog was drained, queues
+        or connections went) and no more than at the last look."""
+        free = self._free_probe()
+        if free is None:
+            return
+        growing, self._free_seen = free > self._free_seen, free
+        if free >= self._free_kept + RELEASE_THRESHOLD and not growing:
+            self._trim()
+        else:
+            self._free_kept = min(self._free_kept, free)
+
+    def _trim(self) -> None:
+        """Hand the allocator's free memory back; remember what it still keeps."""
+        self._release_memory()
+        self._free_kept = self._free_seen = self._free_probe() or 0
 
     def buffered(self, size: int) -> None:
         """A connection buffered *size* more bytes of an unfinished message:
@@ -186,5 +274,5 @@ class MemoryMonitor:
 
     def _release(self) -> None:
         self._release_call = None
-        release_memory()
+        self._trim()
         self.check()

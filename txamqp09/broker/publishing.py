@@ -104,7 +104,7 @@ class Publisher:
     __slots__ = (
         "channel", "session", "client", "number", "other_publishes", "_guard", "_tickets", "_gate", "_write", "_output",
         "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
-        "content", "_flags", "_raw_properties", "_remaining", "_body",
+        "content", "_flags", "_raw_properties", "_last_properties", "_remaining", "_body",
         "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
         "_confirms_pending", "_confirmed_up_to",
     )
@@ -146,6 +146,9 @@ class Publisher:
         #: The mandatory (1) and immediate (2) bits of that basic.publish.
         self._flags = 0
         self._raw_properties: Optional[bytes] = None
+        #: The property bytes of the last content header: the next message
+        #: with the same properties shares them (no copy per queued message).
+        self._last_properties = b""
         self._remaining = 0
         #: The body frames so far of a body that spans several.
         self._body: Optional[BodyBuffer] = None
@@ -239,7 +242,11 @@ class Publisher:
             class_id, _weight, size = CONTENT_HEADER.unpack_from(buf, start)
             if class_id != BASIC_CLASS or size > self._max_body_size:
                 self._refuseHeader(class_id, size)
-            self._raw_properties = bytes(buf[start + _CONTENT_HEADER_SIZE : end])
+            last = self._last_properties
+            if end - start - _CONTENT_HEADER_SIZE == len(last) and buf.startswith(last, start + _CONTENT_HEADER_SIZE):
+                self._raw_properties = last
+            else:
+                self._raw_properties = self._last_properties = bytes(buf[start + _CONTENT_HEADER_SIZE : end])
             self._remaining = size
             if size == 0:
                 self._published(b"")

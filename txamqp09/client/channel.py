@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from itertools import count
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
@@ -495,6 +495,50 @@ class Channel:
         """
         if self.state is not _OPEN:
             raise self._unusable()
+        self._send(self._publishFrames(
+            body, exchange, routing_key, properties, mandatory, immediate,
+            self.connection.body_frame_limit - FRAME_OVERHEAD,
+        ))
+        if self._confirms is not None:
+            return self._confirms.published()
+        return None
+
+    #: The same operation, under the name most clients use.
+    publish = basic_publish
+
+    def basic_publish_many(
+        self, messages: Sequence[tuple[BodyLike, str, str, PropertiesLike]], *, mandatory: bool = False
+    ) -> Optional[Deferred[int]]:
+        """Publish several messages with one write to the connection.
+
+        :param messages: ``(body, exchange, routing_key, properties)`` of
+            each, in order; what :meth:`basic_publish` takes.
+        :returns: None; in confirm mode (and with at least one message) one
+            Deferred for all of them, firing with the last one's delivery tag
+            once the server acked every one, or failing with
+            :class:`~txamqp09.client.errors.MessageNacked` (naming the first
+            refused tag) once it settled every one and refused any.
+        :raises ChannelClosed: the channel is closed.
+        """
+        if self.state is not _OPEN:
+            raise self._unusable()
+        if not messages:
+            return None
+        body_max = self.connection.body_frame_limit - FRAME_OVERHEAD
+        frames = self._publishFrames
+        self._send(b"".join([
+            frames(body, exchange, routing_key, properties, mandatory, False, body_max)
+            for body, exchange, routing_key, properties in messages
+        ]))
+        if self._confirms is not None:
+            return self._confirms.published_group(len(messages))
+        return None
+
+    def _publishFrames(
+        self, body: BodyLike, exchange: str, routing_key: str, properties: PropertiesLike,
+        mandatory: bool, immediate: bool, body_max: int,
+    ) -> bytes:
+        """The frames of one basic.publish with its content."""
         if type(body) is not bytes:
             body = _as_bytes(body)
         key = (exchange, routing_key, mandatory, immediate)
@@ -502,17 +546,7 @@ class Channel:
         if method is None:
             method = self._cachePublishMethod(key)
         encoded = NO_PROPERTIES if properties is None else self._encodeProperties(BASIC_CLASS, properties)
-        data = encoded_content_frames(
-            self.number, BASIC_CLASS, method, b"", b"", encoded, body,
-            self.connection.body_frame_limit - FRAME_OVERHEAD,
-        )
-        self._send(data)
-        if self._confirms is not None:
-            return self._confirms.published()
-        return None
-
-    #: The same operation, under the name most clients use.
-    publish = basic_publish
+        return encoded_content_frames(self.number, BASIC_CLASS, method, b"", b"", encoded, body, body_max)
 
     def _cachePublishMethod(self, key: tuple[str, str, bool, bool]) -> bytes:
         """The encoded basic.publish for (exchange, routing key, mandatory, immediate)."""

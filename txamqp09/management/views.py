@@ -32,6 +32,7 @@ __all__ = [
     "channel_view",
     "connection_name",
     "connection_view",
+    "consumer_utilisation",
     "consumer_view",
     "exchange_view",
     "jsonable",
@@ -75,8 +76,8 @@ def queue_view(
         "state": "running",
         **queue_policy_fields(queue),
         "consumers": len(consumers),
-        "consumer_utilisation": _utilisation(queue, consumers),
-        "consumer_capacity": _utilisation(queue, consumers),
+        "consumer_utilisation": consumer_utilisation(queue, consumers),
+        "consumer_capacity": consumer_utilisation(queue, consumers),
         "exclusive_consumer_tag": exclusive_consumer.tag if exclusive_consumer is not None else None,
         "single_active_consumer_tag": consumers[0].tag if consumers and queue.settings.single_active_consumer else None,
         "head_message_timestamp": None,
@@ -104,7 +105,7 @@ def queue_view(
     return view
 
 
-def _utilisation(queue: Queue, consumers: list[Consumer]) -> Optional[float]:
+def consumer_utilisation(queue: Queue, consumers: list[Consumer]) -> Optional[float]:
     """The share of consumers that could take a message now, while messages
     wait (1.0 when nothing waits); None without consumers."""
     if not consumers:

@@ -71,11 +71,13 @@ class _Batches:
         self.finished = False
         self._error: Optional[Failure] = None
         self._waiting: Optional[Deferred[list[Message]]] = None
+        self._minimum = 1
 
     def add(self, message: Message) -> None:
         """Hand *message* over with the next batch."""
         self.messages.append(message)
-        self._wake()
+        if len(self.messages) >= self._minimum:
+            self._wake()
 
     def finish(self, error: Optional[Failure] = None) -> None:
         """No more messages will come (*error* tells why, when it is one)."""
@@ -95,47 +97,62 @@ class _Batches:
         taken, self.messages = self.messages, []
         return succeed(taken)
 
-    def take(self) -> Deferred[list[Message]]:
-        """The messages that arrived since the last take, waiting for at
-        least one; an empty list once finished."""
-        if self.messages or self.finished:
+    def take(self, minimum: int = 1) -> Deferred[list[Message]]:
+        """The messages that arrived since the last take, once there are at
+        least *minimum* of them (or no more will come); an empty list once
+        finished."""
+        if len(self.messages) >= minimum or self.finished:
             return self._answer()
+        self._minimum = minimum
         self._waiting = Deferred()
         return self._waiting
 
 
 class StreamRange:
     """Deliveries of a stream queue with offsets from *start* up to (not
-    including) *end*, consumed with a prefetch window.
+    including) *end*, consumed with a prefetch window of *prefetch* and
+    taken *rows* at a time.
 
     Offsets before *start* (a stream hands out whole chunks) are skipped;
     once a delivery at ``end - 1`` or beyond arrived the range is complete,
     so the read ends even when retention removed some of its messages.
+
+    Deliveries are acknowledged (which gives the broker credit for more:
+    a stream keeps its messages) as they arrive, every half window, while
+    fewer than :attr:`held` wait to be taken; a take acknowledges the rest.
+    So the broker keeps sending while the Spark thread works on a batch,
+    and at most :attr:`held` plus a window of messages wait in memory.
     """
 
-    def __init__(self, connection: ClientConnection, channel: Channel, start: int, end: int) -> None:
+    def __init__(
+        self, connection: ClientConnection, channel: Channel, start: int, end: int, prefetch: int, rows: int
+    ) -> None:
         self.connection = connection
         self.channel = channel
         self.start = start
         self.end = end
         self.batches = _Batches()
-        self._consumer: Optional[Consumer] = None
+        #: Deliveries acknowledged at once, as they arrive.
+        self.ack_every = max(1, prefetch // 2)
+        #: Deliveries waiting to be taken above which arrivals are not acknowledged.
+        self.held = rows + prefetch
+        self.rows = rows
+        self._acknowledged_tag = 0
+        self._last: Optional[Message] = None
         if start >= end:
             self.batches.finish()
 
     @classmethod
-    async def open(cls, url: str, queue: str, start: int, end: int, prefetch: int) -> StreamRange:
+    async def open(cls, url: str, queue: str, start: int, end: int, prefetch: int, rows: int) -> StreamRange:
         """Start consuming *queue* at *start*."""
         connection, channel = await open_channel(url)
-        reading = cls(connection, channel, start, end)
+        reading = cls(connection, channel, start, end, prefetch, rows)
         if reading.batches.finished:
             return reading
         channel.whenClosed().addCallback(lambda ending: reading.batches.finish(Failure(ending)))
         await channel.basic_qos(prefetch)
-        reading._consumer = await channel.basic_consume(
-            queue, reading._deliver, arguments={"x-stream-offset": start}
-        )
-        reading._consumer.onCancel(reading._cancelled)
+        consumer = await channel.basic_consume(queue, reading._deliver, arguments={"x-stream-offset": start})
+        consumer.onCancel(reading._cancelled)
         return reading
 
     def _cancelled(self, consumer: Consumer) -> None:
@@ -145,23 +162,32 @@ class StreamRange:
     def _deliver(self, message: Message) -> None:
         if self.batches.finished:
             return
+        self._last = message
         offset = stream_offset(message)
-        if offset < self.start:
-            message.ack()
-            return
-        if offset < self.end:
+        if self.start <= offset < self.end:
             self.batches.add(message)
         if offset >= self.end - 1:
             self.batches.finish()
+        elif (
+            message.delivery_tag - self._acknowledged_tag >= self.ack_every
+            and len(self.batches.messages) < self.held
+        ):
+            self._acknowledge()
+
+    def _acknowledge(self) -> None:
+        """Acknowledge every delivery so far (one basic.ack, multiple)."""
+        last = self._last
+        if last is not None and last.delivery_tag > self._acknowledged_tag and self.channel.closed_by is None:
+            self.channel.ack(last.delivery_tag, multiple=True)
+            self._acknowledged_tag = last.delivery_tag
 
     def take(self) -> Deferred[list[Message]]:
-        """The next deliveries in the range (acknowledged, which lets the
-        broker send more); an empty list once the range is complete."""
-        return self.batches.take().addCallback(self._acknowledge)
+        """The next deliveries in the range, at least :attr:`rows` unless
+        the range ends first; an empty list once the range is complete."""
+        return self.batches.take(self.rows).addCallback(self._taken)
 
-    def _acknowledge(self, messages: list[Message]) -> list[Message]:
-        if messages and self.channel.closed_by is None:
-            messages[-1].ack(multiple=True)
+    def _taken(self, messages: list[Message]) -> list[Message]:
+        self._acknowledge()
         return messages
 
     async def close(self) -> None:
@@ -313,8 +339,9 @@ async def acknowledge(messages: list[Message], prefetch: int = 0) -> None:
 
 
 class Publisher:
-    """Publishes in chunks on a channel in confirm mode, with at most
-    :attr:`window` chunks awaiting their confirms."""
+    """Publishes in chunks on a channel in confirm mode (a chunk in one
+    write, confirmed together), with at most :attr:`window` chunks awaiting
+    their confirms."""
 
     window = 2
 
@@ -341,12 +368,11 @@ class Publisher:
             await self._unconfirmed.pop(0)
         if not self.connection.writable:
             await self.connection.whenWritable()
-        confirms: list[Deferred[int]] = []
-        for body, exchange, routing_key, properties in publications:
-            confirmed = self.channel.basic_publish(body, exchange, routing_key, properties)
-            assert confirmed is not None, "the channel is in confirm mode"
-            confirms.append(confirmed)
-        self._unconfirmed.append(gatherResults(confirms, consumeErrors=True))
+        if not publications:
+            return
+        confirmed = self.channel.basic_publish_many(publications)
+        assert confirmed is not None, "the channel is in confirm mode"
+        self._unconfirmed.append(confirmed)
         self.published += len(publications)
 
     async def close(self) -> int:

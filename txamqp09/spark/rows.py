@@ -1,4 +1,4 @@
-"""Messages as Spark rows, and rows as messages.
+"""The data source's schema, and the values of its columns.
 
 The data source's schema (:data:`SCHEMA`)::
 
@@ -31,10 +31,11 @@ from typing import Any, Mapping, Optional
 __all__ = [
     "SCHEMA",
     "STREAM_OFFSET_HEADER",
+    "TEXT_PROPERTIES",
     "Publication",
-    "message_row",
+    "checked_properties",
+    "message_body",
     "header_text",
-    "publication",
 ]
 
 SCHEMA = (
@@ -49,7 +50,7 @@ STREAM_OFFSET_HEADER = "x-stream-offset"
 #: Basic properties that hold integers; the others are short strings.
 _INTEGER_PROPERTIES = frozenset({"delivery_mode", "priority"})
 #: Basic properties the ``properties`` column carries.
-_TEXT_PROPERTIES = (
+TEXT_PROPERTIES = (
     "content_type",
     "content_encoding",
     "delivery_mode",
@@ -91,36 +92,12 @@ def header_text(value: Any) -> Optional[str]:
     return str(value)
 
 
-def message_row(message: Any) -> tuple[Any, ...]:
-    """The row (in :data:`SCHEMA`'s order) of a client :class:`~txamqp09.client.Message`."""
-    properties = message.properties
-    headers = message.headers
-    offset = headers.get(STREAM_OFFSET_HEADER)
-    return (
-        message.body,
-        message.routing_key,
-        message.exchange,
-        {
-            name: str(value)
-            for name in _TEXT_PROPERTIES
-            if (value := getattr(properties, name, None)) is not None
-        },
-        {str(name): header_text(value) for name, value in headers.items()},
-        None if offset is None else int(offset),
-        getattr(properties, "timestamp", None),
-        message.redelivered,
-    )
+def message_body(value: Any) -> bytes:
+    """The body to publish for a ``body`` column's value.
 
-
-def _field(row: Any, name: str) -> Any:
-    """The value of column *name* of a Spark Row, or None when there is none."""
-    try:
-        return row[name]
-    except (KeyError, ValueError):
-        return None
-
-
-def _body(value: Any) -> bytes:
+    :raises ValueError: the value is null.
+    :raises TypeError: it is neither binary nor a string.
+    """
     if isinstance(value, str):
         return value.encode("utf-8")
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -138,31 +115,17 @@ def _property(name: str, text: str) -> Any:
     return text
 
 
-def publication(
-    row: Any, exchange: str, routing_key: str, defaults: Mapping[str, Any]
-) -> Publication:
-    """What to publish for a Spark Row.
+def checked_properties(texts: Mapping[str, Optional[str]]) -> dict[str, Any]:
+    """The basic properties a ``properties`` column's map sets (null values
+    set nothing), as basic.publish takes them.
 
-    :param exchange: used when the row has no (or a null) ``exchange``.
-    :param routing_key: used when the row has no (or a null) ``routing_key``.
-    :param defaults: properties every message gets unless its row sets them.
-    :raises ValueError: a null body, or a property that is not one of the
-        basic properties, or whose text is not a valid value.
+    :raises ValueError: a name that is not one of the basic properties, or
+        a text that is not a valid value.
     """
-    properties = dict(defaults)
-    for name, text in (_field(row, "properties") or {}).items():
-        if name not in _TEXT_PROPERTIES and name != "timestamp":
-            raise ValueError(f"{name!r} is not a basic property (one of {', '.join(_TEXT_PROPERTIES)}, timestamp)")
+    properties = {}
+    for name, text in texts.items():
+        if name not in TEXT_PROPERTIES and name != "timestamp":
+            raise ValueError(f"{name!r} is not a basic property (one of {', '.join(TEXT_PROPERTIES)}, timestamp)")
         if text is not None:
             properties[name] = _property(name, text)
-    headers = _field(row, "headers")
-    if headers:
-        properties["headers"] = dict(headers)
-    row_exchange = _field(row, "exchange")
-    row_key = _field(row, "routing_key")
-    return (
-        _body(_field(row, "body")),
-        exchange if row_exchange is None else row_exchange,
-        routing_key if row_key is None else row_key,
-        properties,
-    )
+    return properties

@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence, Union
 
 from pyspark import TaskContext
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
@@ -32,10 +35,12 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from txamqp09.client import Message
 from txamqp09.spark import amqp
 from txamqp09.spark.options import ReadOptions, WriteOptions
 from txamqp09.spark.reactor import call_in_reactor
-from txamqp09.spark.rows import SCHEMA, message_row, publication
+from txamqp09.spark.arrow import BatchPublications, message_batch
+from txamqp09.spark.rows import SCHEMA
 
 __all__ = ["AMQPDataSource"]
 
@@ -43,12 +48,11 @@ __all__ = ["AMQPDataSource"]
 _PUBLISH_CHUNK = 500
 #: basic.get requests sent at once by a batch read of a classic queue.
 _DRAIN_CHUNK = 200
+#: Messages per Arrow record batch a read yields (fewer at the end of its partition).
+BATCH_ROWS = 5000
 #: Seconds a Trigger.AvailableNow read of a classic queue waits for the
 #: messages the queue held when the query started to be delivered.
 _AVAILABLE_NOW_WAIT = 30.0
-
-Row = tuple[Any, ...]
-
 
 @dataclass(frozen=True)
 class OffsetRange(InputPartition):
@@ -67,9 +71,9 @@ class Quota(InputPartition):
 
 @dataclass(frozen=True)
 class Rows(InputPartition):
-    """Rows the driver consumed from a classic queue, for one Spark partition."""
+    """Messages the driver consumed from a classic queue, for one Spark partition."""
 
-    rows: tuple[Row, ...]
+    batch: pa.RecordBatch
 
 
 def _shares(total: int, parts: int) -> list[int]:
@@ -99,15 +103,15 @@ def _position(options: ReadOptions, position: Union[str, int]) -> int:
     return call_in_reactor(amqp.stream_tail, options.url, options.queue)
 
 
-def read_offset_range(options: ReadOptions, partition: OffsetRange) -> Iterator[Row]:
-    """The rows of a stream queue's messages in *partition*'s offset range."""
+def read_offset_range(options: ReadOptions, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Record batches of a stream queue's messages in *partition*'s offset range."""
     reading = call_in_reactor(
-        amqp.StreamRange.open, options.url, options.queue, partition.start, partition.end, options.prefetch
+        amqp.StreamRange.open, options.url, options.queue, partition.start, partition.end,
+        options.prefetch, BATCH_ROWS,
     )
     try:
         while messages := call_in_reactor(reading.take):
-            for message in messages:
-                yield message_row(message)
+            yield message_batch(messages)
     finally:
         call_in_reactor(reading.close)
 
@@ -123,7 +127,7 @@ class StreamBatchReader(DataSourceReader):
         end = _position(self.options, self.options.ending)
         return offset_ranges(start, end, self.options.partitions)
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
         return read_offset_range(self.options, partition)
 
@@ -155,7 +159,7 @@ class StreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         return offset_ranges(start["offset"], end["offset"], self.options.partitions)
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
         return read_offset_range(self.options, partition)
 
@@ -179,11 +183,12 @@ class QueueBatchReader(DataSourceReader):
         ready = call_in_reactor(_ready_messages, self.options.url, self.options.queue)
         return [Quota(share) for share in _shares(ready, self.options.partitions)] or [Quota(0)]
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Quota)
         connection, channel = call_in_reactor(amqp.open_channel, self.options.url)
         try:
             remaining = partition.limit
+            batch: list[Message] = []
             last = None
             emptied = False
             while remaining and not emptied:
@@ -191,9 +196,11 @@ class QueueBatchReader(DataSourceReader):
                     amqp.get_messages, channel, self.options.queue, min(remaining, _DRAIN_CHUNK)
                 )
                 remaining -= len(messages)
-                for message in messages:
-                    last = message
-                    yield message_row(message)
+                batch += messages
+                if batch and (len(batch) >= BATCH_ROWS or emptied or not remaining):
+                    last = batch[-1]
+                    yield message_batch(batch)
+                    batch = []
             if last is not None:
                 call_in_reactor(amqp.acknowledge, [last])
         finally:
@@ -283,17 +290,16 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         first = start["seq"] if start["session"] == self._session else 0
         messages = call_in_reactor(self._open().between, first, end["seq"])
-        rows = [message_row(message) for message in messages]
-        shares = _shares(len(rows), self.options.partitions) if rows else []
+        shares = _shares(len(messages), self.options.partitions) if messages else []
         partitions = []
         for share in shares:
-            partitions.append(Rows(tuple(rows[:share])))
-            del rows[:share]
+            partitions.append(Rows(message_batch(messages[:share])))
+            del messages[:share]
         return partitions
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Rows)
-        return iter(partition.rows)
+        return iter([partition.batch])
 
     def commit(self, end: dict[str, Any]) -> None:
         if end["session"] == self._session and self._feed is not None:
@@ -315,22 +321,22 @@ class Published(WriterCommitMessage):
     count: int
 
 
-def publish_rows(options: WriteOptions, rows: Iterator[Any], id_prefix: str) -> Published:
-    """Publish a row per message, with confirms; message ids are
-    ``{id_prefix}-{row number}`` unless a row's properties set one."""
-    defaults = {"delivery_mode": options.delivery_mode}
+def publish_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch], id_prefix: str) -> Published:
+    """Publish a message per row of *batches*, with confirms; message ids
+    are ``{id_prefix}-{row number}`` unless a row's properties set one."""
+    publications = BatchPublications(options.exchange, options.routing_key, {"delivery_mode": options.delivery_mode})
     publisher = call_in_reactor(amqp.Publisher.open, options.url)
     try:
+        number = 0
         chunk = []
-        for number, row in enumerate(rows):
-            body, exchange, routing_key, properties = publication(
-                row, options.exchange, options.routing_key, defaults
-            )
-            properties.setdefault("message_id", f"{id_prefix}-{number}")
-            chunk.append((body, exchange, routing_key, properties))
-            if len(chunk) == _PUBLISH_CHUNK:
-                call_in_reactor(publisher.publish, chunk)
-                chunk = []
+        for batch in batches:
+            for publication in publications.of(batch):
+                publication[3].setdefault("message_id", f"{id_prefix}-{number}")
+                number += 1
+                chunk.append(publication)
+                if len(chunk) == _PUBLISH_CHUNK:
+                    call_in_reactor(publisher.publish, chunk)
+                    chunk = []
         if chunk:
             call_in_reactor(publisher.publish, chunk)
     finally:
@@ -343,29 +349,29 @@ def _partition_id() -> int:
     return 0 if context is None else context.partitionId()
 
 
-class QueueWriter(DataSourceWriter):
+class QueueWriter(DataSourceArrowWriter):
     """A batch write; message ids are ``{writeId}-{partition}-{row}``."""
 
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return publish_rows(self.options, iterator, f"{self.options.write_id}-{_partition_id()}")
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return publish_batches(self.options, iterator, f"{self.options.write_id}-{_partition_id()}")
 
 
-class QueueStreamWriter(DataSourceStreamWriter):
+class QueueStreamWriter(DataSourceStreamArrowWriter):
     """A streaming write; message ids are ``{query id}-{batch}-{partition}-{row}``,
     the same when Spark writes a batch again after a restart."""
 
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         context = TaskContext.get()
         assert context is not None
         query = context.getLocalProperty("sql.streaming.queryId")
         batch = context.getLocalProperty("streaming.sql.batchId")
-        return publish_rows(self.options, iterator, f"{query}-{batch}-{context.partitionId()}")
+        return publish_batches(self.options, iterator, f"{query}-{batch}-{context.partitionId()}")
 
 
 # -- the data source -------------------------------------------------------------

@@ -84,6 +84,7 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from txamqp09.store.distribution import BATCH_MESSAGES_BUCKETS, COMMIT_SECONDS_BUCKETS, Distribution
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
@@ -311,6 +312,10 @@ class SQLiteStore:
         self._closed: Deferred[None] = Deferred()
         #: Batches committed (each ends with one fsync), for benchmarks.
         self.commits = 0
+        #: Seconds each committed batch took to write and commit.
+        self.commit_seconds = Distribution(COMMIT_SECONDS_BUCKETS)
+        #: Messages (publishes and stream appends) each committed batch wrote.
+        self.batch_messages = Distribution(BATCH_MESSAGES_BUCKETS)
         #: Operations covered by the batches taken so far, for benchmarks.
         self.operations = 0
         #: Publishes never written because every queue removed the message first.
@@ -692,7 +697,7 @@ class SQLiteStore:
                         db.execute("INSERT OR REPLACE INTO write_probe VALUES (1, ?)", (time(),))
                     else:
                         assert isinstance(work, _Batch)
-                        self.commits += _write(db, work)
+                        self._commit(db, work)
                 except sqlite3.Error as error:
                     self._write_failed(db, work, error)
                     if self._closing:
@@ -720,6 +725,15 @@ class SQLiteStore:
             if self._lock_file is not None:
                 self._lock_file.close()
             self._reactor.callFromThread(self._closed.callback, None)
+
+    def _commit(self, db: sqlite3.Connection, batch: _Batch) -> None:
+        """Write *batch*; count and time its commit if it wrote anything (writer thread)."""
+        started = monotonic()
+        written = _write(db, batch)
+        if written is not None:
+            self.commits += 1
+            self.commit_seconds.observe(monotonic() - started)
+            self.batch_messages.observe(written)
 
     def _bound(self, db: sqlite3.Connection) -> None:
         """Keep the files small after a batch: checkpoint a log grown to
@@ -898,20 +912,24 @@ def _unspill(db: sqlite3.Connection, message_ids: list[tuple[int]]) -> None:
     db.executemany("DELETE FROM spilled WHERE id = ?", message_ids)
 
 
-def _write(db: sqlite3.Connection, batch: _Batch) -> bool:
-    """Apply *batch* in one transaction; whether it wrote anything."""
+def _write(db: sqlite3.Connection, batch: _Batch) -> Optional[int]:
+    """Apply *batch* in one transaction; the messages (publishes and stream
+    appends) it wrote, or None when it wrote nothing at all."""
     messages: list[tuple[Any, ...]] = []
     links: list[tuple[str, str, int]] = []
     appends: list[tuple[Any, ...]] = []
     begun = False
+    written = 0
     for operation in batch.operations:
         if isinstance(operation, _Publish):
             if operation.queues:
+                written += 1
                 m = operation.message
                 messages.append((m.message_id, m.exchange, m.routing_key, m.raw_properties, m.body, m.published))
                 links.extend((vhost, queue, m.message_id) for vhost, queue in operation.queues)
             continue
         if isinstance(operation, _Append):
+            written += 1
             appends.append(operation.row)
             continue
         begun = begun or _begin(db)
@@ -923,9 +941,10 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> bool:
         _insert_messages(db, messages, links)
         _insert_log(db, appends)
         _remove(db, batch.removals)
-    if begun:
-        db.execute("COMMIT")
-    return begun
+    if not begun:
+        return None
+    db.execute("COMMIT")
+    return written
 
 
 def _add_published_column(db: sqlite3.Connection) -> None:

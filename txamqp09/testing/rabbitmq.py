@@ -104,11 +104,15 @@ class RabbitMQ:
     :param start_timeout: seconds :meth:`start` waits for the node.
     :param management: enable the ``rabbitmq_management`` plugin, its HTTP
         API listening on :attr:`management_port`.
+    :param prometheus: enable the ``rabbitmq_prometheus`` plugin, its
+        metrics listening on :attr:`prometheus_port`.
 
     :ivar port: the AMQP port on 127.0.0.1 (known once constructed).
     :ivar tls_port: the AMQPS port, or None without *tls*.
     :ivar management_port: the management API's port on 127.0.0.1, or None
         without *management*.
+    :ivar prometheus_port: the metrics port on 127.0.0.1, or None without
+        *prometheus*.
     """
 
     def __init__(
@@ -119,6 +123,7 @@ class RabbitMQ:
         config: Mapping[str, str] = {},
         start_timeout: float = 60.0,
         management: bool = False,
+        prometheus: bool = False,
     ) -> None:
         self.base_dir = os.path.abspath(base_dir)
         self.tls = tls
@@ -127,6 +132,7 @@ class RabbitMQ:
         self.port = free_port()
         self.tls_port: Optional[int] = free_port() if tls is not None else None
         self.management_port: Optional[int] = free_port() if management else None
+        self.prometheus_port: Optional[int] = free_port() if prometheus else None
         self.dist_port = free_port()
         self.epmd_port = free_port()
         self.node_name = f"txamqp09-{os.getpid()}-{self.port}@localhost"
@@ -186,6 +192,8 @@ class RabbitMQ:
             ]
         if self.management_port is not None:
             lines += [f"management.tcp.ip = {_LOOPBACK}", f"management.tcp.port = {self.management_port}"]
+        if self.prometheus_port is not None:
+            lines += [f"prometheus.tcp.ip = {_LOOPBACK}", f"prometheus.tcp.port = {self.prometheus_port}"]
         lines += [f"{key} = {value}" for key, value in self.extra_config.items()]
         return lines
 
@@ -193,7 +201,7 @@ class RabbitMQ:
         for directory in ("home", "mnesia", "log"):
             os.makedirs(self._path(directory), exist_ok=True)
         files = {
-            "enabled_plugins": "[rabbitmq_management].\n" if self.management_port is not None else "[].\n",
+            "enabled_plugins": f"[{', '.join(self.plugins())}].\n",
             "rabbitmq.conf": "\n".join(self._config_lines()) + "\n",
             "advanced.config": "[].\n",
             "rabbitmq-env.conf": "",
@@ -201,6 +209,11 @@ class RabbitMQ:
         for name, text in files.items():
             with open(self._path(name), "w") as file:
                 file.write(text)
+
+    def plugins(self) -> list[str]:
+        """The plugins the node enables."""
+        enabled = {"rabbitmq_management": self.management_port, "rabbitmq_prometheus": self.prometheus_port}
+        return [name for name, port in enabled.items() if port is not None]
 
     # -- life cycle --------------------------------------------------------
 
@@ -259,7 +272,8 @@ class RabbitMQ:
             )
         if not self.running:
             raise RabbitMQError(f"RabbitMQ exited during start-up:\n{self.log_tail()}")
-        if not _answers_amqp(self.port) or (self.management_port is not None and not _listens(self.management_port)):
+        http_ports = [port for port in (self.management_port, self.prometheus_port) if port is not None]
+        if not _answers_amqp(self.port) or not all(_listens(port) for port in http_ports):
             raise RabbitMQError(
                 f"RabbitMQ says it started but does not answer on {_LOOPBACK}:{self.port}:\n{self.log_tail()}"
             )
@@ -371,33 +385,36 @@ def _answers_amqp(port: int) -> bool:
     return first == b"\x01"
 
 
-_shared: dict[bool, RabbitMQ] = {}
-_shared_failure: dict[bool, RabbitMQError] = {}
+_shared: dict[tuple[bool, bool], RabbitMQ] = {}
+_shared_failure: dict[tuple[bool, bool], RabbitMQError] = {}
 
 
-def shared_rabbitmq(*, management: bool = False) -> RabbitMQ:
+def shared_rabbitmq(*, management: bool = False, prometheus: bool = False) -> RabbitMQ:
     """The node this process shares: started on first use, stopped at exit.
 
     :param management: the node with the management plugin (a second one,
         so that the plugin's statistics cost nothing to the plain node's
         benchmarks).
+    :param prometheus: the node with the prometheus plugin (another one,
+        for the same reason).
     :raises RabbitMQError: it could not be started (again on every later
         call, without retrying).
     """
-    if management in _shared_failure:
-        raise _shared_failure[management]
-    if management not in _shared:
+    key = (management, prometheus)
+    if key in _shared_failure:
+        raise _shared_failure[key]
+    if key not in _shared:
         base_dir = tempfile.mkdtemp(prefix="txamqp09-rabbitmq-")
-        node = RabbitMQ(base_dir, management=management)
+        node = RabbitMQ(base_dir, management=management, prometheus=prometheus)
         try:
             node.start()
         except RabbitMQError as failure:
-            _shared_failure[management] = failure
+            _shared_failure[key] = failure
             shutil.rmtree(base_dir, ignore_errors=True)
             raise
         atexit.register(_stop_and_remove, node)
-        _shared[management] = node
-    return _shared[management]
+        _shared[key] = node
+    return _shared[key]
 
 
 def _stop_and_remove(node: RabbitMQ) -> None:

@@ -10,6 +10,7 @@ from txamqp09.broker.flow import ready_bytes
 from txamqp09.broker.model import Broker, Client, Persistence, VirtualHost
 from txamqp09.broker.model.message import PAGED_OUT, RESIDENT, UNTRACKED
 from txamqp09.broker.model.queue import PAGE_IN_BATCH
+from txamqp09.broker.model.ready import ReadyMessages
 from txamqp09.store.memory import MemoryStore
 
 #: Bytes of each test message's body.
@@ -57,7 +58,8 @@ class PagingTests(SynchronousTestCase):
     def test_get_reads_a_paged_head_back(self) -> None:
         self.publish(range(20))
         queue = self.vhost.queues["q"]
-        queue.messages.rotate(-10)  # the paged-out messages first
+        entries = list(queue.messages)
+        queue.messages = ReadyMessages(entries[10:] + entries[:10])  # the paged-out messages first
         consumer, _ = session(self.vhost, self.client)
         got = consumer.get(queue, no_ack=True)
         assert got is not None

@@ -8,7 +8,7 @@ needs a property (the headers exchange reads ``headers``).
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from txamqp09.broker.model.arguments import MAX_EXPIRY
 from txamqp09.wire.base import Properties, decode_properties
@@ -126,7 +126,6 @@ class Message:
         "store_id",
         "paging",
         "holders",
-        "_properties_class",
         "_properties",
         "__weakref__",
     )
@@ -153,8 +152,9 @@ class Message:
         self.store_id = 0
         self.paging = 0  # UNTRACKED
         self.holders = 0
-        self._properties_class = properties_class
-        self._properties: Optional[Properties] = None
+        #: The content-property class until the properties are decoded, then
+        #: the decoded properties (one slot for both: 16 bytes less per message).
+        self._properties: Union[type[Properties], Properties] = properties_class
 
     @property
     def properties(self) -> Properties:
@@ -162,14 +162,16 @@ class Message:
 
         :raises AMQPSyntaxError: the property bytes are malformed (502).
         """
-        if self._properties is None:
-            self._properties = decode_properties(self._properties_class, self.raw_properties, 0)
-        return self._properties
+        properties = self._properties
+        if isinstance(properties, type):
+            properties = self._properties = decode_properties(properties, self.raw_properties, 0)
+        return properties
 
     @property
     def properties_class(self) -> type[Properties]:
         """The content-property class of the protocol version it arrived with."""
-        return self._properties_class
+        properties = self._properties
+        return properties if isinstance(properties, type) else type(properties)
 
     def copy(self, exchange: str, routing_key: str, raw_properties: bytes) -> Message:
         """A new message with this body, published to *exchange* with
@@ -177,7 +179,7 @@ class Message:
         assert self.body is not None, "read a paged-out body back before copying the message"
         return Message(
             exchange, routing_key, envelope(exchange, routing_key),
-            raw_properties, self.body, self._properties_class,
+            raw_properties, self.body, self.properties_class,
         )
 
     @property

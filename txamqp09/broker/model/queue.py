@@ -1,7 +1,7 @@
 """Queues, their consumers, and the prefetch windows that pace deliveries.
 
 A queue holds ready messages in arrival order as ``(sequence, message,
-redelivered, deadline)`` entries. A message published while a consumer can
+redelivered, deadline)`` entries (kept compactly, see :mod:`.ready`). A message published while a consumer can
 take it goes straight to that consumer; otherwise it waits, and
 :meth:`Queue.drain` hands waiting messages out when a consumer gains room.
 Consumers take turns (round robin), higher ``x-priority`` ones first.
@@ -45,7 +45,8 @@ from txamqp09.broker.model.arguments import (
 from txamqp09.broker.model.deadletter import DELIVERY_LIMIT, EXPIRED, MAXLEN, dead_letter
 from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
 from txamqp09.broker.model.policy import queue_arguments
-from txamqp09.broker.model.priority import PriorityMessages, merge_entries
+from txamqp09.broker.model.priority import PriorityMessages
+from txamqp09.broker.model.ready import ReadyMessages
 from txamqp09.broker.model.stats import QueueCounters
 
 if TYPE_CHECKING:
@@ -279,8 +280,8 @@ class Queue:
         self.effective_policy: dict[str, Any] = {}
         self._persistence = vhost.persistence
         self.stored = self._persistence is not None and durable and exclusive_owner is None
-        self.messages: Union[deque[Entry], PriorityMessages] = (
-            deque() if settings.max_priority is None else PriorityMessages(settings.max_priority)
+        self.messages: Union[ReadyMessages, PriorityMessages] = (
+            ReadyMessages() if settings.max_priority is None else PriorityMessages(settings.max_priority)
         )
         #: Body bytes of the ready messages.
         self.ready_bytes = 0
@@ -577,10 +578,7 @@ class Queue:
         entries = sorted((d.sequence, d.message, True, d.deadline) for d in deliveries)
         if not entries:
             return
-        if isinstance(self.messages, PriorityMessages):
-            self.messages.put_back(entries)
-        else:
-            self.messages = merge_entries(entries, self.messages)
+        self.messages.put_back(entries)
         self.ready_bytes += sum(entry[1].size for entry in entries)
         self.drain()
 

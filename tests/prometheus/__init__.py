@@ -1,0 +1,1 @@
+"""Tests of the Prometheus metrics listener (txamqp09.prometheus)."""

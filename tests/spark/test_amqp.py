@@ -1,0 +1,66 @@
+"""The data source's AMQP work (:mod:`txamqp09.spark.amqp`) against this
+project's broker in this process, without Spark."""
+
+from __future__ import annotations
+
+from twisted.internet import reactor
+from twisted.trial.unittest import TestCase
+
+from tests.client.support import inline
+from txamqp09.client import Channel, connect
+from txamqp09.spark.amqp import StreamRange
+from txamqp09.testing.broker import LoopbackBroker
+
+
+class StreamRangeTests(TestCase):
+    timeout = 30
+
+    def setUp(self) -> None:
+        self.broker = LoopbackBroker()
+        self.broker.start()
+        self.addCleanup(self.broker.stop)
+
+    async def channel(self) -> Channel:
+        connection = await connect(reactor, self.broker.url)
+        self.addCleanup(connection.disconnect)
+        return await connection.channel()
+
+    async def stream(self, messages: int) -> str:
+        """A stream queue holding *messages* messages, bodies b"0", b"1"..."""
+        channel = await self.channel()
+        await channel.queue_declare("log", durable=True, arguments={"x-queue-type": "stream"})
+        await channel.confirm_select()
+        for number in range(messages):
+            channel.basic_publish(b"%d" % number, routing_key="log")
+        await channel.basic_qos(0)
+        return "log"
+
+    async def take_all(self, reading: StreamRange) -> list[list[int]]:
+        """The offsets of each take until the range is complete."""
+        takes = []
+        try:
+            while messages := await reading.take():
+                takes.append([int(message.body) for message in messages])
+        finally:
+            await reading.close()
+        return takes
+
+    @inline
+    async def test_takes_span_many_deliveries(self) -> None:
+        """With a prefetch window of 4, each take but the last still holds
+        at least 25 deliveries (the range acknowledges as they arrive, so
+        the broker keeps sending): all of the range, in order, none outside it."""
+        queue = await self.stream(200)
+        reading = await StreamRange.open(self.broker.url, queue, 10, 190, prefetch=4, rows=25)
+        takes = await self.take_all(reading)
+        self.assertEqual([offset for take in takes for offset in take], list(range(10, 190)))
+        self.assertTrue(all(len(take) >= 25 for take in takes[:-1]), [len(take) for take in takes])
+
+    @inline
+    async def test_short_range(self) -> None:
+        """A range shorter than a take ends with what it has; an empty one at once."""
+        queue = await self.stream(10)
+        reading = await StreamRange.open(self.broker.url, queue, 3, 6, prefetch=100, rows=1000)
+        self.assertEqual(await self.take_all(reading), [[3, 4, 5]])
+        empty = await StreamRange.open(self.broker.url, queue, 6, 6, prefetch=100, rows=1000)
+        self.assertEqual(await self.take_all(empty), [])

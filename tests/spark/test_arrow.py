@@ -1,0 +1,165 @@
+"""Messages as Arrow record batches and record batches as messages
+(:mod:`txamqp09.spark.arrow`), without Spark."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from twisted.trial.unittest import TestCase
+
+from tests.spark.session import arrow_missing
+from txamqp09.wire import _amqp0_9_1 as spec
+
+
+class _Delivery:
+    """What message_batch reads of a client Message."""
+
+    def __init__(self, properties: spec.BasicProperties, body: bytes = b"payload", redelivered: bool = False) -> None:
+        self.body = body
+        self.method = spec.BasicDeliver(
+            consumer_tag="c", delivery_tag=1, redelivered=redelivered, exchange="amq.direct", routing_key="events"
+        )
+        self.properties = properties
+
+
+class MessageBatchTests(TestCase):
+    skip = arrow_missing()
+
+    def batch(self, deliveries: list[Any]) -> Any:
+        from txamqp09.spark.arrow import ARROW_SCHEMA, message_batch
+
+        batch = message_batch(deliveries)
+        self.assertTrue(batch.schema.equals(ARROW_SCHEMA))
+        return batch
+
+    def test_schema(self) -> None:
+        """Column names in SCHEMA's order, the Arrow types Spark gives them,
+        every column (and every map value) nullable, map keys not."""
+        import pyarrow as pa
+
+        from txamqp09.spark.arrow import ARROW_SCHEMA
+        from txamqp09.spark.rows import SCHEMA
+
+        self.assertEqual(ARROW_SCHEMA.names, [column.split()[0] for column in SCHEMA.split(", ")])
+        text = pa.map_(pa.string(), pa.string())
+        self.assertEqual(
+            ARROW_SCHEMA.types,
+            [pa.binary(), pa.string(), pa.string(), text, text, pa.int64(), pa.timestamp("us", tz="UTC"), pa.bool_()],
+        )
+        self.assertTrue(all(field.nullable for field in ARROW_SCHEMA))
+        self.assertFalse(text.key_field.nullable)
+        self.assertTrue(text.item_field.nullable)
+
+    def test_every_column(self) -> None:
+        stamp = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
+        properties = spec.BasicProperties(
+            content_type="application/json", delivery_mode=2, priority=7, message_id="m-1", timestamp=stamp,
+            app_id="app", headers={"x-stream-offset": 42, "text": "é", "raw": b"\xff\x01", "nested": {"a": [1, b"b"]},
+                                   "none": None},
+        )
+        rows = self.batch([_Delivery(properties, redelivered=True)]).to_pylist()
+        self.assertEqual(
+            rows,
+            [{
+                "body": b"payload", "routing_key": "events", "exchange": "amq.direct",
+                "properties": [("content_type", "application/json"), ("delivery_mode", "2"), ("priority", "7"),
+                               ("message_id", "m-1"), ("app_id", "app")],
+                "headers": [("x-stream-offset", "42"), ("text", "é"), ("raw", "\\xff\x01"),
+                            ("nested", '{"a": [1, "b"]}'), ("none", None)],
+                "offset": 42, "timestamp": stamp, "redelivered": True,
+            }],
+        )
+
+    def test_nulls(self) -> None:
+        """A message without properties: empty maps, null offset and timestamp."""
+        rows = self.batch([_Delivery(spec.BasicProperties(), body=b"")]).to_pylist()
+        self.assertEqual(
+            rows,
+            [{"body": b"", "routing_key": "events", "exchange": "amq.direct", "properties": [], "headers": [],
+              "offset": None, "timestamp": None, "redelivered": False}],
+        )
+
+    def test_empty(self) -> None:
+        self.assertEqual(self.batch([]).num_rows, 0)
+
+    def test_many_deliveries(self) -> None:
+        """A row per delivery, in order, each with its own maps and offset."""
+        deliveries = [
+            _Delivery(spec.BasicProperties(headers={"x-stream-offset": offset} if offset % 3 else None,
+                                           message_id=None if offset % 2 else f"id-{offset}"),
+                      body=b"%d" % offset)
+            for offset in range(3000)
+        ]
+        batch = self.batch(deliveries)
+        self.assertEqual(batch.column("body").to_pylist(), [b"%d" % offset for offset in range(3000)])
+        self.assertEqual(batch.column("offset").to_pylist(), [offset if offset % 3 else None for offset in range(3000)])
+        self.assertEqual(
+            batch.column("properties").to_pylist(),
+            [[] if offset % 2 else [("message_id", f"id-{offset}")] for offset in range(3000)],
+        )
+        self.assertEqual(
+            batch.column("headers").to_pylist(),
+            [[("x-stream-offset", str(offset))] if offset % 3 else [] for offset in range(3000)],
+        )
+
+
+class BatchPublicationsTests(TestCase):
+    skip = arrow_missing()
+
+    def publications(self, columns: dict[str, Any], exchange: str = "ex", key: str = "default-key") -> list[Any]:
+        import pyarrow as pa
+
+        from txamqp09.spark.arrow import BatchPublications
+
+        batch = pa.RecordBatch.from_pydict(columns)
+        return list(BatchPublications(exchange, key, {"delivery_mode": 2}).of(batch))
+
+    def test_rows_override_defaults(self) -> None:
+        import pyarrow as pa
+
+        text = pa.map_(pa.string(), pa.string())
+        columns = {
+            "body": pa.array(["text", "more"]),
+            "routing_key": pa.array(["k", None]),
+            "exchange": pa.array([None, "other"]),
+            "properties": pa.array(
+                [[("delivery_mode", "1"), ("priority", "5"), ("timestamp", "2026-01-01T00:00:00+00:00")], None],
+                text,
+            ),
+            "headers": pa.array([[("h", "v")], []], text),
+            "ignored": pa.array([1, 2]),
+        }
+        self.assertEqual(
+            self.publications(columns),
+            [
+                (b"text", "ex", "k", {
+                    "delivery_mode": 1, "priority": 5, "headers": {"h": "v"},
+                    "timestamp": datetime(2026, 1, 1, tzinfo=timezone.utc),
+                }),
+                (b"more", "other", "default-key", {"delivery_mode": 2}),
+            ],
+        )
+
+    def test_body_only(self) -> None:
+        import pyarrow as pa
+
+        self.assertEqual(
+            self.publications({"body": pa.array([b"x", b""], pa.binary())}, exchange="", key="q"),
+            [(b"x", "", "q", {"delivery_mode": 2}), (b"", "", "q", {"delivery_mode": 2})],
+        )
+
+    def test_bad_rows(self) -> None:
+        import pyarrow as pa
+
+        with self.assertRaisesRegex(ValueError, "body column is null"):
+            self.publications({"body": pa.array([None], pa.binary())})
+        with self.assertRaisesRegex(TypeError, "binary or string, not int"):
+            self.publications({"body": pa.array([3])})
+        with self.assertRaisesRegex(ValueError, "has no body column"):
+            self.publications({"text": pa.array(["x"])})
+        with self.assertRaisesRegex(ValueError, "'colour' is not a basic property"):
+            self.publications({
+                "body": pa.array([b""]),
+                "properties": pa.array([[("colour", "red")]], pa.map_(pa.string(), pa.string())),
+            })

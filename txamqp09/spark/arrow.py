@@ -1,0 +1,167 @@
+"""Messages as Arrow record batches, and record batches as messages.
+
+Spark hands a Python data source's rows to the JVM as Arrow record batches.
+A reader that yields ``pyarrow.RecordBatch`` objects itself (in
+:data:`ARROW_SCHEMA`, the Arrow form of :data:`~txamqp09.spark.rows.SCHEMA`)
+spares Spark's conversion of every value of every row tuple; a writer that
+takes record batches (``DataSourceArrowWriter``) spares the conversion of
+every value into a ``Row``. :func:`message_batch` builds a batch column by
+column from many deliveries; :class:`BatchPublications` reads the columns
+of a batch to be published. :mod:`txamqp09.spark.rows` describes the
+columns' values.
+
+Needs pyarrow (the ``spark`` extra).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from operator import attrgetter
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+import pyarrow as pa
+
+from txamqp09.spark.rows import (
+    STREAM_OFFSET_HEADER,
+    TEXT_PROPERTIES,
+    Publication,
+    checked_properties,
+    header_text,
+    message_body,
+)
+
+__all__ = ["ARROW_SCHEMA", "message_batch", "BatchPublications"]
+
+_TEXT = pa.map_(pa.string(), pa.string())
+
+#: :data:`~txamqp09.spark.rows.SCHEMA` as Spark gives it to Arrow (every
+#: column nullable; timestamps in microseconds, UTC).
+ARROW_SCHEMA = pa.schema(
+    [
+        ("body", pa.binary()),
+        ("routing_key", pa.string()),
+        ("exchange", pa.string()),
+        ("properties", _TEXT),
+        ("headers", _TEXT),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("redelivered", pa.bool_()),
+    ]
+)
+
+_text_properties = attrgetter(*TEXT_PROPERTIES)
+_NONE_SET = (None,) * len(TEXT_PROPERTIES)
+
+
+class _TextMap:
+    """A ``map<string,string>`` column built one row at a time."""
+
+    __slots__ = ("offsets", "keys", "values")
+
+    def __init__(self) -> None:
+        self.offsets = [0]
+        self.keys: list[str] = []
+        self.values: list[Optional[str]] = []
+
+    def array(self) -> pa.MapArray:
+        return pa.MapArray.from_arrays(
+            pa.array(self.offsets, pa.int32()),
+            pa.array(self.keys, pa.string()),
+            pa.array(self.values, pa.string()),
+            type=_TEXT,
+        )
+
+
+def message_batch(messages: Sequence[Any]) -> pa.RecordBatch:
+    """The record batch (in :data:`ARROW_SCHEMA`) of client
+    :class:`~txamqp09.client.Message` objects, a row each in their order."""
+    bodies, routing_keys, exchanges, redelivered = [], [], [], []
+    offsets: list[Optional[int]] = []
+    stamps: list[Optional[datetime]] = []
+    properties, headers = _TextMap(), _TextMap()
+    for message in messages:
+        method = message.method
+        basic = message.properties
+        bodies.append(message.body)
+        routing_keys.append(method.routing_key)
+        exchanges.append(method.exchange)
+        redelivered.append(bool(getattr(method, "redelivered", False)))
+        stamps.append(basic.timestamp)
+        values = _text_properties(basic)
+        if values != _NONE_SET:
+            for name, value in zip(TEXT_PROPERTIES, values):
+                if value is not None:
+                    properties.keys.append(name)
+                    properties.values.append(str(value))
+        properties.offsets.append(len(properties.keys))
+        table = basic.headers
+        offset = None
+        if table:
+            for name, value in table.items():
+                headers.keys.append(str(name))
+                headers.values.append(header_text(value))
+            offset = table.get(STREAM_OFFSET_HEADER)
+        headers.offsets.append(len(headers.keys))
+        offsets.append(None if offset is None else int(offset))
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(bodies, pa.binary()),
+            pa.array(routing_keys, pa.string()),
+            pa.array(exchanges, pa.string()),
+            properties.array(),
+            headers.array(),
+            pa.array(offsets, pa.int64()),
+            pa.array(stamps, ARROW_SCHEMA.field("timestamp").type),
+            pa.array(redelivered, pa.bool_()),
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+def _column(batch: pa.RecordBatch, name: str) -> Optional[list[Any]]:
+    """Column *name* of *batch* as Python values, or None when it has none."""
+    index = batch.schema.get_field_index(name)
+    return None if index < 0 else batch.column(index).to_pylist()
+
+
+class BatchPublications:
+    """What to publish for each row of record batches (the Arrow form of
+    :func:`~txamqp09.spark.rows.publication`).
+
+    :param exchange: used for rows without (or with a null) ``exchange``.
+    :param routing_key: used for rows without (or with a null) ``routing_key``.
+    :param defaults: properties every message gets unless its row sets them.
+    """
+
+    def __init__(self, exchange: str, routing_key: str, defaults: Mapping[str, Any]) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.defaults = dict(defaults)
+
+    def of(self, batch: pa.RecordBatch) -> Iterator[Publication]:
+        """The publications of *batch*'s rows, in order.
+
+        :raises ValueError: a null body; a property that is not a basic
+            property, or whose text is not a valid value.
+        :raises TypeError: a body column that is neither binary nor string.
+        """
+        rows = batch.num_rows
+        bodies = _column(batch, "body")
+        if bodies is None:
+            raise ValueError("a message needs a body: the written DataFrame has no body column")
+        exchanges = _column(batch, "exchange") or [None] * rows
+        keys = _column(batch, "routing_key") or [None] * rows
+        properties = _column(batch, "properties") or [None] * rows
+        headers = _column(batch, "headers") or [None] * rows
+        for body, exchange, key, texts, table in zip(bodies, exchanges, keys, properties, headers):
+            chosen = dict(self.defaults)
+            if texts:
+                chosen.update(checked_properties(dict(texts)))
+            if table:
+                chosen["headers"] = dict(table)
+            yield (
+                message_body(body),
+                self.exchange if exchange is None else exchange,
+                self.routing_key if key is None else key,
+                chosen,
+            )
