@@ -276,8 +276,20 @@ class BrowserTestCase(SynchronousTestCase):
         return text
 
     def open(self, fragment: str = "/") -> None:
-        """Load the UI at *fragment* (e.g. ``/queues``)."""
+        """Load the UI at *fragment* (e.g. ``/queues``); once logged in, wait
+        until the page shows its first answers (so that nothing moves under
+        a click when they arrive)."""
         self.browser.get(f"{self.broker.url}/#{fragment}")
+        if self.browser.execute_script("return sessionStorage.length"):
+            self.wait_shown(re.escape(fragment))
+
+    def wait_shown(self, fragment: str) -> None:
+        """Wait until the page whose #fragment matches *fragment* (a regular
+        expression) has shown its first answers."""
+        self.wait_for(
+            lambda browser: re.fullmatch(fragment, browser.execute_script("return document.body.dataset.shown || ''")),
+            f"no page {fragment} filled in",
+        )
 
     def log_in(self, user: str = "guest", password: str = "guest") -> None:
         """Log in through the log-in form and wait for the application."""
@@ -286,6 +298,7 @@ class BrowserTestCase(SynchronousTestCase):
         self.type_into("#login-password", password)
         self.element("#login-submit").click()
         self.text_of("#current-user", f"^{re.escape(user)}$")
+        self.wait_shown("/?")
 
 
 def _keeping_evidence(test: Callable[..., Any]) -> Callable[..., Any]:

@@ -70,6 +70,7 @@ class QueueTests(BrowserTestCase):
         declared = self.channel.queue_declare("orders", passive=True)
         self.assertEqual(declared.method.message_count, 0)
         self.element("#queues a.queue-link").click()
+        self.wait_shown("/queues/%2F/orders")
         self.submit_form("add-binding", "Bound", source="amq.direct", routing_key="new-orders")
         self.text_of("#queue-bindings", "new-orders")
         self.channel.basic_publish("amq.direct", "new-orders", b"order 1")
@@ -220,6 +221,7 @@ class ConnectionTests(BrowserTestCase):
         self.open("/connections")
         self.text_of("#connections tbody", "doomed-client")
         self.element("#connections a.connection-link").click()
+        self.wait_shown("/connections/.+")
         self.text_of("#client-properties", "doomed-client")
         self.text_of("#connection-tls", "Not using TLS")
         self.text_of("#connection-channels tbody", r"\(1\)")
@@ -311,6 +313,27 @@ class AdminTests(BrowserTestCase):
         self.assertEqual(second.api("GET", "/api/queues/shop/orders")["policy"], "cap")
         self.assertEqual(second.api("GET", "/api/users/ann")["tags"], ["management"])
         self.text_of("#policies tbody", "cap")
+
+    def test_a_policy_from_the_ui_applies_to_a_queue(self) -> None:
+        self.log_in()
+        self.open("/admin")
+        self.submit_form("add-policies", "Policy cap saved", vhost="/", name="cap", pattern="^capped$",
+                         definition='{"max-length": 2}', **{"apply-to": "queues"})
+        self.text_of("#policies tbody", r"cap\s+\^capped\$")
+        connection = amqp(self.broker)
+        self.addCleanup(connection.close)
+        channel = connection.channel()
+        channel.queue_declare("capped")
+        for number in range(5):
+            channel.basic_publish("", "capped", b"%d" % number)
+        self.assertEqual(channel.queue_declare("capped", passive=True).method.message_count, 2)
+        self.open("/queues/%2F/capped")
+        self.text_of("#queue-policy", r"Policy\s+cap")
+        self.text_of("#queue-policy", "max-length")
+        self.open("/admin")
+        self.submit_form("set-vhost-limit", "Limit set", vhost="/", name="max-queues", value="1")
+        self.text_of("#vhost-limits tbody", r"/\s+max-queues\s+1")
+        self.assertEqual(self.broker.api("GET", "/api/vhost-limits/%2F"), [{"vhost": "/", "value": {"max-queues": 1}}])
 
     def test_a_bad_definitions_file_shows_the_reason(self) -> None:
         path = os.path.join(self.work, "broken.json")
