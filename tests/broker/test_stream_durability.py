@@ -160,6 +160,7 @@ class SQLiteReadingTests(TestCase):
     @inlineCallbacks
     def test_ranges_beyond_the_cache_are_read_from_the_database(self) -> Any:
         self.patch(stream_module, "CACHE_BYTES", 2000)
+        self.patch(stream_module, "CHUNK_BYTES", 1000)
         store = SQLiteStore(Path(self.mktemp()) / "store.db", cast(IReactorFromThreads, reactor))
         store.open()
         self.addCleanup(store.close)
@@ -178,9 +179,9 @@ class SQLiteReadingTests(TestCase):
         read_log = store.read_log
         reads: list[int] = []
 
-        def counted(vhost: str, queue: str, start: int, limit: int) -> Any:
+        def counted(vhost: str, queue: str, start: int) -> Any:
             reads.append(start)
-            return read_log(vhost, queue, start, limit)
+            return read_log(vhost, queue, start)
 
         self.patch(store, "read_log", counted)
         sink = MessageSink()

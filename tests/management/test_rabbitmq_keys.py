@@ -193,6 +193,22 @@ class KeyComparisonTests(TestCase):
         self.assertEqual((ours.status, ours.body), (theirs.status, theirs.body))
 
     @inlineCallbacks
+    def test_binding_properties_keys(self) -> Any:
+        """Bindings with arguments declared over AMQP get RabbitMQ's properties_key."""
+        tables = [{"x-match": "any", "a": 1, "b": "s"}, {"n": {"k": [1, "v"], "f": 2.5}}, {"big": 5000000000, "t": True}]
+        keys = []
+        for target in (self.theirs, self.ours):
+            connection = yield connect(reactor, f"amqp://guest:guest@127.0.0.1:{target.amqp_port}/")
+            self.addCleanup(connection.disconnect)
+            channel = yield connection.channel()
+            for number, table in enumerate(tables):
+                yield channel.queue_bind(queue=QUEUE, exchange="amq.headers", routing_key=f"k{number}", arguments=table)
+            answer = yield target.request("GET", f"/api/queues/%2F/{QUEUE}/bindings")
+            keys.append(sorted(row["properties_key"] for row in answer.body if row["source"] == "amq.headers"))
+        self.assertEqual(len(keys[0]), 3)
+        self.assertEqual(keys[1], keys[0])
+
+    @inlineCallbacks
     def test_channel_and_connection_by_name(self) -> Any:
         for target in (self.theirs, self.ours):
             answer = yield target.request("GET", "/api/channels")

@@ -7,7 +7,6 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.broker.model.stats import ChannelCounters, QueueCounters
 from txamqp09.broker.server import ServerFactory
-from txamqp09.management.cache import ComputeCache
 from txamqp09.management.direct import DirectSession
 from txamqp09.management.node import Node
 from txamqp09.management.stats import HISTORY, Range, RangeError, Ranges, Series, with_details
@@ -125,22 +124,3 @@ class HistoryTests(SynchronousTestCase):
         newest = 4 * HISTORY - 5
         self.assertEqual(series.points(Range((newest - HISTORY + 5) * 1000, newest * 1000, 5000))[0][1],
                          (newest - HISTORY + 5,))
-
-
-class ComputeCacheTests(SynchronousTestCase):
-    def test_a_value_lives_five_times_its_computing_time(self) -> None:
-        now = [0.0]
-        cache = ComputeCache(clock=lambda: now[0])
-        computed: list[int] = []
-
-        def compute() -> int:
-            now[0] += 0.2  # computing takes 0.2 s
-            computed.append(len(computed))
-            return len(computed)
-
-        self.assertEqual(cache.fetch("k", compute), 1)
-        now[0] += 0.9
-        self.assertEqual(cache.fetch("k", compute), 1)
-        self.assertEqual(cache.fetch("other", compute), 2)
-        now[0] += 0.2
-        self.assertEqual(cache.fetch("k", compute), 3)

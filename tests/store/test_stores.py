@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -22,12 +23,13 @@ from txamqp09.store.interface import (
     DurableExchange,
     DurableQueue,
     IMessageStore,
-    LogRecord,
     LogSegment,
     StoredMessage,
 )
+from txamqp09.store.chunks import LogChunk
 from txamqp09.store.memory import MemoryStore
-from txamqp09.store.sqlite import SQLiteStore, StoreInUse
+from txamqp09.store.sqlite import SCHEMA_VERSION, SQLiteStore, StoreFormatError, StoreInUse
+from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.fields import Int16
 
 
@@ -39,8 +41,18 @@ def message(message_id: int, body: bytes = b"body") -> StoredMessage:
     return StoredMessage(message_id, "ex", f"key.{message_id}", b"\x10\x00\x02", body, len(body))
 
 
-def record(offset: int, segment: int = 0, timestamp: int = 0) -> LogRecord:
-    return LogRecord(offset, segment, timestamp or 1000 + 10 * offset, "ex", "k", b"\x00\x00", b"b%d" % offset)
+def chunk_of(first: int, end: int, segment: int, body_size: int = 0) -> LogChunk:
+    """Offsets [first, end) of segment *segment*; the message at offset n is
+    appended at 1000 + 10 n ms, its body b"b<n>" (or *body_size* random bytes)."""
+    chunk = LogChunk(first, segment)
+    for offset in range(first, end):
+        body = os.urandom(body_size) if body_size else b"b%d" % offset
+        chunk.add(1000 + 10 * offset, envelope("ex", "k"), b"\x00\x00", body)
+    return chunk
+
+
+def offsets_and_bodies(chunk: LogChunk) -> list[tuple[int, bytes]]:
+    return [(chunk.first + index, chunk.message(index)[2]) for index in range(chunk.count)]
 
 
 class StoreContract(_TestCase):
@@ -178,39 +190,54 @@ class LogContract(StoreContract):
     """Stream logs: appended, read by offset, truncated, recovered, deleted."""
 
     @inlineCallbacks
-    def filled(self, count: int = 10, segment_every: int = 4) -> Any:
-        """An open store with stream s holding *count* records, all durable."""
+    def filled(self) -> Any:
+        """An open store with stream s holding offsets 0-9 in segments of four
+        (0, 4, 8), in chunks [0, 3) [3, 4) [4, 7) [7, 8) [8, 10), all durable."""
         store = self.make()
         store.open()
         store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"}))
-        for offset in range(count):
-            store.append_log("/", "s", record(offset, offset - offset % segment_every))
+        for first, end in ((0, 3), (3, 4), (4, 7), (7, 8), (8, 10)):
+            store.append_log("/", "s", chunk_of(first, end, first - first % 4))
         yield store.when_durable(store.last_sequence)
         return store
 
     @inlineCallbacks
-    def test_read_by_offset_ranges(self) -> Any:
+    def test_read_the_chunk_holding_an_offset(self) -> Any:
         store = yield self.filled()
-        self.assertEqual([r.offset for r in store.read_log("/", "s", 3, 4)], [3, 4, 5, 6])
-        self.assertEqual([r.offset for r in store.read_log("/", "s", 8, 100)], [8, 9])
-        self.assertEqual(store.read_log("/", "s", 10, 5), [])
-        self.assertEqual(store.read_log("/", "other", 0, 5), [])
-        self.assertEqual(store.read_log("/", "s", 2, 1), [record(2)])
+        self.assertEqual(offsets_and_bodies(store.read_log("/", "s", 5)), [(4, b"b4"), (5, b"b5"), (6, b"b6")])
+        self.assertEqual(store.read_log("/", "s", 4).first, 4)
+        self.assertEqual(store.read_log("/", "s", 9).first, 8)
+        self.assertIsNone(store.read_log("/", "s", 10))
+        self.assertIsNone(store.read_log("/", "other", 0))
+        envelope_bytes, properties, body, timestamp = store.read_log("/", "s", 2).message(2)
+        self.assertEqual((envelope_bytes, properties, body, timestamp), (envelope("ex", "k"), b"\x00\x00", b"b2", 1020))
+
+    @inlineCallbacks
+    def test_offsets_run_on_across_chunk_boundaries(self) -> Any:
+        store = yield self.filled()
+        read: list[tuple[int, bytes]] = []
+        chunk = store.read_log("/", "s", 0)
+        while chunk is not None:
+            read.extend(offsets_and_bodies(chunk))
+            chunk = store.read_log("/", "s", chunk.end)
+        self.assertEqual(read, [(n, b"b%d" % n) for n in range(10)])
 
     @inlineCallbacks
     def test_offset_at_a_timestamp(self) -> Any:
         store = yield self.filled()
         self.assertEqual(store.log_offset_at("/", "s", 1035, 0), 4)
         self.assertEqual(store.log_offset_at("/", "s", 1040, 0), 4)
+        self.assertEqual(store.log_offset_at("/", "s", 1045, 0), 5, "inside a chunk")
+        self.assertEqual(store.log_offset_at("/", "s", 1071, 0), 8, "past a chunk's last")
         self.assertEqual(store.log_offset_at("/", "s", 0, 6), 6)
         self.assertIsNone(store.log_offset_at("/", "s", 5000, 0))
 
     @inlineCallbacks
-    def test_truncated_records_are_gone_and_reads_start_at_the_first_kept(self) -> Any:
+    def test_truncation_removes_whole_chunks_and_reads_start_at_the_first_kept(self) -> Any:
         store = yield self.filled()
         store.truncate_log("/", "s", 4)
         yield store.when_durable(store.last_sequence)
-        self.assertEqual([r.offset for r in store.read_log("/", "s", 0, 3)], [4, 5, 6])
+        self.assertEqual(store.read_log("/", "s", 0).first, 4)
         self.assertEqual(store.log_offset_at("/", "s", 0, 0), 4)
 
     @inlineCallbacks
@@ -231,7 +258,23 @@ class LogContract(StoreContract):
         store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"}))
         fresh, recovered = yield self.restarted(store)
         self.assertNotIn(("/", "s"), recovered.logs)
-        self.assertEqual(fresh.read_log("/", "s", 0, 10), [])
+        self.assertIsNone(fresh.read_log("/", "s", 0))
+
+    @inlineCallbacks
+    def test_messages_added_to_a_chunk_until_it_is_taken_are_written(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"}))
+        chunk = chunk_of(0, 1, 0)
+        sequence = store.append_log("/", "s", chunk)
+        added = 1
+        while added < 200 and chunk.add(1000, envelope("ex", "k"), b"\x00\x00", b"b%d" % added):
+            added += 1
+        yield store.when_durable(sequence)
+        if hasattr(store, "commits"):
+            self.assertFalse(chunk.add(1000, b"", b"", b"late"), "a written chunk takes no more")
+        _, recovered = yield self.restarted(store)
+        self.assertEqual(recovered.logs[("/", "s")][0].last, added - 1)
 
 
 class MemoryStoreTests(LogContract, TestCase):
@@ -256,9 +299,8 @@ class SQLiteStoreTests(LogContract, TestCase):
         store = self.make()
         store.open()
         store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"}))
-        body = os.urandom(4096)
-        for offset in range(3000):
-            store.append_log("/", "s", LogRecord(offset, offset - offset % 100, offset, "", "s", b"\x00\x00", body))
+        for first in range(0, 3000, 100):
+            store.append_log("/", "s", chunk_of(first, first + 100, first, body_size=4096))
         yield store.when_durable(store.last_sequence)
         pages = store._reading().execute("PRAGMA page_count").fetchone()[0]
         store.truncate_log("/", "s", 2900)
@@ -268,7 +310,62 @@ class SQLiteStoreTests(LogContract, TestCase):
         yield store.when_durable(store.truncate_log("/", "s", 2900))
         after = store._reading().execute("PRAGMA page_count").fetchone()[0]
         self.assertLess(after, pages / 4, (pages, after))
-        self.assertEqual([r.offset for r in store.read_log("/", "s", 0, 200)], list(range(2900, 3000)))
+        kept = store.read_log("/", "s", 0)
+        self.assertEqual((kept.first, kept.end), (2900, 3000))
+
+    def version_0_database(self, messages: int) -> Path:
+        """A database as version 0 wrote it: stream s with one row per message
+        in stream_log, in segments of 1000 (offset n appended at 1000 + n ms)."""
+        path = Path(self.mktemp()) / "store.db"
+        path.parent.mkdir()
+        db = sqlite3.connect(path, isolation_level=None)
+        db.executescript(
+            "CREATE TABLE queues (vhost TEXT NOT NULL, name TEXT NOT NULL, auto_delete INTEGER NOT NULL,"
+            " arguments BLOB NOT NULL, PRIMARY KEY (vhost, name));"
+            "CREATE TABLE stream_log (vhost TEXT NOT NULL, queue TEXT NOT NULL, position INTEGER NOT NULL,"
+            " segment INTEGER NOT NULL, timestamp INTEGER NOT NULL, exchange TEXT NOT NULL,"
+            " routing_key TEXT NOT NULL, properties BLOB NOT NULL, body BLOB NOT NULL,"
+            " PRIMARY KEY (vhost, queue, position));"
+        )
+        db.execute("INSERT INTO queues VALUES ('/', 's', 0, x'00000000')")
+        db.executemany(
+            "INSERT INTO stream_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [("/", "s", n, n - n % 1000, 1000 + n, "amq.direct", "k", b"\x00\x00", b"m%d" % n) for n in range(messages)],
+        )
+        db.close()
+        return path
+
+    def test_a_version_0_log_is_migrated_to_chunks(self) -> None:
+        path = self.version_0_database(2500)
+        store = SQLiteStore(path, reactor)
+        recovered = store.open()
+        self.addCleanup(store.close)
+        self.assertEqual(
+            recovered.logs[("/", "s")],
+            [LogSegment(0, 999, 1000, 1999, 3890), LogSegment(1000, 1999, 2000, 2999, 5000),
+             LogSegment(2000, 2499, 3000, 3499, 2500)],
+        )
+        chunk = store.read_log("/", "s", 1234)
+        self.assertEqual(chunk.first, 1000, "a segment's rows make one chunk")
+        self.assertEqual(chunk.message(234), (envelope("amq.direct", "k"), b"\x00\x00", b"m1234", 2234))
+        self.assertEqual(store.log_offset_at("/", "s", 2600, 0), 1600)
+        reader = store._reading()
+        self.assertEqual(reader.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION)
+        self.assertIsNone(
+            reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'stream_log'").fetchone(), "the old table went"
+        )
+
+    def test_a_database_of_a_later_version_is_refused_and_left_alone(self) -> None:
+        path = self.version_0_database(10)
+        with sqlite3.connect(path) as db:
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        error = self.assertRaises(StoreFormatError, SQLiteStore(path, reactor).open)
+        self.assertIn(f"layout version {SCHEMA_VERSION + 1}", str(error))
+        with sqlite3.connect(path) as db:
+            self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION + 1)
+            self.assertEqual(db.execute("SELECT count(*) FROM stream_log").fetchone()[0], 10)
+        store = SQLiteStore(path, reactor)
+        self.assertRaises(StoreFormatError, store.open)
 
     def test_a_second_store_on_the_same_database_is_refused(self) -> None:
         store = self.make()
@@ -332,69 +429,128 @@ class SQLiteStoreTests(LogContract, TestCase):
         self.assertLess(free * 4, pages)
 
 
+#: The end of a child process that writes to a store until it is killed:
+#: ``write_50(written)`` writes 50 more items (after *written* of them) and
+#: returns the sequence number that makes them durable and the new count;
+#: each count made durable is printed on a line. At most WINDOW items wait
+#: for the disk, so a slow disk cannot make the writer's backlog (and the
+#: process) grow without bound.
+_WINDOWED = """
+WINDOW = 2000
+state = {"written": 0, "confirmed": 0, "paused": False}
+
+def confirmed(_, written):
+    if written > state["confirmed"]:
+        sys.stdout.write(f"{written}\\n")
+        sys.stdout.flush()
+        state["confirmed"] = written
+    if state["paused"]:
+        state["paused"] = False
+        write_some()
+
+def write_some():
+    if state["written"] - state["confirmed"] >= WINDOW:
+        state["paused"] = True
+        return
+    sequence, state["written"] = write_50(state["written"])
+    store.when_durable(sequence).addCallback(confirmed, state["written"])
+    reactor.callLater(0, write_some)
+
+reactor.callWhenRunning(write_some)
+reactor.run()
+"""
+
+#: Messages 1, 2, 3 ... published to queue q, with body b"<n>".
 _WRITER = textwrap.dedent(
     """
     import sys
     from twisted.internet import reactor
     from txamqp09.store.interface import DurableQueue, StoredMessage
-    from txamqp09.store.sqlite import SQLiteStore, StoreInUse
+    from txamqp09.store.sqlite import SQLiteStore
 
     store = SQLiteStore(sys.argv[1], reactor)
     store.open()
     store.add_queue(DurableQueue("/", "q"))
-    # At most WINDOW messages wait for the disk, so a slow disk cannot make
-    # the writer's backlog (and this process) grow without bound.
-    WINDOW = 1000
-    state = {"next": 1, "confirmed": 0, "paused": False}
 
-    def confirmed(_, first, last):
-        sys.stdout.write(f"{first} {last}\\n")
-        sys.stdout.flush()
-        state["confirmed"] = last
-        if state["paused"]:
-            state["paused"] = False
-            publish_some()
-
-    def publish_some():
-        first = state["next"]
-        if first - 1 - state["confirmed"] >= WINDOW:
-            state["paused"] = True
-            return
-        for n in range(first, first + 50):
+    def write_50(written):
+        for n in range(written + 1, written + 51):
             sequence = store.publish(StoredMessage(n, "", "q", b"", b"%d" % n, len(b"%d" % n)), [("/", "q")])
-        store.when_durable(sequence).addCallback(confirmed, first, first + 49)
-        state["next"] = first + 50
-        reactor.callLater(0, publish_some)
-
-    reactor.callWhenRunning(publish_some)
-    reactor.run()
+        return sequence, written + 50
     """
-)
+) + _WINDOWED
+
+#: Offsets 0, 1, 2 ... appended to the log of stream s, with body b"<offset>"
+#: and timestamp <offset>, into chunks the writer takes while they are filled.
+_LOG_WRITER = textwrap.dedent(
+    """
+    import sys
+    from twisted.internet import reactor
+    from txamqp09.store.chunks import LogChunk
+    from txamqp09.store.interface import DurableQueue
+    from txamqp09.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(sys.argv[1], reactor)
+    store.open()
+    store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"}))
+    chunks = [LogChunk(0, 0)]
+
+    def write_50(written):
+        for offset in range(written, written + 50):
+            body = b"%d" % offset
+            if not chunks[-1].sequence or not chunks[-1].add(offset, b"\\x00\\x01s", b"\\x00\\x00", body):
+                chunks[-1] = LogChunk(offset, 0)
+                chunks[-1].add(offset, b"\\x00\\x01s", b"\\x00\\x00", body)
+                chunks[-1].sequence = store.append_log("/", "s", chunks[-1])
+        return chunks[-1].sequence, written + 50
+    """
+) + _WINDOWED
 
 
 class CrashRecoveryTests(TestCase):
     """A writer killed with SIGKILL mid-stream loses nothing it confirmed."""
 
-    def test_kill_9_keeps_every_confirmed_message(self) -> None:
+    def killed_writer(self, script_text: str, until: int) -> tuple[SQLiteStore, Any, int]:
+        """Run *script_text* (a writer that prints what it made durable) until
+        it has confirmed *until* items, kill -9 it, and open its store:
+        (store, recovered, confirmed)."""
         path = Path(tempfile.mkdtemp()) / "crash.db"
         script = Path(self.mktemp())
-        script.write_text(_WRITER)
+        script.write_text(script_text)
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         child = subprocess.Popen(
             [sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True, env=env
         )
-        confirmed_up_to = 0
+        confirmed = 0
         assert child.stdout is not None
         for line in child.stdout:
-            confirmed_up_to = int(line.split()[1])
-            if confirmed_up_to >= 2000:
+            confirmed = int(line)
+            if confirmed >= until:
                 break
         child.send_signal(signal.SIGKILL)
         child.wait()
-        self.assertGreaterEqual(confirmed_up_to, 2000, "the writer stopped before confirming")
+        self.assertGreaterEqual(confirmed, until, "the writer stopped before confirming")
         store = SQLiteStore(path, reactor)
         recovered = store.open()
         self.addCleanup(store.close)
+        return store, recovered, confirmed
+
+    def test_kill_9_keeps_every_confirmed_message(self) -> None:
+        _, recovered, confirmed = self.killed_writer(_WRITER, 2000)
         bodies = [int(m.body or b"") for m in recovered.messages[("/", "q")]]
-        self.assertGreaterEqual(len(bodies), confirmed_up_to)
+        self.assertGreaterEqual(len(bodies), confirmed)
         self.assertEqual(bodies, list(range(1, len(bodies) + 1)))
+
+    def test_kill_9_during_appends_keeps_every_confirmed_offset(self) -> None:
+        store, recovered, confirmed = self.killed_writer(_LOG_WRITER, 20000)
+        (segment,) = recovered.logs[("/", "s")]
+        self.assertGreaterEqual(segment.last, confirmed - 1)
+        offsets: list[int] = []
+        chunk = store.read_log("/", "s", 0)
+        while chunk is not None:
+            for index in range(chunk.count):
+                _, _, body, timestamp = chunk.message(index)
+                self.assertEqual((int(body), timestamp), (chunk.first + index, chunk.first + index))
+            offsets.extend(range(chunk.first, chunk.end))
+            chunk = store.read_log("/", "s", chunk.end)
+        self.assertEqual(offsets, list(range(segment.last + 1)))
+        self.assertEqual(segment.size, sum(len(b"%d" % n) for n in offsets))

@@ -63,7 +63,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 from urllib.parse import unquote
 
 from txamqp09.broker.auth.permissions import Permission, checked_name
@@ -84,9 +84,15 @@ __all__ = [
     "Router",
     "has_tag",
     "Basic",
+    "Encoded",
+    "filtered_by_name",
     "listing",
+    "page_of",
+    "page_parameters",
     "MAX_NAME_BYTES",
 ]
+
+T = TypeVar("T")
 
 #: The tags that let a user use the management API at all.
 MANAGEMENT_TAGS = frozenset({"management", "policymaker", "monitoring", "administrator"})
@@ -140,6 +146,16 @@ def bad_request(reason: str) -> ApiError:
 def not_authorised(reason: str) -> ApiError:
     """RabbitMQ's 401 for an authenticated user who may not do this."""
     return ApiError(401, "not_authorised", reason)
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A JSON answer already encoded, sent with 200 as it is.
+
+    :ivar data: the UTF-8 JSON text.
+    """
+
+    data: bytes
 
 
 @dataclass
@@ -438,7 +454,6 @@ def listing(
     """
     query = request.query
     page = _query_int(query, "page")
-    page_size = _query_int(query, "page_size")
     items: list[Any] = list(rows)
     total = len(items)
     sort = query.get("sort")
@@ -458,23 +473,7 @@ def listing(
         items.reverse()
     if page is None:
         return items
-    if page <= 0 or (page_size is not None and not 0 < page_size <= MAX_PAGE_SIZE):
-        raise ApiError(
-            400,
-            "invalid_pagination_parameters",
-            f"Invalid pagination parameters: page number {page}, page size "
-            f"{'undefined' if page_size is None else page_size}",
-        )
-    size = page_size or DEFAULT_PAGE_SIZE
-    filtered = _filtered(items, query.get("name"), query.get("use_regex") == "true")
-    start = (page - 1) * size
-    if start > len(filtered):
-        raise ApiError(
-            400,
-            "page_out_of_range",
-            f"Page out of range, page: {page} page size: {size}, len: {len(filtered)}",
-        )
-    chosen = filtered[start:start + size]
+    page, size, filtered, chosen = page_of(items, query, _row_name)
     if late:
         assert expand is not None
         chosen = [expand(row.object) for row in chosen]
@@ -491,8 +490,53 @@ def listing(
     }
 
 
-def _filtered(items: list[Any], name: Optional[str], use_regex: bool) -> list[Any]:
-    """The rows whose ``name`` contains *name* (or matches it as a regex), ignoring case."""
+def page_parameters(query: Mapping[str, str]) -> tuple[int, int]:
+    """The page asked for and its size (``page``, ``page_size``: 1-500, 100 by default).
+
+    :raises ApiError: 400 with RabbitMQ's text for bad values.
+    """
+    page = _query_int(query, "page")
+    size = _query_int(query, "page_size")
+    if page is None or page <= 0 or (size is not None and not 0 < size <= MAX_PAGE_SIZE):
+        raise ApiError(
+            400,
+            "invalid_pagination_parameters",
+            f"Invalid pagination parameters: page number {page}, page size "
+            f"{'undefined' if size is None else size}",
+        )
+    return page, size or DEFAULT_PAGE_SIZE
+
+
+def page_of(
+    items: list[T], query: Mapping[str, str], name_of: Callable[[T], Any]
+) -> tuple[int, int, list[T], list[T]]:
+    """The page a list query asks for: (page, page size, the items the
+    ``name`` filter keeps, the page's items).
+
+    :raises ApiError: 400 with RabbitMQ's texts for bad page parameters, a
+        page past the end, or a regular expression that does not compile.
+    """
+    page, size = page_parameters(query)
+    filtered = filtered_by_name(items, query.get("name"), query.get("use_regex") == "true", name_of)
+    start = (page - 1) * size
+    if start > len(filtered):
+        raise ApiError(
+            400, "page_out_of_range", f"Page out of range, page: {page} page size: {size}, len: {len(filtered)}")
+    return page, size, filtered, filtered[start:start + size]
+
+
+def _row_name(row: Mapping[str, Any]) -> Any:
+    return row.get("name")
+
+
+def filtered_by_name(
+    items: list[T], name: Optional[str], use_regex: bool, name_of: Callable[[T], Any]
+) -> list[T]:
+    """The items whose name (``name_of(item)``) contains *name*, or matches
+    it as a regular expression with *use_regex*, ignoring case.
+
+    :raises ApiError: 400 when the regular expression does not compile.
+    """
     if not name:
         return items
     if use_regex:
@@ -500,6 +544,6 @@ def _filtered(items: list[Any], name: Optional[str], use_regex: bool) -> list[An
             pattern = re.compile(name, re.IGNORECASE)
         except re.error:
             raise bad_request("Pagination parameters are invalid") from None
-        return [row for row in items if isinstance(row.get("name"), str) and pattern.search(row["name"])]
+        return [item for item in items if isinstance(found := name_of(item), str) and pattern.search(found)]
     needle = name.lower()
-    return [row for row in items if isinstance(row.get("name"), str) and needle in row["name"].lower()]
+    return [item for item in items if isinstance(found := name_of(item), str) and needle in found.lower()]

@@ -29,8 +29,9 @@ from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IStrea
 from zope.interface import implementer
 
 from txamqp09.broker.model import Queue, Session, VirtualHost
-from txamqp09.management.cache import ComputeCache
+from txamqp09.management.rows import QueueRows
 from txamqp09.management.stats import Statistics
+from txamqp09.management.views import queue_view
 
 if TYPE_CHECKING:
     from txamqp09.broker.server import ServerConnection, ServerFactory
@@ -77,8 +78,10 @@ class Node:
         self.listeners: list[Listener] = []
         #: Counters sampled into rates (started by :meth:`start`).
         self.stats = Statistics(self, self.clock)
-        #: Expensive answers, reused for a while (see :mod:`.cache`).
-        self.cache = ComputeCache()
+        #: How many changes have been made through the API (see :meth:`changed`).
+        self.changes = 0
+        #: Encoded queue rows and orders kept between requests (see :mod:`.rows`).
+        self.queue_rows = QueueRows(self, lambda queue, unacked: queue_view(self, queue, unacked))
 
     def start(self) -> None:
         """Start sampling statistics."""
@@ -87,6 +90,11 @@ class Node:
     def stop(self) -> None:
         """Stop sampling statistics."""
         self.stats.stop()
+
+    def changed(self) -> None:
+        """Note that a request changed something, so that lists made
+        afterwards show it (see :meth:`.rows.QueueRows.snapshot`)."""
+        self.changes += 1
 
     def vhost(self, name: str) -> Optional[VirtualHost]:
         """The model's virtual host *name*, or None if the security database has none."""

@@ -340,6 +340,22 @@ class Statistics:
             return {}
         return dict(zip(counters.FIELDS, series.rates))
 
+    def rates_of(self, counters: Counters) -> Optional[tuple[float, ...]]:
+        """The rates of *counters* from the last sample, as kept (the same
+        object until they change), or None before the first sample."""
+        series = self._counters.get(counters)
+        return series.rates if series is not None else None
+
+    def length_rates(self, counters: QueueCounters) -> Optional[tuple[float, ...]]:
+        """Like :meth:`rates_of`, for the lengths of the queue counting with *counters*."""
+        series = self._lengths.get(counters)
+        return series.rates if series is not None else None
+
+    def last_change(self, counters: Counters) -> Optional[float]:
+        """When a sample of *counters* last differed from the one before (seconds), or None."""
+        series = self._counters.get(counters)
+        return series.history[-1][0] / 1000 if series is not None and series.history else None
+
     def _figures(
         self,
         fields: tuple[str, ...],

@@ -10,15 +10,15 @@ left out; docs/management.rst lists the differences.
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
 import time
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import quote_plus
 
 from txamqp09.broker.model import Binding, Consumer, Exchange, Mode, Queue
 from txamqp09.broker.model.arguments import STREAM
+from txamqp09.broker.model.stats import Counters
 from txamqp09.broker.runtime import jsonable, queue_policy_fields
+from txamqp09.management.erlang import amqp_table_term, phash2
 from txamqp09.management.stats import NO_RANGES, Ranges
 
 if TYPE_CHECKING:
@@ -44,6 +44,12 @@ __all__ = [
 def _iso(seconds: float) -> str:
     """A time as RabbitMQ writes ``idle_since``."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds * 1000) % 1000:03d}+00:00"
+
+
+def _last_change(node: Node, counters: Counters) -> float:
+    """When *counters* last changed, as far as the samples tell (now before the first)."""
+    changed = node.stats.last_change(counters)
+    return changed if changed is not None else node.clock.seconds()
 
 
 # -- queues ------------------------------------------------------------------
@@ -97,7 +103,7 @@ def queue_view(
         "message_stats": stats.channel_stats(queue.stats, ranges.msg_rates),
     }
     view.update(stats.queue_lengths(queue, unacked_count, ranges.lengths))
-    view["idle_since"] = _iso(time.time())
+    view["idle_since"] = _iso(_last_change(node, queue.stats))
     if details:
         view["consumer_details"] = [consumer_view(node, consumer) for consumer in consumers]
         view["deliveries"] = []
@@ -136,11 +142,13 @@ def exchange_view(node: Node, exchange: Exchange, vhost: str, ranges: Ranges = N
 
 
 def properties_key(routing_key: str, arguments: dict[str, Any]) -> str:
-    """The ``properties_key`` that names a binding in URLs: the quoted
-    routing key, and a hash of the arguments after ``~`` when there are any."""
+    """The ``properties_key`` that names a binding in URLs, as RabbitMQ
+    makes it: the quoted routing key (``~`` for an empty one without
+    arguments) and, with arguments, ``~`` and the URL-safe base64 of the
+    32-bit ``erlang:phash2`` of the arguments as RabbitMQ holds them."""
     if not arguments:
         return "~" if not routing_key else _quote(routing_key)
-    digest = hashlib.sha256(json.dumps(jsonable(arguments), sort_keys=True).encode()).digest()[:4]
+    digest = phash2(amqp_table_term(arguments)).to_bytes(4, "big")
     return _quote(routing_key) + "~" + base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
@@ -259,7 +267,7 @@ def channel_view(
         "pending_raft_commands": 0,
         "message_stats": node.stats.channel_stats(session.stats, ranges.msg_rates),
     }
-    view["idle_since"] = _iso(time.time())
+    view["idle_since"] = _iso(_last_change(node, session.stats))
     if details:
         view["consumer_details"] = [consumer_view(node, consumer) for consumer in session.consumers.values()]
         view["deliveries"] = []

@@ -29,12 +29,14 @@ from txamqp09.broker.auth.sasl import PasswordCredentials, PeerInfo
 from txamqp09.management.api import (
     ApiError,
     ApiRequest,
+    Encoded,
     Reply,
     Router,
     not_authorised,
     split_path,
 )
 from txamqp09.management.node import Node
+from txamqp09.management.rows import encode
 from txamqp09.management.ui import UiFiles
 from txamqp09.wire.errors import AMQPError
 
@@ -139,6 +141,8 @@ class ManagementResource(Resource):
         return Reply(500, {"error": "internal_error", "reason": f"{type(error).__name__}: {error}"})
 
     def _write(self, result: Any, request: Request, finished: list[bool]) -> None:
+        if request.method not in (b"GET", b"HEAD"):
+            self.node.changed()
         if finished:
             return
         reply = result if isinstance(result, Reply) else Reply(200 if result is not None else 204, result)
@@ -148,7 +152,7 @@ class ManagementResource(Resource):
         request.setHeader("Cache-Control", "no-cache")
         if reply.body is not None:
             request.setHeader("Content-Type", "application/json")
-            request.write(json.dumps(reply.body, separators=(",", ":")).encode("utf-8"))
+            request.write(reply.body.data if isinstance(reply.body, Encoded) else encode(reply.body))
         request.finish()
 
 

@@ -4,8 +4,9 @@ A store keeps the durable topology (exchanges, queues, bindings) and the
 persistent messages routed to durable queues. It also keeps, until it is
 opened again, the bodies the broker spills to disk under memory pressure
 (messages it does not otherwise keep: transient ones, or those on queues that
-are not durable), and the logs of stream queues (records appended by
-offset, read back by offset range, truncated from the head by retention),
+are not durable), and the logs of stream queues (chunks of messages
+appended by offset, read back a chunk at a time, truncated from the head by
+retention; see :mod:`txamqp09.store.chunks`),
 and the broker's runtime configuration: settings, JSON values filed by kind
 and key (users, vhosts, permissions, policies, limits, parameters; see
 :mod:`txamqp09.broker.runtime`). Every change is an operation
@@ -38,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from zope.interface import Attribute, Interface
 
+from txamqp09.store.chunks import LogChunk
+
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
@@ -47,7 +50,7 @@ __all__ = [
     "DurableBinding",
     "StoredMessage",
     "Recovered",
-    "LogRecord",
+    "LogChunk",
     "LogSegment",
     "IMessageStore",
     "Settings",
@@ -119,28 +122,6 @@ class StoredMessage:
     size: int
     redelivered: bool = False
     published: float = 0.0
-
-
-@dataclass(slots=True)
-class LogRecord:
-    """One message of a stream's log.
-
-    :ivar offset: its place in the log (0 for the first message ever appended).
-    :ivar segment: the offset of the first message of its segment (the unit
-        retention removes).
-    :ivar timestamp: when it was appended, in milliseconds since the epoch
-        (never less than the timestamp of the message before it).
-    :ivar raw_properties: the content header's property flags and list, as
-        published.
-    """
-
-    offset: int
-    segment: int
-    timestamp: int
-    exchange: str
-    routing_key: str
-    raw_properties: bytes
-    body: bytes
 
 
 @dataclass(slots=True)
@@ -245,15 +226,17 @@ class IMessageStore(Interface):
         caller briefly, so callers read many bodies at a time.
         """
 
-    def append_log(vhost: str, queue: str, record: LogRecord) -> int:
-        """Append *record* to the log of the stream *queue*.
-
-        Offsets are given by the caller and increase by one per record.
+    def append_log(vhost: str, queue: str, chunk: LogChunk) -> int:
+        """Write *chunk*, the next chunk of the log of the stream *queue*:
+        the messages added to it until the store takes it
+        (:meth:`~txamqp09.store.chunks.LogChunk.take`), which may be more
+        than it holds now. Every message added before the take is durable
+        once the returned sequence number is.
         """
 
-    def read_log(vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
-        """At most *limit* durable records of a log, in order, from offset
-        *start* on (from the first retained one when *start* was removed).
+    def read_log(vhost: str, queue: str, start: int) -> Optional[LogChunk]:
+        """The durable chunk of a log that holds offset *start* (the first
+        retained one when *start* was removed; None past the end).
 
         Like :meth:`read`, this blocks the caller briefly.
         """
@@ -263,7 +246,8 @@ class IMessageStore(Interface):
         least *timestamp* (milliseconds), or None when there is none."""
 
     def truncate_log(vhost: str, queue: str, first: int) -> int:
-        """Remove the records of a log before offset *first* (retention)."""
+        """Remove the chunks of a log before offset *first* (retention; a
+        chunk's first offset: the log is cut between chunks)."""
 
     def put_setting(kind: str, key: str, value: Any) -> int:
         """Record a setting: *value* (anything :func:`json.dumps` takes) under

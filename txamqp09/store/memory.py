@@ -5,7 +5,7 @@ simulates a restart with nothing lost."""
 from __future__ import annotations
 
 import json
-from bisect import bisect_left
+from bisect import bisect_right
 from typing import Any, Callable, Optional, Sequence
 
 from twisted.internet.defer import Deferred, succeed
@@ -16,7 +16,7 @@ from txamqp09.store.interface import (
     DurableExchange,
     DurableQueue,
     IMessageStore,
-    LogRecord,
+    LogChunk,
     LogSegment,
     Recovered,
     Settings,
@@ -37,8 +37,9 @@ class MemoryStore:
         self.bindings: set[DurableBinding] = set()
         self.messages: dict[tuple[str, str], dict[int, StoredMessage]] = {}
         self.spilled: dict[int, bytes] = {}
-        #: Each stream's log records, in offset order.
-        self.logs: dict[tuple[str, str], list[LogRecord]] = {}
+        #: Each stream's log chunks, in offset order (the chunks the streams
+        #: fill: memory holds each message as soon as it is added).
+        self.logs: dict[tuple[str, str], list[LogChunk]] = {}
         #: The settings, each kept as JSON text (as the SQLite store does).
         self.settings: dict[str, dict[str, str]] = {}
         self._sequence = 0
@@ -70,9 +71,9 @@ class MemoryStore:
                         m.published,
                     )
                 )
-        for key, records in self.logs.items():
+        for key, chunks in self.logs.items():
             if key in self.queues:
-                recovered.logs[key] = _segments(records)
+                recovered.logs[key] = _segments(chunks)
         return recovered
 
     def add_exchange(self, exchange: DurableExchange) -> int:
@@ -145,28 +146,33 @@ class MemoryStore:
         bodies.update((i, self.spilled[i]) for i in wanted if i in self.spilled)
         return bodies
 
-    def append_log(self, vhost: str, queue: str, record: LogRecord) -> int:
-        self.logs.setdefault((vhost, queue), []).append(record)
+    def append_log(self, vhost: str, queue: str, chunk: LogChunk) -> int:
+        self.logs.setdefault((vhost, queue), []).append(chunk)
         return self._done()
 
-    def _log_from(self, vhost: str, queue: str, start: int) -> tuple[list[LogRecord], int]:
-        """A log and the index of its first record at or after offset *start*."""
-        records = self.logs.get((vhost, queue), [])
-        first = records[0].offset if records else 0
-        return records, max(0, start - first)
+    def _chunks_from(self, vhost: str, queue: str, start: int) -> list[LogChunk]:
+        """A log's chunks from the one holding offset *start* on (all of them
+        when *start* was removed)."""
+        chunks = [chunk for chunk in self.logs.get((vhost, queue), []) if chunk.count]
+        firsts = [chunk.first for chunk in chunks]
+        return chunks[max(bisect_right(firsts, start) - 1, 0) :]
 
-    def read_log(self, vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
-        records, index = self._log_from(vhost, queue, start)
-        return records[index : index + limit]
+    def read_log(self, vhost: str, queue: str, start: int) -> Optional[LogChunk]:
+        chunks = self._chunks_from(vhost, queue, start)
+        for chunk in chunks:
+            if chunk.end > start:
+                return chunk
+        return None
 
     def log_offset_at(self, vhost: str, queue: str, timestamp: int, start: int) -> Optional[int]:
-        records, index = self._log_from(vhost, queue, start)
-        found = bisect_left(records, timestamp, lo=min(index, len(records)), key=lambda r: r.timestamp)
-        return records[found].offset if found < len(records) else None
+        for chunk in self._chunks_from(vhost, queue, start):
+            if chunk.end > start and chunk.last_timestamp >= timestamp:
+                return chunk.first + chunk.index_at(timestamp, max(start - chunk.first, 0))
+        return None
 
     def truncate_log(self, vhost: str, queue: str, first: int) -> int:
-        records, index = self._log_from(vhost, queue, first)
-        del records[:index]
+        chunks = self.logs.get((vhost, queue), [])
+        chunks[:] = [chunk for chunk in chunks if chunk.first >= first]
         return self._done()
 
     def _settings(self) -> Settings:
@@ -208,16 +214,18 @@ class MemoryStore:
         return succeed(None)
 
 
-def _segments(records: Sequence[LogRecord]) -> list[LogSegment]:
-    """The segments of a log's *records* (in offset order)."""
+def _segments(chunks: Sequence[LogChunk]) -> list[LogSegment]:
+    """The segments of a log's *chunks* (in offset order)."""
     segments: list[LogSegment] = []
     current = -1
-    for record in records:
-        if record.segment != current:
-            current = record.segment
-            segments.append(LogSegment(record.offset, record.offset, record.timestamp, record.timestamp, 0))
+    for chunk in chunks:
+        if not chunk.count:
+            continue
+        if chunk.segment != current:
+            current = chunk.segment
+            segments.append(LogSegment(chunk.first, chunk.first, chunk.first_timestamp, 0, 0))
         segment = segments[-1]
-        segment.last = record.offset
-        segment.last_timestamp = record.timestamp
-        segment.size += len(record.body)
+        segment.last = chunk.end - 1
+        segment.last_timestamp = chunk.last_timestamp
+        segment.size += chunk.size
     return segments

@@ -45,15 +45,25 @@ an error that is not the database's.
 Bodies the broker spills under memory pressure (messages the store does not
 keep otherwise) go to a table of their own, emptied when the store opens.
 
-Stream logs live in the table ``stream_log``, one row per message keyed by
-(vhost, queue, offset), appended in the same batches as everything else.
-Reads by offset range and the search for a timestamp (a binary search on
-offsets, timestamps never decreasing along a log) go through the read-only
-connection; retention deletes whole segments from the head of a log, and the
-freed pages are reclaimed like any others. Recovery reports each log's
-segments (first and last offsets and timestamps, body bytes) without reading
-the messages. :meth:`SQLiteStore.add_durable_listener` tells the broker when
-batches are durable, so that a stream hands out only messages on disk.
+Stream logs live in the table ``stream_chunks``, one row per chunk of
+messages (:mod:`txamqp09.store.chunks`) keyed by (vhost, queue, first
+offset): its header (message count, segment, first and last timestamps,
+body bytes) in columns, then its offset index and its packed records as two
+blobs. A stream's chunk is written with the batch that takes it, so one
+batch writes one row per stream, however many messages it appended. Reading
+a chunk by offset and the search for a timestamp (a scan of chunk headers,
+then a binary search inside one chunk) go through the read-only connection;
+retention deletes whole chunks from the head of a log, and the freed pages
+are reclaimed like any others. Recovery reports each log's segments from the
+chunk headers alone, without reading the messages.
+:meth:`SQLiteStore.add_durable_listener` tells the broker when batches are
+durable, so that a stream hands out only messages on disk.
+
+The database records the version of its layout (``PRAGMA user_version``,
+:data:`SCHEMA_VERSION`). A database of version 0 (stream logs as one row per
+message, in ``stream_log``) is migrated when opened: its logs are rewritten
+as chunks, in one transaction. A database of a later version than this
+store knows is refused (:class:`StoreFormatError`) without being changed.
 
 Recovery relies on SQLite's atomic commits: a batch is on disk entirely or
 not at all, so a crash at any point (a torn write, a half-written batch)
@@ -77,25 +87,26 @@ from dataclasses import dataclass
 from heapq import heappop, heappush
 from pathlib import Path
 from time import monotonic, time
-from typing import IO, Any, Callable, Optional, Sequence, Union
+from typing import IO, Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from txamqp09.store.chunks import CHUNK_BYTES, LogChunk
 from txamqp09.store.distribution import BATCH_MESSAGES_BUCKETS, COMMIT_SECONDS_BUCKETS, Distribution
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
     DurableQueue,
     IMessageStore,
-    LogRecord,
     LogSegment,
     Recovered,
     StoredMessage,
 )
 from txamqp09.wire.fields import RABBITMQ
+from txamqp09.wire.forwarding import envelope
 
 __all__ = [
     "BATCH_BYTES",
@@ -103,7 +114,9 @@ __all__ = [
     "IDLE_SECONDS",
     "REMOVALS_PER_BATCH",
     "RETRY_SECONDS",
+    "SCHEMA_VERSION",
     "SQLiteStore",
+    "StoreFormatError",
     "StoreInUse",
     "VACUUM_MIN_FREE_PAGES",
 ]
@@ -128,6 +141,9 @@ RETRY_SECONDS = 0.5
 _SHARED_PROPERTIES = 1024
 #: Message ids per query of :meth:`SQLiteStore.read`.
 _READ_CHUNK = 500
+#: The version of the database's layout this store writes (``PRAGMA
+#: user_version``): 1 keeps stream logs in chunks; 0 kept one row per message.
+SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS exchanges (
@@ -149,11 +165,12 @@ CREATE TABLE IF NOT EXISTS queue_messages (
     PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS queue_messages_by_message ON queue_messages (message_id);
 CREATE TABLE IF NOT EXISTS spilled (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS stream_log (
-    vhost TEXT NOT NULL, queue TEXT NOT NULL, position INTEGER NOT NULL,
-    segment INTEGER NOT NULL, timestamp INTEGER NOT NULL, exchange TEXT NOT NULL,
-    routing_key TEXT NOT NULL, properties BLOB NOT NULL, body BLOB NOT NULL,
-    PRIMARY KEY (vhost, queue, position));
+CREATE TABLE IF NOT EXISTS stream_chunks (
+    vhost TEXT NOT NULL, queue TEXT NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL,
+    segment INTEGER NOT NULL, first_timestamp INTEGER NOT NULL, last_timestamp INTEGER NOT NULL,
+    size INTEGER NOT NULL, ends BLOB NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (vhost, queue, first));
+CREATE INDEX IF NOT EXISTS stream_chunks_by_time ON stream_chunks (vhost, queue, last_timestamp);
 CREATE TABLE IF NOT EXISTS settings (
     kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key));
 CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, written REAL NOT NULL);
@@ -218,22 +235,24 @@ class _Publish:
 
 
 class _Append:
-    """A record to append to a stream's log, as the row the writer inserts
-    (made on the reactor thread, so that the writer does less under the GIL)."""
+    """A chunk to write to a stream's log: what the stream added to it until
+    the writer takes it (its size is bounded by
+    :data:`~txamqp09.store.chunks.CHUNK_BYTES`, so it counts as nothing
+    towards :data:`BATCH_BYTES`)."""
 
-    __slots__ = ("row", "sequence")
+    __slots__ = ("vhost", "queue", "chunk", "sequence")
 
-    def __init__(self, vhost: str, queue: str, r: LogRecord) -> None:
-        self.row = (
-            vhost, queue, r.offset, r.segment, r.timestamp, r.exchange, r.routing_key,
-            r.raw_properties, r.body,
-        )
+    size = 0
+
+    def __init__(self, vhost: str, queue: str, chunk: LogChunk) -> None:
+        self.vhost = vhost
+        self.queue = queue
+        self.chunk = chunk
         self.sequence = 0
 
-    @property
-    def size(self) -> int:
-        """The bytes of its body."""
-        return len(self.row[8])
+    def row(self) -> tuple[Any, ...]:
+        """The row of table ``stream_chunks`` (writer thread: takes the chunk)."""
+        return (self.vhost, self.queue, *self.chunk.take())
 
 
 #: What the writer thread applies, in order.
@@ -242,6 +261,10 @@ _Work = Union[_Publish, _Append, _Operation]
 
 class StoreInUse(Exception):
     """Another process has the store open."""
+
+
+class StoreFormatError(Exception):
+    """The database was written by a later version, in a layout this store does not know."""
 
 
 @dataclass
@@ -346,11 +369,23 @@ class SQLiteStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_file = _exclusive(self.path.with_name(self.path.name + ".lock"))
         connection = self._connect()
+        try:
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreFormatError(
+                    f"{self.path} holds data in layout version {version}, written by a later "
+                    f"version of txamqp09; this one reads versions up to {SCHEMA_VERSION}"
+                )
+        except BaseException:
+            connection.close()
+            self._lock_file.close()
+            raise
         if connection.execute("PRAGMA page_count").fetchone()[0] <= 1:
             connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
             connection.execute("VACUUM")
         connection.executescript(_SCHEMA)
         _add_published_column(connection)
+        _migrate_stream_log(connection)
         recovered = self._recover(connection, body_budget)
         try:
             _tidy(connection)
@@ -401,8 +436,8 @@ class SQLiteStore:
         last = db.execute("SELECT max(id) FROM messages").fetchone()[0]
         recovered.next_message_id = (last or 0) + 1
         for vhost, queue, first, last, first_time, last_time, size in db.execute(
-            "SELECT vhost, queue, min(position), max(position), min(timestamp), max(timestamp),"
-            " sum(length(body)) FROM stream_log GROUP BY vhost, queue, segment"
+            "SELECT vhost, queue, min(first), max(first + count - 1), min(first_timestamp),"
+            " max(last_timestamp), sum(size) FROM stream_chunks GROUP BY vhost, queue, segment"
             " ORDER BY vhost, queue, segment"
         ):
             recovered.logs.setdefault((vhost, queue), []).append(
@@ -517,54 +552,40 @@ class SQLiteStore:
             self._reader.execute("PRAGMA query_only=1")
         return self._reader
 
-    def append_log(self, vhost: str, queue: str, record: LogRecord) -> int:
-        append = _Append(vhost, queue, record)
+    def append_log(self, vhost: str, queue: str, chunk: LogChunk) -> int:
+        append = _Append(vhost, queue, chunk)
         with self._lock:
             self._check_open()
             self._pending.append(append)
-            self._pending_bytes += len(record.body)
             append.sequence = sequence = self._next_sequence()
             return sequence
 
-    def read_log(self, vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
-        rows = self._reading().execute(
-            "SELECT position, segment, timestamp, exchange, routing_key, properties, body"
-            " FROM stream_log WHERE vhost = ? AND queue = ? AND position >= ?"
-            " ORDER BY position LIMIT ?",
-            (vhost, queue, start, limit),
-        )
-        return [LogRecord(*row) for row in rows]
+    def read_log(self, vhost: str, queue: str, start: int) -> Optional[LogChunk]:
+        reader = self._reading()
+        for condition in ("first <= ? ORDER BY first DESC", "first > ? ORDER BY first"):
+            row = reader.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM stream_chunks WHERE vhost = ? AND queue = ?"
+                f" AND {condition} LIMIT 1",
+                (vhost, queue, start),
+            ).fetchone()
+            if row is not None and row[0] + row[1] > start:
+                return LogChunk.from_row(row)
+        return None
 
     def log_offset_at(self, vhost: str, queue: str, timestamp: int, start: int) -> Optional[int]:
-        """A binary search on offsets: timestamps never decrease along a log,
-        and a log's offsets run without gaps from its first to its last."""
-        reader = self._reading()
-        key = (vhost, queue)
-        first = reader.execute(
-            "SELECT position FROM stream_log WHERE vhost = ? AND queue = ? AND position >= ?"
-            " ORDER BY position LIMIT 1",
-            (*key, start),
+        """The first chunk with a message at or after *timestamp* and after
+        *start* (found by its last timestamp, which an index orders as the
+        offsets are: timestamps never decrease along a log), then a binary
+        search inside it."""
+        row = self._reading().execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM stream_chunks WHERE vhost = ? AND queue = ?"
+            " AND last_timestamp >= ? AND first + count > ? ORDER BY last_timestamp, first LIMIT 1",
+            (vhost, queue, timestamp, start),
         ).fetchone()
-        if first is None:
+        if row is None:
             return None
-        (last,) = reader.execute(
-            "SELECT position FROM stream_log WHERE vhost = ? AND queue = ?"
-            " ORDER BY position DESC LIMIT 1",
-            key,
-        ).fetchone()
-        low, end = first[0], last + 1
-        high = end
-        while low < high:
-            middle = (low + high) // 2
-            (found,) = reader.execute(
-                "SELECT timestamp FROM stream_log WHERE vhost = ? AND queue = ? AND position = ?",
-                (*key, middle),
-            ).fetchone()
-            if found < timestamp:
-                low = middle + 1
-            else:
-                high = middle
-        return int(low) if low < end else None
+        chunk = LogChunk.from_row(row)
+        return chunk.first + chunk.index_at(timestamp, max(start - chunk.first, 0))
 
     def truncate_log(self, vhost: str, queue: str, first: int) -> int:
         return self._queue(_truncate_log, vhost, queue, first)
@@ -871,12 +892,12 @@ def _remove_queue(db: sqlite3.Connection, vhost: str, name: str) -> None:
         (vhost, name),
     )
     _purge(db, vhost, name)
-    db.execute("DELETE FROM stream_log WHERE vhost = ? AND queue = ?", (vhost, name))
+    db.execute("DELETE FROM stream_chunks WHERE vhost = ? AND queue = ?", (vhost, name))
 
 
 def _truncate_log(db: sqlite3.Connection, vhost: str, queue: str, first: int) -> None:
     db.execute(
-        "DELETE FROM stream_log WHERE vhost = ? AND queue = ? AND position < ?", (vhost, queue, first)
+        "DELETE FROM stream_chunks WHERE vhost = ? AND queue = ? AND first < ?", (vhost, queue, first)
     )
 
 
@@ -929,8 +950,9 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> Optional[int]:
                 links.extend((vhost, queue, m.message_id) for vhost, queue in operation.queues)
             continue
         if isinstance(operation, _Append):
-            written += 1
-            appends.append(operation.row)
+            row = operation.row()
+            written += row[3]
+            appends.append(row)
             continue
         begun = begun or _begin(db)
         _insert_messages(db, messages, links)
@@ -972,11 +994,60 @@ def _insert_messages(
 
 
 def _insert_log(db: sqlite3.Connection, appends: list[tuple[Any, ...]]) -> None:
-    """Insert the gathered log records, then forget them."""
+    """Insert the gathered log chunks, then forget them (a chunk written
+    again after a failed batch replaces itself)."""
     if appends:
-        db.executemany("INSERT INTO stream_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", appends)
+        db.executemany("INSERT OR REPLACE INTO stream_chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", appends)
         appends.clear()
 
+
+def _migrate_stream_log(db: sqlite3.Connection) -> None:
+    """Rewrite the logs of a version 0 database (one row per message in
+    ``stream_log``) as chunks, in one transaction, and mark the database as
+    of :data:`SCHEMA_VERSION`."""
+    if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        old = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stream_log'")
+        if old.fetchone() is not None:
+            rows = db.execute(
+                "SELECT vhost, queue, position, segment, timestamp, exchange, routing_key,"
+                " properties, body FROM stream_log ORDER BY vhost, queue, position"
+            )
+            for key, chunk in _chunks_of(rows):
+                db.execute(
+                    "INSERT INTO stream_chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (*key, *chunk.take())
+                )
+            db.execute("DROP TABLE stream_log")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def _chunks_of(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[tuple[str, str], LogChunk]]:
+    """(vhost, queue) and chunk for each chunk the version 0 rows of
+    ``stream_log`` make (in order), cut at segments and at
+    :data:`~txamqp09.store.chunks.CHUNK_BYTES`."""
+    key: Optional[tuple[str, str]] = None
+    chunk: Optional[LogChunk] = None
+    for vhost, queue, offset, segment, timestamp, exchange, routing_key, properties, body in rows:
+        if (
+            chunk is None or key != (vhost, queue) or chunk.segment != segment or chunk.end != offset
+            or chunk.nbytes >= CHUNK_BYTES
+        ):
+            if chunk is not None and key is not None:
+                yield key, chunk
+            key, chunk = (vhost, queue), LogChunk(offset, segment)
+        chunk.add(timestamp, envelope(exchange, routing_key), bytes(properties), bytes(body))
+    if chunk is not None and key is not None:
+        yield key, chunk
+
+
+#: The columns of ``stream_chunks`` that :meth:`LogChunk.from_row` takes.
+_CHUNK_COLUMNS = "first, count, segment, first_timestamp, last_timestamp, size, ends, data"
 
 _DELETE_ORPHANS = (
     "DELETE FROM messages WHERE id = ? AND NOT EXISTS"

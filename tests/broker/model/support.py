@@ -10,7 +10,7 @@ from twisted.internet.task import Clock
 
 from tests.broker.support import RecordingSink, message, session
 from txamqp09.broker.model import Client, Consumer, Message, Session, VirtualHost
-from txamqp09.store.interface import LogRecord
+from txamqp09.store.chunks import LogChunk
 from txamqp09.store.memory import MemoryStore
 from txamqp09.wire import _amqp0_9_1 as spec
 
@@ -116,11 +116,15 @@ class LaggingStore(MemoryStore):
         self.listeners.append(listener)
 
     def flush(self) -> None:
-        """Every operation so far is durable now."""
+        """Every operation so far is durable now (and the chunks appended so
+        far are closed, as a writer taking them closes them)."""
+        for chunks in self.logs.values():
+            for chunk in chunks:
+                chunk.take()
         self.durable = self.last_sequence
         for listener in self.listeners:
             listener(self.durable)
 
-    def read_log(self, vhost: str, queue: str, start: int, limit: int) -> list[LogRecord]:
+    def read_log(self, vhost: str, queue: str, start: int) -> Optional[LogChunk]:
         self.reads.append(start)
-        return super().read_log(vhost, queue, start, limit)
+        return super().read_log(vhost, queue, start)

@@ -146,7 +146,10 @@ class DeclarationTests(StreamCase):
         assert self.store is not None
         self.assertIn(("/", "s"), self.store.queues)
         self.assertEqual(self.store.messages[("/", "s")], {})
-        self.assertEqual([r.body for r in self.store.logs[("/", "s")]], [b"persistent"])
+        self.assertEqual(
+            [chunk.message(index)[2] for chunk in self.store.logs[("/", "s")] for index in range(chunk.count)],
+            [b"persistent"],
+        )
 
 
 class MemoryBudgetTests(StreamCase):
@@ -333,7 +336,7 @@ class RetentionTests(StreamCase):
         for n in range(10):
             self.publish(b"%02d" % n * 25)
         assert self.store is not None
-        kept = [record.offset for record in self.store.logs[("/", "s")]]
+        kept = [offset for chunk in self.store.logs[("/", "s")] for offset in range(chunk.first, chunk.end)]
         self.assertEqual((stream.first_offset, kept[0], kept[-1]), (kept[0], kept[0], 9))
         self.assertLessEqual(stream.log_bytes, 250 + 100)
         self.assertEqual(kept[0] % 2, 0, "segments of two 50-byte messages go whole")
@@ -369,15 +372,109 @@ class RetentionTests(StreamCase):
         self.assertEqual(stream.message_count, 6)
 
 
+class ChunkTests(StreamCase):
+    """The log in chunks: a chunk closes when the store takes it, when it is
+    full and at a segment's end; offsets run on across chunks."""
+
+    def setUp(self) -> None:
+        self.store = self.lagging = LaggingStore()
+        super().setUp()
+        # Records of 10-byte bodies take more than 33 bytes: three fill a chunk.
+        self.patch(stream_module, "CHUNK_BYTES", 100)
+
+    def chunks(self) -> list[tuple[int, int, int]]:
+        """(first offset, end, segment) of each chunk the store holds."""
+        return [(chunk.first, chunk.end, chunk.segment) for chunk in self.lagging.logs[("/", "s")]]
+
+    def test_a_chunk_takes_messages_until_the_store_takes_it_or_it_is_full(self) -> None:
+        self.declare()
+        self.publish(*[b"%010d" % n for n in range(6)])
+        self.lagging.flush()
+        self.publish(b"%010d" % 6)
+        self.assertEqual(self.chunks(), [(0, 3, 0), (3, 6, 0), (6, 7, 0)])
+        self.lagging.flush()
+        _, sink = self.consume(b"first")
+        self.assertEqual(sink.offsets(), list(range(7)))
+        self.assertEqual(sink.bodies(), [b"%010d" % n for n in range(7)])
+
+    def test_a_consumer_attaches_at_an_offset_inside_a_chunk(self) -> None:
+        self.patch(stream_module, "CACHE_BYTES", 20)
+        self.declare()
+        self.publish(*[b"%010d" % n for n in range(20)])
+        self.lagging.flush()
+        for start in (0, 5, 6, 13, 19):
+            _, sink = self.consume(start)
+            self.assertEqual(sink.offsets(), list(range(start, 20)), start)
+            self.assertEqual(sink.bodies(), [b"%010d" % n for n in range(start, 20)], start)
+        self.assertIn(5, self.lagging.reads, "offset 5 was read from the store, inside a chunk")
+
+    def test_chunks_end_with_their_segment_and_retention_removes_whole_chunks(self) -> None:
+        stream = self.declare(**{"x-stream-max-segment-size-bytes": 30, "x-max-length-bytes": 60})
+        for n in range(12):
+            self.publish(b"%010d" % n)
+            if n % 2:
+                self.lagging.flush()
+        segments = {segment for _, _, segment in self.chunks()}
+        self.assertEqual(segments, {first for first, _, _ in self.chunks() if first % 3 == 0})
+        for first, end, segment in self.chunks():
+            self.assertEqual(segment, first - first % 3, "a chunk never spans two segments")
+        self.assertEqual(self.chunks()[0][0], stream.first_offset, "the log starts at a chunk")
+        self.assertEqual(self.consume(b"first")[1].offsets(), list(range(stream.first_offset, 12)))
+
+    def test_timestamps_inside_chunks(self) -> None:
+        self.declare()
+        for n in range(8):
+            self.publish(b"%010d" % n)
+            self.clock.advance(1)
+        self.lagging.flush()
+        moment = datetime.fromtimestamp(self.clock.seconds() - 5, timezone.utc)
+        self.assertEqual(self.consume(moment)[1].offsets(), [3, 4, 5, 6, 7])
+
+
+class CacheBudgetTests(StreamCase):
+    """The chunks a stream holds for its readers count in the memory budget."""
+
+    def budget(self, memory_budget: int) -> Persistence:
+        assert self.store is not None
+        self.broker = Broker(persistence=Persistence(self.store, memory_budget=memory_budget), clock=self.clock)
+        self.vhost = self.broker.vhosts["/"]
+        persistence = self.broker.persistence
+        assert persistence is not None
+        return persistence
+
+    def test_cached_bodies_are_counted_and_given_back_when_the_stream_goes(self) -> None:
+        persistence = self.budget(10_000)
+        self.patch(stream_module, "CHUNK_BYTES", 100)
+        self.declare()
+        self.publish(*[b"%010d" % n for n in range(20)])
+        self.assertEqual(persistence.stream_bytes, 200)
+        self.assertFalse(persistence.over_budget)
+        self.vhost.delete_queue(self.vhost.queues["s"])
+        self.assertEqual(persistence.stream_bytes, 0)
+
+    def test_above_the_budget_a_stream_keeps_only_its_newest_chunk(self) -> None:
+        persistence = self.budget(150)
+        self.patch(stream_module, "CHUNK_BYTES", 100)
+        stream = self.declare()
+        held = []
+        for n in range(40):
+            self.publish(b"%010d" % n)
+            held.append(persistence.stream_bytes)
+            self.assertLessEqual(held[-1], 150, n)
+        self.assertIn(10, held[16:], "once over the budget, only the chunk being filled stayed")
+        self.assertEqual(stream.message_count, 40)
+        self.assertEqual(self.consume(b"first")[1].offsets(), list(range(40)), "the rest is read from the store")
+
+
 class PagingTests(StreamCase):
-    """Readers behind the memory cache read pages from the store."""
+    """Readers behind the memory cache read chunks from the store."""
 
     def setUp(self) -> None:
         self.store = self.lagging = LaggingStore()
         super().setUp()
         self.stream = self.declare()
         self.patch(stream_module, "CACHE_BYTES", 100)
-        self.patch(stream_module, "READ_PAGE", 4)
+        self.patch(stream_module, "CHUNK_BYTES", 100)
         for n in range(30):
             self.publish(b"%010d" % n)
         self.lagging.flush()

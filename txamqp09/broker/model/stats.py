@@ -14,6 +14,7 @@ Field names are RabbitMQ's ``message_stats`` keys where it has one.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable, ClassVar, Optional
 
 __all__ = [
@@ -35,13 +36,18 @@ class Counters:
     """
 
     FIELDS: ClassVar[tuple[str, ...]] = ()
+    #: Reads :attr:`FIELDS` into a tuple.
+    _read: ClassVar[Callable[[Counters], tuple[int, ...]]]
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
         fields: list[str] = []
         for klass in reversed(cls.__mro__):
-            fields += [name for name in vars(klass).get("__annotations__", {}) if name != "FIELDS"]
+            fields += [name for name, kind in vars(klass).get("__annotations__", {}).items()
+                       if not str(kind).startswith("ClassVar")]
         cls.FIELDS = tuple(fields)
+        getter = attrgetter(*fields)
+        cls._read = staticmethod(getter if len(fields) > 1 else lambda counters: (getter(counters),))
 
     def __init__(self) -> None:
         for name in self.FIELDS:
@@ -53,7 +59,7 @@ class Counters:
     def values(self) -> tuple[int, ...]:
         """The counters, in :attr:`FIELDS` order (derived ones refreshed)."""
         self.refresh()
-        return tuple(getattr(self, name) for name in self.FIELDS)
+        return type(self)._read(self)
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name."""

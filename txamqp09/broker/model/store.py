@@ -31,6 +31,11 @@ stay in memory:
 A persistent message whose write failed (a full disk) keeps its body in
 memory until it leaves its queues.
 
+Streams hold their newest chunks in memory for their readers (up to
+:data:`~.stream.CACHE_BYTES` of bodies each); those bytes count against the
+budget too (:attr:`Persistence.stream_bytes`), and while the broker is above
+it streams keep in memory only what is not on disk yet.
+
 A message is tracked from its publish until the last queue holding it lets
 it go (:attr:`~.message.Message.holders`); then a spilled copy is deleted.
 A queue reaching paged-out messages reads the next
@@ -89,6 +94,7 @@ class Persistence:
         the store's :class:`~txamqp09.store.interface.Recovered` at start-up.
     :ivar resident_bytes: bytes of tracked bodies held in memory.
     :ivar paged_bytes: bytes of tracked bodies paged out (on disk only).
+    :ivar stream_bytes: bytes of bodies streams hold in memory for their readers.
     """
 
     def __init__(self, store: IMessageStore, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
@@ -97,6 +103,7 @@ class Persistence:
         self.next_message_id = 1
         self.resident_bytes = 0
         self.paged_bytes = 0
+        self.stream_bytes = 0
         #: Bytes of ready bodies in memory at the last :meth:`sample`.
         self.sampled_bytes = 0
         #: Whether the bodies in memory exceed the budget (tracked ones, or
@@ -203,6 +210,11 @@ class Persistence:
         """*stream* appended to its log: tell it when its appends are on disk."""
         self._streams_waiting[stream] = None
 
+    def stream_cache_changed(self, delta: int) -> None:
+        """A stream holds *delta* more bytes of bodies in memory (fewer when negative)."""
+        self.stream_bytes += delta
+        self._weigh()
+
     def _made_durable(self, sequence: int) -> None:
         """The store's operations up to *sequence* are on disk."""
         for stream in list(self._streams_waiting):
@@ -214,7 +226,9 @@ class Persistence:
     def _weigh(self) -> None:
         """Compare the bodies in memory with the budget (after they changed)."""
         budget = self.memory_budget
-        self.over_budget = self.resident_bytes > budget or self.sampled_bytes > budget
+        self.over_budget = (
+            self.resident_bytes + self.stream_bytes > budget or self.sampled_bytes > budget
+        )
 
     def sample(self, in_memory: int) -> None:
         """The bytes of ready message bodies in memory, sampled now."""

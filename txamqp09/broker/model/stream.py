@@ -16,15 +16,22 @@ another message), at once otherwise. The committed end of the log (one past
 the last readable offset) is what ``queue.declare-ok`` reports as its
 message count.
 
-Reading: the newest messages are held in memory (up to :data:`CACHE_BYTES`
-of bodies per stream, and always those not yet on disk); a consumer further
-behind reads pages of :data:`READ_PAGE` messages from the store.
+The log is kept in chunks (:class:`~txamqp09.store.chunks.LogChunk`): a
+stream adds each message to its newest chunk, packed into one byte array,
+and hands that chunk to the store once; the store's writer takes it with its
+next batch and writes it as one row, and the stream starts a new chunk for
+the messages that follow. A chunk never spans two segments, so retention
+removes whole chunks.
+
+Reading: the newest chunks are held in memory (up to :data:`CACHE_BYTES` of
+bodies per stream, and always those not yet on disk, counted in the broker's
+memory budget, and given up beyond it); a consumer further behind reads the
+store one chunk at a time.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections import deque
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, cast
@@ -33,21 +40,22 @@ from txamqp09.broker.model.arguments import STREAM, refused_argument
 from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
-from txamqp09.store.interface import LogRecord, LogSegment
+from txamqp09.store.chunks import CHUNK_BYTES, LogChunk, chunk_holding
+from txamqp09.store.interface import LogSegment
 from txamqp09.wire.errors import AMQPNotImplemented, PreconditionFailed
 from txamqp09.wire.fields import field_text
-from txamqp09.wire.forwarding import LongHeader, envelope
+from txamqp09.wire.forwarding import LongHeader
 from txamqp09.wire.versions import AMQP0_9_1
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.session import Session
+    from txamqp09.broker.model.store import Persistence
     from txamqp09.broker.model.vhost import VirtualHost
 
 __all__ = [
     "CACHE_BYTES",
     "DEFAULT_SEGMENT_SIZE",
     "OFFSET_HEADER",
-    "READ_PAGE",
     "StreamConsumer",
     "StreamQueue",
     "check_stream_declaration",
@@ -60,10 +68,9 @@ __all__ = [
 #: Bytes of bodies per segment unless x-stream-max-segment-size-bytes says
 #: otherwise (RabbitMQ's default).
 DEFAULT_SEGMENT_SIZE = 500_000_000
-#: Bytes of bodies of committed messages a stream holds in memory for its readers.
+#: Bytes of bodies of committed messages a stream holds in memory for its
+#: readers (while the broker is within its memory budget).
 CACHE_BYTES = 16 * 1024 * 1024
-#: Messages read from the store at once by a consumer behind the memory cache.
-READ_PAGE = 256
 #: Queue arguments RabbitMQ knows that a stream refuses.
 REFUSED_ARGUMENTS = (
     "x-max-length",
@@ -207,32 +214,24 @@ def _size_argument(arguments: Mapping[str, Any], name: str, what: str, least: in
 _PROPERTIES = AMQP0_9_1.properties[60]
 
 
-class _Entry:
-    """A message of the log; what consumers receive is made at the first delivery.
+#: Envelopes of the messages read from logs -> (exchange, routing key, the
+#: envelope), so that messages alike share their names.
+_NAMES: dict[bytes, tuple[str, str, bytes]] = {}
+#: Distinct envelopes :data:`_NAMES` holds at most.
+_NAMES_KEPT = 1024
 
-    :ivar record: the message as the log keeps it.
-    :ivar envelope: its exchange and routing key as the wire encodes them.
-    """
 
-    __slots__ = ("offset", "timestamp", "record", "envelope", "_message")
-
-    def __init__(self, record: LogRecord, envelope: bytes) -> None:
-        self.offset = record.offset
-        self.timestamp = record.timestamp
-        self.record = record
-        self.envelope = envelope
-        self._message: Optional[Message] = None
-
-    def message(self) -> Message:
-        """The message consumers receive, with its ``x-stream-offset`` header."""
-        message = self._message
-        if message is None:
-            record = self.record
-            message = self._message = Message(
-                record.exchange, record.routing_key, self.envelope,
-                OFFSET_HEADER.stamp(record.raw_properties, record.offset), record.body, _PROPERTIES,
-            )
-        return message
+def _names(envelope: bytes) -> tuple[str, str, bytes]:
+    """The exchange and routing key a log's *envelope* (two shortstrs) holds."""
+    names = _NAMES.get(envelope)
+    if names is None:
+        if len(_NAMES) >= _NAMES_KEPT:
+            _NAMES.clear()
+        key_at = 1 + envelope[0]
+        names = _NAMES[envelope] = (
+            envelope[1:key_at].decode("utf-8"), envelope[key_at + 1 :].decode("utf-8"), envelope,
+        )
+    return names
 
 
 class StreamDelivery(Delivery):
@@ -256,10 +255,12 @@ class StreamConsumer(Consumer):
     """A consumer reading a stream from its own position.
 
     :ivar position: the offset it receives next.
-    :ivar page: messages read from the store ahead of *position*.
+    :ivar page: the chunk it reads now (from memory or the store).
+    :ivar held: the last message made for it (it may wait for credit).
+    :ivar held_offset: the offset of *held* (-1: none).
     """
 
-    __slots__ = ("position", "page")
+    __slots__ = ("position", "page", "held", "held_offset")
 
     #: Settling a delivery of a stream gives credit back (see :class:`StreamDelivery`).
     delivery_type = StreamDelivery
@@ -270,7 +271,9 @@ class StreamConsumer(Consumer):
     ) -> None:
         super().__init__(tag, queue, session, exclusive=exclusive, limits=limits)
         self.position = position
-        self.page: deque[_Entry] = deque()
+        self.page: Optional[LogChunk] = None
+        self.held: Optional[Message] = None
+        self.held_offset = -1
 
 
 class StreamQueue(Queue):
@@ -304,12 +307,18 @@ class StreamQueue(Queue):
         self.next_offset = 0
         self.committed_offset = 0
         self._last_timestamp = 0
-        #: Messages held in memory by offset: [_cache_first, next_offset).
-        self._cache: dict[int, _Entry] = {}
+        #: Chunks held in memory, oldest first, holding [_cache_first,
+        #: next_offset); the last is the one being filled.
+        self._chunks: list[LogChunk] = []
+        #: The first offset of each of :attr:`_chunks`.
+        self._firsts: list[int] = []
         self._cache_first = 0
+        #: Body bytes in :attr:`_chunks`, and what of it the memory budget counts.
         self._cache_bytes = 0
-        #: Appends not on disk yet: (store sequence, offset + 1), oldest first.
-        self._uncommitted: deque[tuple[int, int]] = deque()
+        self._counted_bytes = 0
+        #: Appends not on disk yet: [store sequence, offset + 1] for each
+        #: chunk (the offset of its newest message), oldest first.
+        self._uncommitted: deque[list[int]] = deque()
 
     def _retention(self, arguments: Mapping[str, Any]) -> None:
         """Take x-max-age and x-stream-max-segment-size-bytes from *arguments*."""
@@ -350,30 +359,54 @@ class StreamQueue(Queue):
             self._release(message)
         body: bytes = message.body  # type: ignore[assignment]  # in memory (see _release)
         size = message.size
-        segment = self._segment_for(offset, timestamp, size)
-        record = LogRecord(
-            offset, segment.first, timestamp, message.exchange, message.routing_key,
-            message.raw_properties, body,
-        )
-        sequence = 0
-        store = self._store
-        if store is not None:
-            sequence = store.append_log(self.vhost.name, self.name, record)
-            publisher = message.publisher
-            if publisher is not None:
-                publisher.log_sequence = sequence
-        self._cache[offset] = _Entry(record, message.envelope)
+        segments = self._segments
+        segment = segments[-1] if segments else None
+        if segment is None or (segment.size and segment.size + size > self.segment_size):
+            segment = LogSegment(offset, offset, timestamp, timestamp, 0)
+            segments.append(segment)
+        segment.last = offset
+        segment.last_timestamp = timestamp
+        segment.size += size
+        self.log_bytes += size
         self._cache_bytes += size
+        chunks = self._chunks
+        chunk = chunks[-1] if chunks else None
+        if (
+            chunk is None or chunk.segment != segment.first or len(chunk.data) >= CHUNK_BYTES
+            or not chunk.add(timestamp, message.envelope, message.raw_properties, body)
+        ):
+            chunk = self._new_chunk(offset, segment.first, timestamp, message, body)
+        store = self._store
+        sequence = chunk.sequence
         if store is not None and sequence > store.durable_sequence:
-            if not self._uncommitted:
+            publisher = message.publisher
+            if publisher is not None and publisher.log_sequence < sequence:
+                publisher.log_sequence = sequence
+            uncommitted = self._uncommitted
+            if not uncommitted:
                 persistence = self.vhost.persistence
                 assert persistence is not None
                 persistence.await_durable(self)
-            self._uncommitted.append((sequence, offset + 1))
+                uncommitted.append([sequence, offset + 1])
+            elif uncommitted[-1][0] == sequence:
+                uncommitted[-1][1] = offset + 1
+            else:
+                uncommitted.append([sequence, offset + 1])
         else:
             self._commit(offset + 1)
-        self._retain(now)
+        if len(segments) > 1:
+            self._retain(now)
         return True
+
+    def _new_chunk(self, offset: int, segment: int, timestamp: int, message: Message, body: bytes) -> LogChunk:
+        """Start a chunk with *message* (at *offset*) and hand it to the store."""
+        chunk = LogChunk(offset, segment)
+        chunk.add(timestamp, message.envelope, message.raw_properties, body)
+        self._chunks.append(chunk)
+        self._firsts.append(offset)
+        if self._store is not None:
+            chunk.sequence = self._store.append_log(self.vhost.name, self.name, chunk)
+        return chunk
 
     def _release(self, message: Message) -> None:
         """The log keeps its own reference to *message*'s body: stop counting
@@ -389,18 +422,6 @@ class StreamQueue(Queue):
         """A stream takes every message, consumers or not."""
         return self.publish(message)
 
-    def _segment_for(self, offset: int, timestamp: int, size: int) -> LogSegment:
-        """The segment a new message goes to (a new one when the last is full)."""
-        segments = self._segments
-        if not segments or (segments[-1].size and segments[-1].size + size > self.segment_size):
-            segments.append(LogSegment(offset, offset, timestamp, timestamp, 0))
-        segment = segments[-1]
-        segment.last = offset
-        segment.last_timestamp = timestamp
-        segment.size += size
-        self.log_bytes += size
-        return segment
-
     def made_durable(self, sequence: int) -> bool:
         """Store operations up to *sequence* are on disk: commit what they
         appended. Whether appends still wait for the disk."""
@@ -415,19 +436,49 @@ class StreamQueue(Queue):
     def _commit(self, end: int) -> None:
         """Offsets below *end* are readable now: evict, then serve consumers."""
         self.committed_offset = end
-        if self._cache_bytes > CACHE_BYTES and self._store is not None:
-            self._evict()
+        persistence = self.vhost.persistence
+        if self._store is not None and persistence is not None:
+            self._count(persistence)
+            if self._cache_bytes > CACHE_BYTES or persistence.over_budget:
+                self._evict(0 if persistence.over_budget else CACHE_BYTES)
+                self._count(persistence)
         if self.consumers:
             self.drain()
 
-    def _evict(self) -> None:
-        """Drop the oldest committed messages from memory down to :data:`CACHE_BYTES`."""
-        cache = self._cache
-        first = self._cache_first
-        while self._cache_bytes > CACHE_BYTES and first < self.committed_offset:
-            self._cache_bytes -= len(cache.pop(first).record.body)
-            first += 1
-        self._cache_first = first
+    def _count(self, persistence: Persistence) -> None:
+        """Tell the memory budget how many bytes of bodies the stream holds now."""
+        if self._cache_bytes != self._counted_bytes:
+            persistence.stream_cache_changed(self._cache_bytes - self._counted_bytes)
+            self._counted_bytes = self._cache_bytes
+
+    def _evict(self, limit: int) -> None:
+        """Drop the oldest committed chunks from memory down to *limit* bytes
+        of bodies (never the chunk being filled)."""
+        chunks = self._chunks
+        dropped = 0
+        while (
+            self._cache_bytes > limit and dropped < len(chunks) - 1
+            and chunks[dropped].end <= self.committed_offset
+        ):
+            self._cache_bytes -= chunks[dropped].size
+            dropped += 1
+        self._forget_chunks(dropped)
+
+    def _forget_chunks(self, count: int) -> None:
+        """Drop the *count* oldest chunks from memory."""
+        if count:
+            del self._chunks[:count]
+            del self._firsts[:count]
+            self._cache_first = self._firsts[0] if self._firsts else self.next_offset
+
+    def stop(self) -> None:
+        """The stream was deleted: its chunks leave memory and the memory budget."""
+        super().stop()
+        persistence = self.vhost.persistence
+        if persistence is not None and self._counted_bytes:
+            persistence.stream_cache_changed(-self._counted_bytes)
+        self._counted_bytes = self._cache_bytes = 0
+        self._forget_chunks(len(self._chunks))
 
     # -- retention -----------------------------------------------------------
 
@@ -448,13 +499,16 @@ class StreamQueue(Queue):
         return self.max_age is not None and segment.last_timestamp < now - self.max_age
 
     def _truncate(self, first: int) -> None:
+        """Remove the chunks before offset *first* (a segment's first)."""
         self.first_offset = first
         if self._store is not None:
             self._store.truncate_log(self.vhost.name, self.name, first)
-        cache = self._cache
-        while self._cache_first < first:
-            self._cache_bytes -= len(cache.pop(self._cache_first).record.body)
-            self._cache_first += 1
+        chunks = self._chunks
+        dropped = 0
+        while dropped < len(chunks) and chunks[dropped].first < first:
+            self._cache_bytes -= chunks[dropped].size
+            dropped += 1
+        self._forget_chunks(dropped)
 
     # -- reading -------------------------------------------------------------
 
@@ -469,39 +523,46 @@ class StreamQueue(Queue):
         """Send *reader* what it may read now, within its prefetch credit."""
         end = self.committed_offset
         while reader.position < end:
-            entry = self._entry(reader)
-            message = entry.message()
+            message = self._message_at(reader)
             if not reader.can_take(message):
                 break
-            reader.position = entry.offset + 1
-            reader.session.deliver(reader, self, entry.offset, message, False)
+            offset = reader.position
+            reader.position = offset + 1
+            reader.session.deliver(reader, self, offset, message, False)
 
-    def _entry(self, reader: StreamConsumer) -> _Entry:
-        """The message at *reader*'s position (or the first kept after it)."""
+    def _message_at(self, reader: StreamConsumer) -> Message:
+        """The message at *reader*'s position (moved to the first kept offset
+        when retention removed it), as consumers receive it."""
         position = reader.position
         if position < self.first_offset:
             position = reader.position = self.first_offset
-        entry = self._cache.get(position)
-        if entry is not None:
-            return entry
-        page = reader.page
-        while page and page[0].offset < position:
-            page.popleft()
-        if not page:
-            page.extend(self._read(position))
-        return page[0]
-
-    def _read(self, start: int) -> list[_Entry]:
-        """Up to :data:`READ_PAGE` messages from the store, from offset *start*
-        up to the memory cache."""
-        assert self._store is not None, "without a store every message stays in memory"
-        records = self._store.read_log(
-            self.vhost.name, self.name, start, min(READ_PAGE, self._cache_first - start)
+        if reader.held_offset == position:
+            return reader.held  # type: ignore[return-value]  # set with held_offset
+        chunk = reader.page
+        if chunk is None or not chunk.first <= position < chunk.first + len(chunk.ends):
+            chunk = reader.page = self._chunk_at(position)
+            if chunk.first > position:
+                position = reader.position = chunk.first
+        envelope, properties, body, _ = chunk.message(position - chunk.first)
+        names = _NAMES.get(envelope) or _names(envelope)
+        message = reader.held = Message(
+            names[0], names[1], names[2], OFFSET_HEADER.stamp(properties, position), body, _PROPERTIES
         )
-        return [self._entry_of(record) for record in records]
+        reader.held_offset = position
+        return message
 
-    def _entry_of(self, record: LogRecord) -> _Entry:
-        return _Entry(record, envelope(record.exchange, record.routing_key))
+    def _chunk_at(self, position: int) -> LogChunk:
+        """The chunk holding committed offset *position* (or the first kept
+        after it): from memory, or from the store."""
+        if position < self._cache_first:
+            assert self._store is not None, "without a store every message stays in memory"
+            chunk = self._store.read_log(self.vhost.name, self.name, position)
+            if chunk is not None:
+                return chunk
+            position = self._cache_first
+        chunk = chunk_holding(self._chunks, self._firsts, position)
+        assert chunk is not None, f"offset {position} of {self!r} is in no chunk"
+        return chunk
 
     def start_position(self, spec: OffsetSpec) -> int:
         """The offset a consumer starting at *spec* reads first.
@@ -536,9 +597,10 @@ class StreamQueue(Queue):
             found = self._store.log_offset_at(self.vhost.name, self.name, timestamp, start)
             if found is not None:
                 return found
-        offsets = range(max(start, self._cache_first), self.next_offset)
-        index = bisect_left(offsets, timestamp, key=lambda offset: self._cache[offset].timestamp)
-        return offsets[index] if index < len(offsets) else self.next_offset
+        for chunk in self._chunks:
+            if chunk.end > start and chunk.last_timestamp >= timestamp:
+                return chunk.first + chunk.index_at(timestamp, max(start - chunk.first, 0))
+        return self.next_offset
 
     # -- consumers -----------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """``/api/bindings``: list, create and delete bindings.
 
 A binding is named in URLs by its ``properties_key`` (the quoted routing
-key, and a hash of its arguments after ``~``). Creating or deleting one
+key, and RabbitMQ's hash of its arguments after ``~``). Creating or deleting one
 needs, as queue.bind / exchange.bind over AMQP, write permission on the
 destination and read permission on the source.
 """

@@ -21,7 +21,7 @@ from txamqp09.management.endpoints.common import (
     query_flag,
     visible_vhosts,
 )
-from txamqp09.management.node import Node
+from txamqp09.management.rows import sort_keys
 from txamqp09.management.stats import NO_RANGES
 from txamqp09.management.views import binding_view, jsonable, queue_view
 
@@ -51,24 +51,22 @@ def register(router: Router) -> None:
 def list_queues(request: ApiRequest) -> Any:
     """Every queue the user may see (of one vhost when it is given).
 
-    A page builds only that page's rows; the whole list is reused from the
-    node's cache while it is fresh (see :mod:`txamqp09.management.cache`).
+    Without ``columns`` or histories, and sorted by name or vhost (the
+    default), the answer is made of the node's kept rows and orders
+    (:mod:`txamqp09.management.rows`): only rows whose queue changed are
+    built again, and a page is a slice of a kept order. Otherwise a page
+    builds only that page's rows, and the whole list builds every row.
     """
     node = request.node
     vhosts = visible_vhosts(request)
     ranges = request.ranges(ceil_lengths=True)
-    if "page" not in request.query and ranges == NO_RANGES:
-        key = ("queues", tuple(vhost.name for vhost in vhosts))
-        return listing(request, node.cache.fetch(key, lambda: _queue_views(node, vhosts)))
+    keys = sort_keys(request.query)
+    if keys is not None and ranges == NO_RANGES and not request.query.get("columns"):
+        return node.queue_rows.answer(vhosts, request.query, keys)
     unacked = node.unacked()
     rows = [Basic(queue, name=queue.name, vhost=vhost.name) for vhost in vhosts for queue in vhost.queues.values()]
     return listing(request, rows,
                    expand=lambda queue: queue_view(node, queue, unacked.get(queue, (0, 0)), ranges=ranges))
-
-
-def _queue_views(node: Node, vhosts: list[VirtualHost]) -> list[dict[str, Any]]:
-    unacked = node.unacked()
-    return [queue_view(node, queue, unacked.get(queue, (0, 0))) for vhost in vhosts for queue in vhost.queues.values()]
 
 
 def _queue(request: ApiRequest, vhost: VirtualHost) -> Queue:
