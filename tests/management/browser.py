@@ -61,7 +61,8 @@ class BrokerChild:
     def __init__(self, data_dir: str, *extra: str) -> None:
         self.data_dir = os.path.abspath(data_dir)
         self.extra = extra
-        self.ports: dict[str, int] = {}
+        #: The ports of each kind of listener ("amqp", "http"), in the order they opened.
+        self.listeners: dict[str, list[int]] = {}
         self.output: list[str] = []
         self._ready = threading.Condition()
         self._process: Optional[subprocess.Popen[str]] = None
@@ -97,7 +98,7 @@ class BrokerChild:
                 self.output.append(line)
                 found = _LISTENING.search(line)
                 if found:
-                    self.ports[found.group(1)] = int(found.group(2))
+                    self.listeners.setdefault(found.group(1), []).append(int(found.group(2)))
                 self._ready.notify_all()
         with self._ready:
             self._ready.notify_all()
@@ -106,6 +107,11 @@ class BrokerChild:
     def running(self) -> bool:
         """The process has not ended."""
         return self._process is not None and self._process.poll() is None
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The first port of each kind of listener."""
+        return {kind: ports[0] for kind, ports in self.listeners.items()}
 
     @property
     def url(self) -> str:
@@ -172,8 +178,10 @@ class BrowserTestCase(SynchronousTestCase):
     HTML in its temporary directory (``_trial_temp/...``)."""
 
     skip = missing_browser()
-    #: Extra broker command-line options.
-    broker_options: tuple[str, ...] = ()
+
+    def broker_options(self) -> tuple[str, ...]:
+        """Extra command-line options for the test's brokers."""
+        return ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -192,7 +200,7 @@ class BrowserTestCase(SynchronousTestCase):
 
     def start_broker(self, name: str) -> BrokerChild:
         """Another broker, stopped after the test."""
-        broker = BrokerChild(os.path.join(self.work, name), *self.broker_options)
+        broker = BrokerChild(os.path.join(self.work, name), *self.broker_options())
         broker.start()
         self.addCleanup(broker.stop)
         return broker

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 import threading
 from typing import Any
 
 from tests.management.browser import WAIT, BrokerChild, BrowserTestCase
+from txamqp09.testing.certificates import shared_files
 
 
 class LoginTests(BrowserTestCase):
@@ -231,6 +233,33 @@ class ConnectionTests(BrowserTestCase):
         self.assertEqual(closed.exception.reply_code, 320)
         self.assertIn("maintenance", closed.exception.reply_text)
         self.element("#connection-closed")
+
+
+class TlsConnectionTests(BrowserTestCase):
+    """A connection over TLS is shown as one, with the TLS details the API
+    gives (the API leaves the protocol and cipher empty)."""
+
+    def broker_options(self) -> tuple[str, ...]:
+        files = shared_files()
+        return ("--listen", f"ssl:0:interface=127.0.0.1:privateKey={files.server_key}:certKey={files.server_cert}")
+
+    def test_tls_details(self) -> None:
+        import pika
+
+        context = ssl.create_default_context(cafile=shared_files().ca)
+        context.check_hostname = False
+        tls_port = self.broker.listeners["amqp"][1]
+        parameters = pika.ConnectionParameters("127.0.0.1", tls_port, ssl_options=pika.SSLOptions(context),
+                                               client_properties={"connection_name": "over-tls"})
+        connection = pika.BlockingConnection(parameters)
+        self.addCleanup(connection.close)
+        self.log_in()
+        self.open("/connections")
+        self.text_of("#connections tbody", r"over-tls.*\bTLS\b")
+        self.element("#connections a.connection-link").click()
+        self.wait_shown("/connections/.+")
+        self.text_of("#connection-tls", "Peer certificate subject")
+        self.assertNotIn("Not using TLS", self.element("#connection-tls").text)
 
 
 class ExchangeTests(BrowserTestCase):

@@ -15,9 +15,10 @@ function state(value) {
   return h("span", { class: `state-${value}` }, value || "");
 }
 
-/** "TLS" or "", for a connection. */
+/** "TLS" (with its version when the API knows it) or "", for a connection. */
 function tls(connection) {
-  return connection.ssl ? `TLS (${connection.ssl_protocol || "?"})` : "";
+  if (!connection.ssl) return "";
+  return connection.ssl_protocol ? `TLS (${connection.ssl_protocol})` : "TLS";
 }
 
 /** A channel's mode: confirm and/or transactional. */
