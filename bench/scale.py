@@ -18,7 +18,8 @@ client of ``bench/broker.py``, and stops them:
               resident memory per queued message beyond its body.
 ``large-1MiB``, ``large-16MiB``
               1 MiB and 16 MiB bodies, one publisher, one no-ack consumer:
-              MB/s and the broker's peak resident memory (VmHWM).
+              MB/s, the broker's CPU time per GB moved (user + system) and
+              its peak resident memory (VmHWM).
 ``drained-16B``, ``drained-1KiB``
               a backlog of 500,000 messages (16 B or 1 KiB) drained by a
               consumer (prefetch 500, acks; ``bench/startup.py``'s, with its
@@ -51,7 +52,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from broker import Connection, RabbitMQBroker, Txamqp09Broker, _counter, rss_kib
+from broker import Connection, RabbitMQBroker, Txamqp09Broker, _counter, cpu_seconds, rss_kib
 from startup import QUEUE as BACKLOG, drain
 
 from txamqp09.testing.rabbitmq import rabbitmq_missing
@@ -319,10 +320,14 @@ def large_scenario(broker: Any, size: int, total: int) -> dict[str, float]:
     consume(consumer, ["large"])
     frames = message_frames(publisher, "", "large", os.urandom(size))
     count = max(4, total // size)
+    cpu = cpu_seconds(broker.pid)
     seconds = pump(publisher, consumer, lambda i: frames, count, window=max(2, 16 * MiB // size))
+    cpu = cpu_seconds(broker.pid) - cpu
     publisher.close()
     consumer.close()
-    return {"rate": count * size / seconds / 1e6, "peak": peak_rss_kib(broker.pid) / KiB}
+    return {
+        "rate": count * size / seconds / 1e6, "cpu": cpu * 1e9 / (count * size), "peak": peak_rss_kib(broker.pid) / KiB,
+    }
 
 
 def drained_scenario(broker: Any, count: int, body_size: int) -> dict[str, float]:
@@ -397,7 +402,11 @@ def _large(size: int) -> Scenario:
     def scenario(broker: Any, options: Options) -> list[tuple[str, str, bool, float]]:
         found = large_scenario(broker, size, options.large_bytes)
         label = f"large: {size // MiB} MiB bodies 1p1c"
-        return [(f"{label}, MB/s", "MB/s", True, found["rate"]), (f"{label}, peak RSS MiB", "MiB", False, found["peak"])]
+        return [
+            (f"{label}, MB/s", "MB/s", True, found["rate"]),
+            (f"{label}, broker CPU s per GB", "s", False, found["cpu"]),
+            (f"{label}, peak RSS MiB", "MiB", False, found["peak"]),
+        ]
 
     return scenario
 

@@ -53,6 +53,15 @@ class LongHeaderTests(SynchronousTestCase):
         result = self.stamped(spec.BasicProperties(headers={"x-stream-offset": 99, "b": 1}), 3)
         self.assertEqual(result.headers, {"b": 1, "x-stream-offset": 3})
 
+    def test_one_split_stamps_any_value(self) -> None:
+        properties = spec.BasicProperties(headers={"x-stream-offset": 99, "b": 1}, message_id="m").encode()
+        head, tail = self.header.split(properties)
+        for value in (0, 3, -1, 2**62):
+            stamped = head + value.to_bytes(8, "big", signed=True) + tail
+            self.assertEqual(stamped, self.header.stamp(properties, value))
+            result = spec.BasicProperties.decode(stamped, 0)
+            self.assertEqual((result.headers, result.message_id), ({"b": 1, "x-stream-offset": value}, "m"))
+
     def test_encoded_as_a_long(self) -> None:
         raw = self.header.stamp(spec.BasicProperties().encode(), 1)
         self.assertIn(encode_shortstr("x-stream-offset") + b"l" + (1).to_bytes(8, "big"), raw)

@@ -36,14 +36,14 @@ class BodyBuffer:
 
     def __init__(self, size: int) -> None:
         self._map: Optional[mmap.mmap] = mmap.mmap(-1, size) if size >= MAPPED_BODY_SIZE else None
-        self._parts: list[bytes] = []
+        self._parts: list[Buffer] = []
         self.held = 0
 
     def add(self, buf: Buffer, start: int, end: int) -> None:
         """Append ``buf[start:end]``."""
         self.held += end - start
         if self._map is None:
-            self._parts.append(bytes(buf[start:end]))
+            self._parts.append(buf[start:end])  # one copy (bytes() of it would make a second)
             return
         with memoryview(buf) as view:
             self._map.write(view[start:end])

@@ -368,8 +368,9 @@ def encoded_content_frames(
              _BODY_FRAME.pack(FRAME_END, FRAME_BODY, channel, size), body, _END)
         )
     parts: list[BodyLike] = [method_frame, head, middle, tail, header, properties]
+    view = memoryview(body)  # pieces without a copy each: the join below is the one copy
     for start in range(0, size, body_max):
-        piece = body[start : start + body_max]
+        piece = view[start : start + body_max]
         parts += (_BODY_FRAME.pack(FRAME_END, FRAME_BODY, channel, len(piece)), piece)
     parts.append(_END)
     return b"".join(parts)

@@ -32,6 +32,7 @@ store one chunk at a time.
 from __future__ import annotations
 
 import re
+import struct
 from collections import deque
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, cast
@@ -217,8 +218,12 @@ _PROPERTIES = AMQP0_9_1.properties[60]
 #: Envelopes of the messages read from logs -> (exchange, routing key, the
 #: envelope), so that messages alike share their names.
 _NAMES: dict[bytes, tuple[str, str, bytes]] = {}
-#: Distinct envelopes :data:`_NAMES` holds at most.
+#: Properties of the messages read from logs -> where their
+#: ``x-stream-offset`` value goes (see :meth:`LongHeader.split`).
+_SPLITS: dict[bytes, tuple[bytes, bytes]] = {}
+#: Distinct envelopes :data:`_NAMES` holds at most, and properties :data:`_SPLITS`.
 _NAMES_KEPT = 1024
+_OFFSET_VALUE = struct.Struct(">q")
 
 
 def _names(envelope: bytes) -> tuple[str, str, bytes]:
@@ -232,6 +237,14 @@ def _names(envelope: bytes) -> tuple[str, str, bytes]:
             envelope[1:key_at].decode("utf-8"), envelope[key_at + 1 :].decode("utf-8"), envelope,
         )
     return names
+
+
+def _split(properties: bytes) -> tuple[bytes, bytes]:
+    """Where the offset goes in *properties* (kept in :data:`_SPLITS`)."""
+    if len(_SPLITS) >= _NAMES_KEPT:
+        _SPLITS.clear()
+    split = _SPLITS[properties] = OFFSET_HEADER.split(properties)
+    return split
 
 
 class StreamDelivery(Delivery):
@@ -520,9 +533,18 @@ class StreamQueue(Queue):
             self.serve(cast(StreamConsumer, consumer))
 
     def serve(self, reader: StreamConsumer) -> None:
-        """Send *reader* what it may read now, within its prefetch credit."""
+        """Send *reader* what it may read now, within its prefetch credit.
+
+        No message is made beyond what the prefetch counts allow (the
+        message that the other limits hold back waits in the reader).
+        """
         end = self.committed_offset
-        while reader.position < end:
+        credit = end - reader.position
+        for limit in reader.limits:
+            if limit.count and limit.count - limit.used_count < credit:
+                credit = limit.count - limit.used_count
+        while credit > 0 and reader.position < end:
+            credit -= 1
             message = self._message_at(reader)
             if not reader.can_take(message):
                 break
@@ -545,8 +567,9 @@ class StreamQueue(Queue):
                 position = reader.position = chunk.first
         envelope, properties, body, _ = chunk.message(position - chunk.first)
         names = _NAMES.get(envelope) or _names(envelope)
+        head, tail = _SPLITS.get(properties) or _split(properties)
         message = reader.held = Message(
-            names[0], names[1], names[2], OFFSET_HEADER.stamp(properties, position), body, _PROPERTIES
+            names[0], names[1], names[2], head + _OFFSET_VALUE.pack(position) + tail, body, _PROPERTIES
         )
         reader.held_offset = position
         return message

@@ -1,0 +1,182 @@
+"""Every benchmark that has a RabbitMQ counterpart, against both brokers, in one run.
+
+Runs, in this order:
+
+- ``bench/broker.py``: 16 B transient messages 1p1c with no-ack, and 1 KiB
+  with acks (the fastest of ``--repeat`` runs);
+- ``bench/scale.py``: queues, bindings, fan-out, a backlog's bytes per
+  message, large bodies, the memory after a drained backlog;
+- ``bench/streams.py``: stream appends (confirmed) and reads (acked), run
+  as its own process;
+- ``bench/spark.py``: the Spark data source's write, classic drain and
+  stream read at ``local[2]``, run as its own process (skipped without
+  PySpark and Java).
+
+and prints one reStructuredText table: scenario, this broker's figure,
+RabbitMQ's, the ratio (greater than 1: this broker does better, whether
+the figure is a rate or a cost) and the command that measures that row
+alone. The load average is printed with it: wall-clock rates on a loaded
+machine are noisy, memory figures are not.
+
+Run::
+
+    python bench/compare.py                 # the whole matrix, full size (about an hour)
+    python bench/compare.py --quick         # every scenario, small sizes
+    python bench/compare.py --skip spark --skip streams
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Optional
+
+import broker
+import scale
+from scale import Figure, Options
+
+#: The directory of the benchmarks.
+BENCH = os.path.dirname(os.path.abspath(__file__))
+#: The benchmark groups, in the order they run.
+GROUPS = ("broker", "scale", "streams", "spark")
+#: Sizes of a quick run.
+QUICK = Options(
+    queues=10_000, bindings=10_000, routed=50_000, fanout_messages=5_000, backlog=200_000,
+    large_bytes=64 * scale.MiB, drained=100_000,
+)
+_NUMBER = re.compile(r"^[\d,.]+$")
+
+
+def broker_figures(messages: int, repeat: int) -> list[Figure]:
+    """bench/broker.py's scenarios: messages per second on both brokers."""
+    command = f"python bench/broker.py --messages {messages} --repeat {repeat}"
+    figures = {
+        name: Figure(f"1p1c {name}: {scenario.body_size} B{', no-ack' if scenario.no_ack else ', acks'}, msg/s",
+                     "msg/s", True, f"{command} --scenario {name}")
+        for name, scenario in broker.SCENARIOS.items()
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-compare-") as base_dir:
+        with broker.running_brokers(base_dir, None) as brokers:
+            for result in broker.compare(brokers, list(broker.SCENARIOS.values()), messages, 5000, repeat):
+                figures[result.scenario].values[result.broker] = result.rate
+    return list(figures.values())
+
+
+def script_output(script: str, *arguments: str) -> Optional[str]:
+    """The standard output of bench/*script* run with *arguments*, or None
+    (with the reason on standard error) when it failed."""
+    process = subprocess.run(
+        [sys.executable, os.path.join(BENCH, script), *arguments],
+        cwd=BENCH, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    if process.returncode:
+        print(f"bench/{script} failed (status {process.returncode}):\n{process.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return process.stdout
+
+
+def rows(output: str, width: int) -> list[list[str]]:
+    """The lines of *output* that are a broker's row of *width* columns:
+    ``[label..., broker, number...]``."""
+    found = []
+    for line in output.splitlines():
+        parts = line.split()
+        names = [index for index, part in enumerate(parts) if part in ("txamqp09", "rabbitmq")]
+        if len(parts) == width and names and all(_NUMBER.match(part) for part in parts[names[0] + 1 :]):
+            found.append(parts)
+    return found
+
+
+def streams_figures(messages: int) -> list[Figure]:
+    """bench/streams.py's phases (rows: phase, broker, msg/s, CPU, RSS)."""
+    command = f"python bench/streams.py --messages {messages}"
+    figures = {
+        phase: Figure(f"stream {phase}: 256 B{', confirmed' if phase == 'append' else ', acked'}, msg/s",
+                      "msg/s", True, command)
+        for phase in ("append", "read")
+    }
+    output = script_output("streams.py", "--messages", str(messages))
+    for phase, name, rate, *_ in rows(output or "", 5):
+        if phase in figures:
+            figures[phase].values[name] = float(rate.replace(",", ""))
+    return list(figures.values())
+
+
+def spark_figures(messages: int) -> list[Figure]:
+    """bench/spark.py's actions (rows: broker, write, read classic, read stream)."""
+    command = f"python bench/spark.py --messages {messages}"
+    actions = ("write", "read classic", "read stream")
+    figures = [Figure(f"Spark local[2] {action}: 100 B, msg/s", "msg/s", True, command) for action in actions]
+    output = script_output("spark.py", "--messages", str(messages))
+    for name, *rates in rows(output or "", 4):
+        for figure, rate in zip(figures, rates):
+            figure.values[name] = float(rate.replace(",", ""))
+    return figures
+
+
+def table(figures: list[Figure]) -> str:
+    """A reStructuredText table of *figures*."""
+    header = ("scenario", "txamqp09", "RabbitMQ", "ratio", "command")
+    lines = [
+        (
+            figure.scenario,
+            _value(figure.values.get("txamqp09")),
+            _value(figure.values.get("rabbitmq")),
+            "" if figure.ratio is None else f"{figure.ratio:.2f}",
+            figure.command,
+        )
+        for figure in figures
+    ]
+    widths = [max(len(row[column]) for row in [header, *lines]) for column in range(len(header))]
+    rule = "  ".join("=" * width for width in widths)
+
+    def line(row: tuple[str, ...]) -> str:
+        return "  ".join(
+            cell.rjust(width) if 0 < column < 4 else cell.ljust(width)
+            for column, (cell, width) in enumerate(zip(row, widths))
+        ).rstrip()
+
+    return "\n".join([rule, line(header), rule, *map(line, lines), rule])
+
+
+def _value(value: Optional[float]) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.2f}" if value < 10 else f"{value:,.0f}"
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes everywhere")
+    parser.add_argument("--skip", choices=GROUPS, action="append", default=[], help="leave a group out")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of bench/broker.py's scenarios")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON, not the table")
+    options = parser.parse_args(argv)
+    sizes = QUICK if options.quick else Options()
+    figures: list[Figure] = []
+    if "broker" not in options.skip:
+        figures += broker_figures(50_000 if options.quick else 300_000, 1 if options.quick else options.repeat)
+    if "scale" not in options.skip:
+        command = "python bench/scale.py" + (
+            "".join(f" --{name.replace('_', '-')} {value}" for name, value in vars(sizes).items())
+            if options.quick else ""
+        )
+        figures += scale.run(scale.brokers(None), list(scale.SCENARIOS), sizes, command)
+    if "streams" not in options.skip:
+        figures += streams_figures(20_000 if options.quick else 100_000)
+    if "spark" not in options.skip:
+        figures += spark_figures(20_000 if options.quick else 100_000)
+    if options.json:
+        print(json.dumps([{**vars(figure), "ratio": figure.ratio} for figure in figures]))
+        return
+    print(table(figures))
+    print(f"\nratio > 1: txamqp09 does better; load average {scale.load()} (1, 5, 15 min)")
+
+
+if __name__ == "__main__":
+    main()
