@@ -12,6 +12,7 @@ from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.server import Site
 
+from txamqp09.broker.federation.service import FederationService
 from txamqp09.prometheus import MetricsResource
 from txamqp09.testing.certificates import CertificateAuthority
 from txamqp09.tap import Options, makeService
@@ -19,9 +20,14 @@ from txamqp09.tap import Options, makeService
 
 def build(*argv: str) -> list[Any]:
     """The listening services ``twistd amqp09 ARGV`` would start."""
+    return [child for child in service_of(*argv) if hasattr(child, "endpoint")]
+
+
+def service_of(*argv: str) -> Any:
+    """The service ``twistd amqp09 ARGV`` would run."""
     options = Options()
     options.parseOptions(list(argv))
-    return list(makeService(options, Clock()))
+    return makeService(options, Clock())
 
 
 def bound(listener: Any) -> Any:
@@ -62,6 +68,13 @@ class OptionsTests(SynchronousTestCase):
         )
         self.assertIsInstance(listeners[1].factory, Site)
         self.assertIs(listeners[1].factory.resource.node.factory, listeners[0].factory)
+
+    def test_federation_runs_in_the_broker(self) -> None:
+        service = service_of("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
+        (federation,) = [child for child in service if isinstance(child, FederationService)]
+        self.assertIs(federation.config, service.factory.config)
+        (site,) = [child.factory for child in service if isinstance(getattr(child, "factory", None), Site)]
+        self.assertIs(site.resource.node.federation, federation)
 
     def test_prometheus_listener_is_off_unless_asked(self) -> None:
         options = Options()

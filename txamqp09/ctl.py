@@ -271,6 +271,25 @@ def status(api: Api, options: argparse.Namespace, output: Output) -> None:
         output.out.write(f"Listener: {listener.get('ip_address')}:{listener.get('port')}, protocol: {listener.get('protocol')}\n")
 
 
+#: The columns of federation_status (RabbitMQ's keys; ``last_changed`` is the timestamp).
+_FEDERATION_COLUMNS = ("type", "vhost", "exchange", "upstream_exchange", "queue", "upstream_queue", "upstream",
+                       "status", "local_connection", "uri", "error", "last_changed")
+
+
+@command("federation_status", "show the federation links' status",
+         lambda p: p.add_argument("--only-down", action="store_true",
+                                  help="only links that failed or are not connected"))
+def federation_status(api: Api, options: argparse.Namespace, output: Output) -> None:
+    """The federation links from /api/federation-links, as rabbitmqctl shows them."""
+    node = (api.call("GET", "/api/overview") or {}).get("node", "")
+    down = " which are down" if options.only_down else ""
+    output.info(f"Listing federation links{down} on node {node}...")
+    links = api.call("GET", "/api/federation-links/state/down" if options.only_down else "/api/federation-links")
+    rows = [{**{column: "" for column in _FEDERATION_COLUMNS}, **link, "last_changed": link.get("timestamp", "")}
+            for link in links or []]
+    output.table(rows, _FEDERATION_COLUMNS)
+
+
 @command("await_startup", "wait until the broker answers", lambda p: p.add_argument("--wait-timeout", type=float, default=60.0))
 def await_startup(api: Api, options: argparse.Namespace, output: Output) -> None:
     """Ask /api/overview until it answers or the timeout passes."""
@@ -468,6 +487,14 @@ def clear_parameter(api: Api, options: argparse.Namespace, output: Output) -> No
     output.info(f'Clearing runtime parameter "{options.name}" for component "{options.component}" '
                 f'on vhost "{options.vhost}" ...')
     api.call("DELETE", f"/api/parameters/{_segment(options.component)}/{_segment(options.vhost)}/{_segment(options.name)}")
+
+
+@command("set_cluster_name", "set the broker's cluster name (federation tells brokers apart by it)",
+         _names("name"))
+def set_cluster_name(api: Api, options: argparse.Namespace, output: Output) -> None:
+    """PUT /api/global-parameters/cluster_name."""
+    output.info(f"Setting cluster name to {options.name} ...")
+    api.call("PUT", "/api/global-parameters/cluster_name", {"value": options.name})
 
 
 @command("export_definitions", "write the definitions to FILE (- for stdout)", _names("file"))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import sys
 from pathlib import Path
 from typing import Any, ClassVar, Optional, cast
@@ -40,6 +41,7 @@ from txamqp09 import __version__
 from txamqp09.broker import oplog
 from txamqp09.broker.auth.options import SecurityOptions
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
+from txamqp09.broker.federation.service import FederationService
 from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor
 from txamqp09.broker.memory import DEFAULT_MEMORY_HIGH_WATERMARK, parse_watermark
 from txamqp09.broker.model import Broker, Persistence
@@ -234,7 +236,11 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     tls = options.tls_endpoint(clock)
     if tls is not None:
         listeners.append((tls, factory, "amqp/ssl"))
-    node = Node(factory, store)
+    node_name = f"txamqp09@{socket.gethostname()}"
+    federation = FederationService(factory.config, reactor, node_name)
+    federation.setServiceParent(broker)
+    node = Node(factory, store, node_name)
+    node.federation = federation
     if options["management"]:
         listeners = _with_management(broker, node, listeners, options["management"])
     if options["prometheus"]:

@@ -103,6 +103,19 @@ class DurableConfirmTests(SynchronousTestCase):
         self.publish(("q", 1))
         self.assertEqual(self.confirms(), [("basic.ack", 4, False)])
 
+    def test_unconfirmed_counts_what_waits_for_the_store(self) -> None:
+        publisher = self.peer.server.channels[1].publisher
+        self.confirm_mode()
+        self.publish(("q", 2), ("q", 2), ("temp", 2))
+        self.assertEqual(publisher.unconfirmed, 3)
+        self.publish(("q", 1), ("q", 2))
+        self.assertEqual(publisher.unconfirmed, 5)
+        self.store.make_durable()
+        self.assertEqual(self.confirms(), [("basic.ack", 3, True), ("basic.ack", 5, True)])
+        self.assertEqual(publisher.unconfirmed, 0)
+        self.publish(("temp", 1))
+        self.assertEqual((self.confirms(), publisher.unconfirmed), ([("basic.ack", 6, False)], 0))
+
     def test_transient_messages_are_acked_at_once(self) -> None:
         self.confirm_mode()
         self.publish(("q", 1), ("temp", 2), ("q", 0))

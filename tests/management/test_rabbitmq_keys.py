@@ -209,6 +209,28 @@ class KeyComparisonTests(TestCase):
         self.assertEqual(keys[1], keys[0])
 
     @inlineCallbacks
+    def test_definitions_import_keeps_an_existing_entity_that_differs(self) -> Any:
+        """RabbitMQ 3.10 keeps the existing queue, imports the rest and answers
+        204; this broker does the same and names the queue it kept (200)."""
+        definitions = {"queues": [
+            {"name": QUEUE, "vhost": "/", "durable": False, "auto_delete": False, "arguments": {"x-max-length": 5}},
+            {"name": "keys-after", "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}},
+        ]}
+        answers = []
+        for target in (self.theirs, self.ours):
+            imported = yield target.request("POST", "/api/definitions", definitions)
+            self.addCleanup(target.request, "DELETE", "/api/queues/%2F/keys-after")
+            kept = yield target.request("GET", f"/api/queues/%2F/{QUEUE}")
+            after = yield target.request("GET", "/api/queues/%2F/keys-after")
+            answers.append((imported, kept.body["arguments"], after.status))
+        (their_import, their_kept, their_after), (our_import, our_kept, our_after) = answers
+        self.assertEqual(their_import.status, 204)
+        self.assertEqual((our_kept, our_after), (their_kept, their_after))
+        self.assertEqual((their_kept, their_after), ({"x-max-length": 100}, 200))
+        self.assertEqual(our_import.status, 200)
+        self.assertIn(QUEUE, " ".join(our_import.body["unsupported"]))
+
+    @inlineCallbacks
     def test_channel_and_connection_by_name(self) -> Any:
         for target in (self.theirs, self.ours):
             answer = yield target.request("GET", "/api/channels")

@@ -81,6 +81,46 @@ class RabbitmqadminTests(TestCase):
         self.assertNotIn("tasks", self.broker.factory.broker.vhosts["/"].queues)
 
     @inlineCallbacks
+    def test_export_then_import_into_another_broker(self) -> Any:
+        yield self.admin("declare", "vhost", "name=shop")
+        yield self.admin("declare", "user", "name=clerk", "password=secret", "tags=monitoring")
+        yield self.admin("declare", "permission", "vhost=shop", "user=clerk", "configure=^clerk", "write=.*", "read=.*")
+        yield self.admin("declare", "permission", "vhost=shop", "user=guest", "configure=.*", "write=.*", "read=.*")
+        yield self.admin("-V", "shop", "declare", "queue", "name=orders", "durable=true",
+                         'arguments={"x-max-length": 100}')
+        yield self.admin("-V", "shop", "declare", "exchange", "name=sales", "type=topic", "durable=true")
+        yield self.admin("-V", "shop", "declare", "binding", "source=sales", "destination=orders",
+                         "routing_key=order.#")
+        yield self.admin("-V", "shop", "declare", "policy", "name=ttl", "pattern=^orders$",
+                         'definition={"message-ttl": 60000}', "apply-to=queues")
+        path = self.mktemp()
+        out = yield self.admin("export", path)
+        self.assertIn("Exported definitions", out)
+        with open(path) as exported:
+            definitions = json.load(exported)
+        self.assertIn({"name": "orders", "vhost": "shop", "durable": True, "auto_delete": False,
+                       "arguments": {"x-max-length": 100}, "type": "classic"},
+                      [{key: queue.get(key) for key in ("name", "vhost", "durable", "auto_delete", "arguments", "type")}
+                       for queue in definitions["queues"]])
+        other = ManagementBroker()
+        yield other.start()
+        self.addCleanup(other.stop)
+        script = rabbitmqadmin()
+        assert script is not None
+        out, err, code = yield getProcessOutputAndValue(
+            sys.executable, [script, "-H", "127.0.0.1", "-P", str(other.http_port), "import", path],
+            env=dict(os.environ), reactor=reactor,
+        )
+        self.assertEqual(code, 0, f"rabbitmqadmin import failed: {out!r} {err!r}")
+        self.assertIn(b"Uploaded definitions", out)
+        vhost = other.factory.broker.vhosts["shop"]
+        self.assertEqual(vhost.queues["orders"].arguments, {"x-max-length": 100})
+        self.assertEqual(vhost.queues["orders"].policy, "ttl")
+        self.assertEqual(vhost.exchanges["sales"].kind, "topic")
+        self.assertEqual([binding.routing_key for binding in vhost.queues["orders"].bindings], ["order.#"])
+        self.assertIn("clerk", other.node.database.users)
+
+    @inlineCallbacks
     def test_overview_and_nodes(self) -> Any:
         out = yield self.admin("-f", "raw_json", "show", "overview")
         (overview,) = json.loads(out)

@@ -106,7 +106,7 @@ class Publisher:
         "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
         "content", "_flags", "_raw_properties", "_last_properties", "_remaining", "_body",
         "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
-        "_confirms_pending", "_confirmed_up_to",
+        "_confirms_pending", "_confirmed_up_to", "_held_confirms",
     )
 
     def __init__(
@@ -160,6 +160,9 @@ class Publisher:
         self._deliver_prefixes: dict[str, bytes] = {}
         self._confirms_pending = 0
         self._confirmed_up_to = 0
+        #: Acks sent to the output that it holds until the store is durable,
+        #: with how many messages each covers (see :attr:`unconfirmed`).
+        self._held_confirms: list[tuple[bytes, int]] = []
 
     @property
     def content_state(self) -> ContentState:
@@ -179,6 +182,7 @@ class Publisher:
             self._connection.bodyReleased(body.held, dropped=True)
             body.discard()
         self._confirms_pending = 0
+        self._held_confirms.clear()
 
     @property
     def publishes(self) -> int:
@@ -413,15 +417,30 @@ class Publisher:
     def flushConfirms(self) -> None:
         """Send the gathered acks: one basic.ack, ``multiple`` when it covers
         several, once the persistent messages among them are durable."""
-        if self._confirms_pending:
-            multiple = self._confirms_pending > 1
+        count = self._confirms_pending
+        if count:
             self._confirms_pending = 0
             tag = self._confirmed_up_to
-            self._output.confirm(
+            ack = tag_frame(self.number, BASIC_ACK, tag, count > 1)
+            output = self._output
+            output.confirm(
                 max(self.session.stored_sequence, self.client.log_sequence),
-                tag_frame(self.number, BASIC_ACK, tag, multiple),
-                tag_frame(self.number, BASIC_NACK, tag, multiple),
+                ack,
+                tag_frame(self.number, BASIC_NACK, tag, count > 1),
             )
+            if output.held:
+                self._held_confirms.append((ack, count))
+            elif self._held_confirms:
+                self._held_confirms.clear()
+
+    @property
+    def unconfirmed(self) -> int:
+        """Messages published in confirm mode whose confirm the client has
+        not been sent yet: acks gathered while input is handled, and acks the
+        output holds until the store has made their messages durable."""
+        held = {id(frame) for _, frame, _, _ in self._output.held}
+        self._held_confirms = [entry for entry in self._held_confirms if id(entry[0]) in held]
+        return self._confirms_pending + sum(count for _, count in self._held_confirms)
 
     def cancelled(self, consumer: Consumer) -> None:
         """The consumer's queue went: forget it and have the channel tell the client."""

@@ -54,6 +54,7 @@ from txamqp09.broker.auth.users import (
     check_limits,
 )
 from txamqp09.broker.model.arguments import CLASSIC, QUEUE_TYPES, QueueArguments
+from txamqp09.broker.federation.upstreams import COMPONENTS as FEDERATION_COMPONENTS
 from txamqp09.broker.model.exchange import EXCHANGE_TYPES
 from txamqp09.broker.model.policy import Policy, PolicyError
 from txamqp09.broker.model.queue import Queue
@@ -80,7 +81,7 @@ OPERATOR_POLICY = "operator_policy"
 #: Components this broker keeps without acting on them (for tools and later use).
 _KEPT_COMPONENTS = ("shovel", "federation-upstream", "federation-upstream-set")
 #: The components whose values are checked (and acted on, by their watchers).
-COMPONENTS: dict[str, Component] = {"shovel": SHOVEL}
+COMPONENTS: dict[str, Component] = {"shovel": SHOVEL, **FEDERATION_COMPONENTS}
 #: Top-level definitions keys this broker reads.
 _SECTIONS = (
     "users", "vhosts", "permissions", "topic_permissions", "parameters", "global_parameters",
@@ -578,7 +579,7 @@ class RuntimeConfig:
         entry: Mapping[str, Any],
     ) -> None:
         """Declare an entity; one that exists with other properties is kept
-        as it is and reported (RabbitMQ refuses such a file half-way)."""
+        as it is and reported (RabbitMQ 3.10 keeps it too, without a word)."""
         try:
             declare(entry)
         except AMQPError as error:

@@ -140,8 +140,10 @@ def _address(address: Any) -> str:
 _SERVER_CAPABILITIES = {**CAPABILITIES, "consumer_priorities": True}
 
 
-def server_properties(dialect: Dialect) -> dict[str, Any]:
-    """The server-properties table of connection.start on a connection of *dialect*."""
+def server_properties(dialect: Dialect, cluster_name: Optional[str] = None) -> dict[str, Any]:
+    """The server-properties table of connection.start on a connection of
+    *dialect*; with ``cluster_name`` when the broker has one (the global
+    parameter: federation links name their upstream by it)."""
     properties: dict[str, Any] = {
         "product": "txamqp09",
         "version": __version__,
@@ -151,6 +153,8 @@ def server_properties(dialect: Dialect) -> dict[str, Any]:
     }
     if dialect.announces_capabilities:
         properties["capabilities"] = dict(_SERVER_CAPABILITIES)
+    if cluster_name:
+        properties["cluster_name"] = cluster_name
     return properties
 
 
@@ -280,6 +284,12 @@ class ServerConnection(AMQPConnection):
             )
             self.dropConnection()
 
+    def _cluster_name(self) -> Optional[str]:
+        """The global parameter ``cluster_name``, if the broker has one."""
+        factory = getattr(self, "factory", None)
+        name = factory.config.global_parameters.get("cluster_name") if factory is not None else None
+        return name if isinstance(name, str) else None
+
     def headerReceived(self, header: bytes) -> None:
         version = version_for_header(header)
         if version is None:
@@ -293,7 +303,7 @@ class ServerConnection(AMQPConnection):
         self.sendMethod(
             0,
             version.spec.ConnectionStart(
-                server_properties=server_properties(self.dialect),
+                server_properties=server_properties(self.dialect, self._cluster_name()),
                 mechanisms=self.security.mechanisms_field(self.peer),
                 locales=b"en_US",
             ),

@@ -20,8 +20,9 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from txamqp09.client.params import ConnectionParameters, parse_url
+from txamqp09.links.validation import erlang_term
 
-__all__ = ["LinkUri", "LocalAddress", "redacted", "shown_uris", "uri_problem"]
+__all__ = ["LinkUri", "LocalAddress", "redacted", "shown_uris", "uri_problem", "uris_errors"]
 
 _SCHEMES = ("amqp", "amqps")
 
@@ -51,6 +52,21 @@ def uri_problem(uri: str) -> Optional[str]:
     except ValueError as error:
         return f"{{{{unable_to_parse_uri,{error}}},{quoted}}}"
     return None
+
+
+def uris_errors(key: str, value: Any) -> list[str]:
+    """The problems of field *key*: one URI or a list of them (RabbitMQ's
+    texts; the first bad URI of a list only)."""
+    if isinstance(value, str):
+        problem = uri_problem(value)
+        return [] if problem is None else [f'"{value}" not a valid URI: {problem}']
+    if not isinstance(value, list):
+        return [f"{key} should be list, actually was {erlang_term(value)}"]
+    for uri in value:
+        problems = uris_errors(key, uri)
+        if problems:
+            return problems
+    return []
 
 
 def redacted(uri: str) -> str:

@@ -259,7 +259,7 @@ def channel_view(
         "transactional": mode is Mode.TX,
         "consumer_count": len(session.consumers),
         "messages_unacknowledged": len(session.unacked),
-        "messages_unconfirmed": 0,
+        "messages_unconfirmed": channel.publisher.unconfirmed,
         "messages_uncommitted": len(transaction.publishes),
         "acks_uncommitted": len(transaction.settlements),
         "prefetch_count": session.consumer_prefetch_count,

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from txamqp09.broker.parameters import Component
-from txamqp09.links.uri import LinkUri, shown_uris, uri_problem
+from txamqp09.links.uri import LinkUri, shown_uris, uris_errors
 from txamqp09.links.validation import (
     Rule,
     binary,
@@ -55,19 +55,6 @@ ACK_MODES = ("no-ack", "on-publish", "on-confirm")
 DEFAULT_PREFETCH = 1000
 DEFAULT_RECONNECT_DELAY = 5.0
 _URI_KEYS = ("src-uri", "dest-uri")
-
-
-def _uris(key: str, value: Any) -> list[str]:
-    if isinstance(value, str):
-        problem = uri_problem(value)
-        return [] if problem is None else [f'"{value}" not a valid URI: {problem}']
-    if not isinstance(value, list):
-        return [f"{key} should be list, actually was {erlang_term(value)}"]
-    for uri in value:
-        problems = _uris(key, uri)
-        if problems:
-            return problems
-    return []
 
 
 def _delete_after(key: str, value: Any) -> list[str]:
@@ -101,7 +88,7 @@ _RULES = [
     Rule("ack-mode", enum(*ACK_MODES)),
     Rule("src-protocol", enum("amqp091")),
     Rule("dest-protocol", enum("amqp091")),
-    Rule("src-uri", _uris, mandatory=True),
+    Rule("src-uri", uris_errors, mandatory=True),
     Rule("src-exchange", binary),
     Rule("src-exchange-key", binary),
     Rule("src-queue", binary),
@@ -111,7 +98,7 @@ _RULES = [
     Rule("src-prefetch-count", number),
     Rule("delete-after", _delete_after),
     Rule("src-delete-after", _delete_after),
-    Rule("dest-uri", _uris, mandatory=True),
+    Rule("dest-uri", uris_errors, mandatory=True),
     Rule("dest-exchange", binary),
     Rule("dest-exchange-key", binary),
     Rule("dest-queue", queue_name),

@@ -130,7 +130,7 @@ class TapBroker:
     def __init__(self, *arguments: str) -> None:
         self.options = tap.Options()
         self.options.parseOptions(["--transient", "--listen", "tcp:0:interface=127.0.0.1", *arguments])
-        self.listeners = list(tap.makeService(self.options, reactor))
+        self.listeners = [child for child in tap.makeService(self.options, reactor) if hasattr(child, "endpoint")]
         self.factory: ServerFactory = self.listeners[0].factory
         self.ports: list[Any] = []
 

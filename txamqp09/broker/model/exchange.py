@@ -13,7 +13,7 @@ argument tables (headers).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Hashable, Mapping, Optional, Sequence
+from typing import Any, Callable, ClassVar, Hashable, Mapping, Optional, Sequence
 
 from txamqp09.broker.model.arguments import string_argument
 from txamqp09.broker.model.policy import exchange_alternate
@@ -79,6 +79,10 @@ class Exchange:
 
     #: The type name clients declare.
     kind: ClassVar[str] = ""
+    #: Called with each binding added (True) or removed (False), after the
+    #: change; a federation link keeps its upstream in step through it.
+    #: Bindings change rarely: routing never reads this.
+    binding_watchers: tuple[Callable[[Binding, bool], None], ...] = ()
 
     def __init__(
         self,
@@ -130,6 +134,8 @@ class Exchange:
             self.exchange_bindings += 1
             binding.destination.inbound[binding] = None
         self.added(binding)
+        for watcher in self.binding_watchers:
+            watcher(binding, True)
         return True
 
     def unbind(self, key: Hashable) -> Optional[Binding]:
@@ -141,6 +147,8 @@ class Exchange:
             self.exchange_bindings -= 1
             binding.destination.inbound.pop(binding, None)
         self.removed(binding)
+        for watcher in self.binding_watchers:
+            watcher(binding, False)
         return binding
 
     def check(self, binding: Binding) -> None:

@@ -32,6 +32,7 @@ from txamqp09.wire.fields import field_text
 
 __all__ = [
     "APPLY_TO",
+    "FEDERATION_KEYS",
     "LOWER_WINS",
     "OPERATOR_KEYS",
     "Policy",
@@ -64,6 +65,10 @@ LOWER_WINS = frozenset(
 OPERATOR_KEYS = LOWER_WINS
 #: Keys that apply to exchanges (all others apply to queues).
 _EXCHANGE_KEYS = frozenset(("alternate-exchange",))
+#: Keys that make an exchange or queue federated (RabbitMQ's federation
+#: plugin); they name upstreams and are no queue arguments. At most one of
+#: them in a definition.
+FEDERATION_KEYS = ("federation-upstream", "federation-upstream-set", "federation-upstream-pattern")
 #: The largest stream segment RabbitMQ allows.
 _MAX_SEGMENT_SIZE = 3_000_000_000
 _MAX_AGE = re.compile(r"^\d+[YMDhms]$")
@@ -102,6 +107,23 @@ def _text(what: str) -> Callable[[Any], Optional[str]]:
     return check
 
 
+def _federation_name(what: str) -> Callable[[Any], Optional[str]]:
+    def check(value: Any) -> Optional[str]:
+        return None if isinstance(value, str) else f"{_shown(value)} is not a valid federation upstream {what}"
+
+    return check
+
+
+def _federation_pattern(value: Any) -> Optional[str]:
+    if not isinstance(value, str):
+        return f"{_shown(value)} is not a valid federation upstream pattern name"
+    try:
+        re.compile(value)
+    except re.error as error:
+        return f"could not compile pattern {value} to a regular expression. Error: {error}"
+    return None
+
+
 def _max_age(value: Any) -> Optional[str]:
     if isinstance(value, str) and _MAX_AGE.match(value):
         return None
@@ -123,6 +145,9 @@ _CHECKS: dict[str, Callable[[Any], Optional[str]]] = {
     "delivery-limit": _integer(0, "delivery limit"),
     "queue-mode": _choice(("default", "lazy"), "queue-mode value"),
     "queue-version": _choice((1, 2), "queue-version value"),
+    "federation-upstream": _federation_name("name"),
+    "federation-upstream-set": _federation_name("set name"),
+    "federation-upstream-pattern": _federation_pattern,
 }
 
 
@@ -151,6 +176,10 @@ def check_definition(definition: Any, operator: bool = False) -> dict[str, Any]:
         problem = _CHECKS[key](value)
         if problem is not None:
             raise PolicyError(problem)
+    if sum(key in definition for key in FEDERATION_KEYS) > 1:
+        raise PolicyError(
+            "cannot specify federation-upstream, federation-upstream-set or federation-upstream-pattern together"
+        )
     return dict(definition)
 
 
@@ -260,7 +289,7 @@ def queue_arguments(
     skipped = frozenset(ignored)
     for key, value in effective.items():
         argument = f"x-{key}"
-        if key in _EXCHANGE_KEYS or argument in skipped:
+        if key in _EXCHANGE_KEYS or key in FEDERATION_KEYS or argument in skipped:
             continue
         if key == "dead-letter-routing-key" and "x-dead-letter-exchange" not in merged and (
             "dead-letter-exchange" not in effective

@@ -16,6 +16,7 @@ from txamqp09.management.endpoints import (
     definitions,
     exchanges,
     extensions,
+    federation,
     health,
     limits,
     nodes,
@@ -51,4 +52,5 @@ MODULES: list[ModuleType] = [
     parameters,
     limits,
     definitions,
+    federation,
 ]

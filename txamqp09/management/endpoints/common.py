@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Optional
 
 from txamqp09.broker.model import VirtualHost
 from txamqp09.management.api import ApiRequest, bad_request
 
-__all__ = ["body_flag", "body_int", "body_string", "body_table", "query_flag", "visible_vhosts"]
+__all__ = [
+    "body_flag", "body_int", "body_string", "body_table", "query_flag", "refuse_unknown_fields", "visible_vhosts",
+]
 
 
 def body_flag(body: dict[str, Any], key: str, default: bool = False) -> bool:
@@ -48,6 +51,17 @@ def body_table(body: dict[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise bad_request(f"{key} must be an object, not {value!r}")
     return value
+
+
+#: Fields naming the object, which rabbitmqadmin repeats in a body; the path decides.
+NAMING_FIELDS = frozenset({"name", "vhost"})
+
+
+def refuse_unknown_fields(body: dict[str, Any], known: Iterable[str]) -> None:
+    """Refuse (400) a body with fields other than *known* and the naming ones."""
+    unknown = sorted(set(body) - set(known) - NAMING_FIELDS)
+    if unknown:
+        raise bad_request(f"unknown fields: {', '.join(unknown)}")
 
 
 def query_flag(request: ApiRequest, name: str) -> bool:

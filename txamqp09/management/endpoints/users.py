@@ -9,6 +9,7 @@ from twisted.internet.defer import Deferred
 from txamqp09.broker.auth.users import User
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
 from txamqp09.management.configuration import applied, config, created, saved
+from txamqp09.management.endpoints.common import refuse_unknown_fields
 from txamqp09.management.endpoints.permissions import permission_json, topic_permission_json
 
 __all__ = ["register", "user_json"]
@@ -77,9 +78,7 @@ def put_user(request: ApiRequest) -> Deferred[Reply | None]:
     ``hashing_algorithm``), and ``tags``."""
     name = request.name("user", "User name")
     body = request.json()
-    unknown = sorted(set(body) - {"password", "password_hash", "hashing_algorithm", "tags"})
-    if unknown:
-        raise bad_request(f"unknown fields: {', '.join(unknown)}")
+    refuse_unknown_fields(body, ("password", "password_hash", "hashing_algorithm", "tags"))
     existed = name in config(request).database.users
     if "password" not in body and "password_hash" not in body and not existed:
         raise bad_request("Validation failed\n\npassword or password_hash must be set\n")

@@ -9,6 +9,7 @@ from twisted.internet.defer import Deferred
 from txamqp09.broker.auth.users import VirtualHost
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
 from txamqp09.management.configuration import applied, config, created, saved
+from txamqp09.management.endpoints.common import refuse_unknown_fields
 from txamqp09.management.stats import NO_RANGES, Ranges
 
 __all__ = ["register", "vhost_json"]
@@ -75,9 +76,7 @@ def put_vhost(request: ApiRequest) -> Deferred[Reply | None]:
     """Create a vhost, or change its description, tags or default queue type."""
     name = request.name("vhost", "Virtual host name")
     body = request.json()
-    unknown = sorted(set(body) - set(_FIELDS))
-    if unknown:
-        raise bad_request(f"unknown fields: {', '.join(unknown)}")
+    refuse_unknown_fields(body, _FIELDS)
     existing = config(request).database.vhosts.get(name)
     metadata = _metadata(existing) if existing is not None else {}
     if "description" in body:
