@@ -58,6 +58,7 @@ def session() -> Any:
     spark = (
         SparkSession.builder.master("local[2]").appName("txamqp09-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.executorEnv.PYTHONPATH", ROOT)
         .getOrCreate()
     )

@@ -57,12 +57,7 @@ class FederationAcrossProcessesTests(TestCase):
     """Brokers run as ``twistd amqp09 --management ...`` child processes."""
 
     async def start_nodes(self, count: int) -> list[Node]:
-        nodes = []
-        for number in range(count):
-            http_port = free_port()
-            process = BrokerProcess(self.mktemp(), "--management", f"tcp:{http_port}:interface=127.0.0.1")
-            self.addCleanup(process.kill)
-            nodes.append(Node(process, http_port))
+        nodes = [self.node(self.mktemp()) for _ in range(count)]
         await gatherResults([node.process.start(reactor) for node in nodes])
         for number, node in enumerate(nodes):
             await eventually(node.answers, reactor, timeout=30, what="the management API answers")
@@ -70,6 +65,13 @@ class FederationAcrossProcessesTests(TestCase):
                                            f"broker-{number}")
             self.assertEqual((code, err), (0, f"Setting cluster name to broker-{number} ...\n"))
         return nodes
+
+    def node(self, data_dir: str) -> Node:
+        """A broker process on *data_dir* with its API on a free port (not started)."""
+        http_port = free_port()
+        process = BrokerProcess(data_dir, "--management", f"tcp:{http_port}:interface=127.0.0.1")
+        self.addCleanup(process.kill)
+        return Node(process, http_port)
 
     async def channel(self, node: Node) -> Any:
         connection = await connect(reactor, node.process.url)
@@ -205,4 +207,62 @@ class FederationAcrossProcessesTests(TestCase):
 
         await eventually(upstream_empty, reactor, timeout=30, what="the upstream queue is drained")
         for node in (upstream, downstream):
+            await node.process.stop()
+
+    def test_downstream_killed_and_restarted(self) -> Any:
+        return ensureDeferred(self._downstream_killed_and_restarted())
+
+    async def _downstream_killed_and_restarted(self) -> None:
+        """The link comes back from the store after ``kill -9`` of the
+        downstream; what was published upstream meanwhile waited in the
+        upstream queue and arrives. Nothing is lost; the one message the
+        downstream had when it was killed may come again (its ack may not
+        have reached the upstream)."""
+        upstream, downstream = await self.start_nodes(2)
+        down = await self.channel(downstream)
+        await down.exchange_declare("events", "fanout", durable=True)
+        await down.queue_declare("kept", durable=True)
+        await down.request("queue.bind", queue="kept", exchange="events", routing_key="", arguments={})
+        await downstream.request("PUT", "/api/parameters/federation-upstream/%2F/origin", {"value": {
+            "uri": f"amqp://guest:guest@127.0.0.1:{upstream.process.port}"}})
+        await downstream.request("PUT", "/api/policies/%2F/events", {
+            "pattern": "^events$", "apply-to": "exchanges", "definition": {"federation-upstream": "origin"}})
+        await eventually(lambda: self.all_running([downstream], 1), reactor, timeout=30, what="the link runs")
+
+        async def upstream_bound() -> bool:
+            return len(await upstream.request("GET", "/api/exchanges/%2F/events/bindings/source")) == 1
+
+        await eventually(upstream_bound, reactor, timeout=30, what="the binding reaches the upstream")
+        up = await self.channel(upstream)
+        await up.confirm_select()
+        await up.basic_publish(b"before", "events", "", {"delivery_mode": 2})
+
+        async def kept(node: Node, count: int) -> bool:
+            return (await node.queue("kept"))["messages"] == count  # type: ignore[no-any-return]
+
+        await eventually(lambda: kept(downstream, 1), reactor, timeout=30, what="the first message arrives")
+        await downstream.process.kill()
+        for number in range(5):
+            await up.basic_publish(b"while down %d" % number, "events", "", {"delivery_mode": 2})
+        restarted = self.node(downstream.process.data_dir)
+        await restarted.process.start(reactor)
+        await eventually(restarted.answers, reactor, timeout=30, what="the restarted API answers")
+        await eventually(lambda: self.all_running([restarted], 1), reactor, timeout=30, what="the link runs again")
+        await eventually(lambda: self.federation_queues_drained([upstream]), reactor, timeout=30,
+                         what="the upstream queue is drained")
+
+        async def settled() -> bool:
+            queue = await restarted.queue("kept")
+            return queue["messages"] >= 6 and queue["messages_unacknowledged"] == 0  # type: ignore[no-any-return]
+
+        await eventually(settled, reactor, timeout=30, what="the messages published meanwhile arrive")
+        channel = await self.channel(restarted)
+        bodies = []
+        while (message := await channel.basic_get("kept", no_ack=True)) is not None:
+            bodies.append(message.body)
+        expected = [b"before"] + [b"while down %d" % number for number in range(5)]
+        self.assertEqual(sorted(set(bodies)), sorted(expected))
+        self.assertIn(len(bodies), (6, 7), bodies)
+        self.assertEqual(len(bodies) - len(set(bodies)), bodies.count(b"before") - 1, bodies)
+        for node in (upstream, restarted):
             await node.process.stop()

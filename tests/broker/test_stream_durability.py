@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
@@ -33,8 +34,8 @@ class StreamRestartTests(BrokerProcessTestCase):
     timeout = 60
 
     @inlineCallbacks
-    def read_all(self, channel: Channel, name: str, count: int) -> Any:
-        """The first *count* messages of stream *name* from offset 0, acked."""
+    def read_all(self, channel: Channel, name: str, count: int, start: Any = "first") -> Any:
+        """*count* messages of stream *name* from offset *start* (the first), acked."""
         yield channel.basic_qos(100)
         received: list[Message] = []
         done: Deferred[None] = Deferred()
@@ -46,7 +47,7 @@ class StreamRestartTests(BrokerProcessTestCase):
                 done.callback(None)
 
         if count:
-            yield channel.basic_consume(name, take, arguments={"x-stream-offset": "first"})
+            yield channel.basic_consume(name, take, arguments={"x-stream-offset": start})
             yield done
         return received
 
@@ -83,6 +84,33 @@ class StreamRestartTests(BrokerProcessTestCase):
         channel = yield self.channel(broker)
         declared = yield channel.queue_declare("s", durable=True, arguments=STREAM)
         self.assertEqual(declared.message_count, 0, "a deleted stream's log is gone")
+
+    @inlineCallbacks
+    def test_a_restarted_log_is_read_from_an_offset_inside_a_chunk(self) -> Any:
+        data_dir = self.mktemp()
+        broker = yield self.started(data_dir)
+        channel = yield self.channel(broker)
+        yield channel.queue_declare("s", durable=True, arguments=STREAM)
+        yield channel.confirm_select()
+        for round_ in range(6):
+            sent = [channel.basic_publish(b"m%d" % (round_ * 500 + n), routing_key="s") for n in range(500)]
+            yield sent[-1]
+        yield broker.stop()
+        with sqlite3.connect(Path(data_dir) / "store.db") as db:
+            chunks = db.execute("SELECT first, count FROM stream_chunks ORDER BY first").fetchall()
+        self.assertEqual(sum(count for _, count in chunks), 3000)
+        self.assertGreater(len(chunks), 1)
+        self.assertLess(len(chunks), 3000 // 10, "chunks of many messages")
+        first, count = max(chunks, key=lambda chunk: chunk[1])
+        inside = first + count // 2
+
+        broker = yield self.started(data_dir)
+        channel = yield self.channel(broker)
+        received = yield self.read_all(channel, "s", 3000 - inside, inside)
+        self.assertEqual([m.headers["x-stream-offset"] for m in received], list(range(inside, 3000)))
+        self.assertEqual([m.body for m in received], [b"m%d" % n for n in range(inside, 3000)])
+        declared = yield channel.queue_declare("s", passive=True)
+        self.assertEqual(declared.message_count, 3000)
 
     @inlineCallbacks
     def test_kill_9_keeps_every_confirmed_message_and_every_offset_read(self) -> Any:

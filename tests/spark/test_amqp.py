@@ -64,3 +64,23 @@ class StreamRangeTests(TestCase):
         self.assertEqual(await self.take_all(reading), [[3, 4, 5]])
         empty = await StreamRange.open(self.broker.url, queue, 6, 6, prefetch=100, rows=1000)
         self.assertEqual(await self.take_all(empty), [])
+
+
+class FewerCollectionsTests(TestCase):
+    def test_threshold_raised_inside_and_restored_after(self) -> None:
+        import gc
+
+        from txamqp09.spark.reactor import TASK_GC_THRESHOLD, fewer_collections
+
+        before = gc.get_threshold()
+        self.addCleanup(gc.set_threshold, *before)
+        gc.set_threshold(500, 7, 9)
+        with fewer_collections():
+            self.assertEqual(gc.get_threshold(), (TASK_GC_THRESHOLD, 7, 9))
+        self.assertEqual(gc.get_threshold(), (500, 7, 9))
+        with self.assertRaises(RuntimeError), fewer_collections():
+            raise RuntimeError("a task failed")
+        self.assertEqual(gc.get_threshold(), (500, 7, 9))
+        gc.set_threshold(2 * TASK_GC_THRESHOLD, 7, 9)
+        with fewer_collections():
+            self.assertEqual(gc.get_threshold(), (2 * TASK_GC_THRESHOLD, 7, 9))

@@ -38,7 +38,7 @@ from pyspark.sql.types import StructType
 from txamqp09.client import Message
 from txamqp09.spark import amqp
 from txamqp09.spark.options import ReadOptions, WriteOptions
-from txamqp09.spark.reactor import call_in_reactor
+from txamqp09.spark.reactor import call_in_reactor, fewer_collections
 from txamqp09.spark.arrow import BatchPublications, message_batch
 from txamqp09.spark.rows import SCHEMA
 
@@ -105,15 +105,16 @@ def _position(options: ReadOptions, position: Union[str, int]) -> int:
 
 def read_offset_range(options: ReadOptions, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Record batches of a stream queue's messages in *partition*'s offset range."""
-    reading = call_in_reactor(
-        amqp.StreamRange.open, options.url, options.queue, partition.start, partition.end,
-        options.prefetch, BATCH_ROWS,
-    )
-    try:
-        while messages := call_in_reactor(reading.take):
-            yield message_batch(messages)
-    finally:
-        call_in_reactor(reading.close)
+    with fewer_collections():
+        reading = call_in_reactor(
+            amqp.StreamRange.open, options.url, options.queue, partition.start, partition.end,
+            options.prefetch, BATCH_ROWS,
+        )
+        try:
+            while messages := call_in_reactor(reading.take):
+                yield message_batch(messages)
+        finally:
+            call_in_reactor(reading.close)
 
 
 class StreamBatchReader(DataSourceReader):
@@ -185,15 +186,22 @@ class QueueBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Quota)
-        connection, channel = call_in_reactor(amqp.open_channel, self.options.url)
+        return drain(self.options, partition.limit)
+
+
+def drain(options: ReadOptions, limit: int) -> Iterator[pa.RecordBatch]:
+    """Record batches of at most *limit* messages taken from a classic
+    queue, acknowledged once the last batch was taken."""
+    with fewer_collections():
+        connection, channel = call_in_reactor(amqp.open_channel, options.url)
         try:
-            remaining = partition.limit
+            remaining = limit
             batch: list[Message] = []
             last = None
             emptied = False
             while remaining and not emptied:
                 messages, emptied = call_in_reactor(
-                    amqp.get_messages, channel, self.options.queue, min(remaining, _DRAIN_CHUNK)
+                    amqp.get_messages, channel, options.queue, min(remaining, _DRAIN_CHUNK)
                 )
                 remaining -= len(messages)
                 batch += messages
@@ -325,22 +333,23 @@ def publish_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch], id
     """Publish a message per row of *batches*, with confirms; message ids
     are ``{id_prefix}-{row number}`` unless a row's properties set one."""
     publications = BatchPublications(options.exchange, options.routing_key, {"delivery_mode": options.delivery_mode})
-    publisher = call_in_reactor(amqp.Publisher.open, options.url)
-    try:
-        number = 0
-        chunk = []
-        for batch in batches:
-            for publication in publications.of(batch):
-                publication[3].setdefault("message_id", f"{id_prefix}-{number}")
-                number += 1
-                chunk.append(publication)
-                if len(chunk) == _PUBLISH_CHUNK:
-                    call_in_reactor(publisher.publish, chunk)
-                    chunk = []
-        if chunk:
-            call_in_reactor(publisher.publish, chunk)
-    finally:
-        published = call_in_reactor(publisher.close)
+    with fewer_collections():
+        publisher = call_in_reactor(amqp.Publisher.open, options.url)
+        try:
+            number = 0
+            chunk = []
+            for batch in batches:
+                for publication in publications.of(batch):
+                    publication[3].setdefault("message_id", f"{id_prefix}-{number}")
+                    number += 1
+                    chunk.append(publication)
+                    if len(chunk) == _PUBLISH_CHUNK:
+                        call_in_reactor(publisher.publish, chunk)
+                        chunk = []
+            if chunk:
+                call_in_reactor(publisher.publish, chunk)
+        finally:
+            published = call_in_reactor(publisher.close)
     return Published(published)
 
 

@@ -7,7 +7,8 @@ and body), then the envelope (exchange and routing key as two shortstrs, as
 basic.deliver carries them), the raw content properties and the body. Next
 to the data, :attr:`LogChunk.ends` is the chunk's offset index: where each
 message's record ends, so that the message at any offset is found without
-reading the ones before it.
+reading the ones before it. (A store records the version of this layout
+with its own, such as :data:`txamqp09.store.sqlite.SCHEMA_VERSION`.)
 
 A stream fills its newest chunk as messages arrive (:meth:`LogChunk.add`:
 no Python object per message, four appends to a byte array) and hands it
@@ -28,13 +29,11 @@ from array import array
 from bisect import bisect_left, bisect_right
 from typing import Optional, Union
 
-__all__ = ["CHUNK_BYTES", "FORMAT", "RECORD", "ChunkRow", "LogChunk", "chunk_holding"]
+__all__ = ["CHUNK_BYTES", "RECORD", "ChunkRow", "LogChunk", "chunk_holding"]
 
 #: Bytes of records a stream puts in one chunk at most (a message larger than
 #: this makes a chunk of its own).
 CHUNK_BYTES = 1024 * 1024
-#: The version of the layout of :attr:`LogChunk.data` and of the store's rows.
-FORMAT = 1
 #: A record's header: timestamp (ms), envelope, properties and body lengths.
 RECORD = struct.Struct("<qHII")
 _RECORD_SIZE = RECORD.size
