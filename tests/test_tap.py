@@ -14,6 +14,7 @@ from twisted.web.server import Site
 
 from txamqp09.broker.federation.service import FederationService
 from txamqp09.prometheus import MetricsResource
+from txamqp09.shovel.service import ShovelService
 from txamqp09.testing.certificates import CertificateAuthority
 from txamqp09.tap import Options, makeService
 
@@ -91,6 +92,17 @@ class OptionsTests(SynchronousTestCase):
         self.assertIsInstance(metrics, MetricsResource)
         self.assertIs(metrics.node, listeners[1].factory.resource.node)
         self.assertIs(metrics.disk, broker.disk_monitor)
+
+    def test_shovels_run_after_the_listeners_and_report_to_the_api(self) -> None:
+        options = Options()
+        options.parseOptions(["--port", "5999", "--management", "tcp:15999:interface=127.0.0.1"])
+        broker = makeService(options, Clock())
+        services = list(broker)
+        shovels = services[-1]
+        self.assertIsInstance(shovels, ShovelService)
+        self.assertIs(shovels.config, broker.factory.config)
+        site = [service for service in services if isinstance(getattr(service, "factory", None), Site)][0]
+        self.assertIs(site.factory.resource.node.shovels, shovels)
 
     def test_disk_free_limit_watches_the_data_directory(self) -> None:
         options = Options()

@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 from urllib.parse import quote
 
+from txamqp09.links.redaction import hide_passwords
+
 __all__ = ["CtlError", "main"]
 
 DEFAULT_URL = "http://127.0.0.1:15672"
@@ -240,6 +242,24 @@ for _name, _path, _default, _info, _aliases, _per_vhost in (
 ):
     command(_name, _info.split(" ...")[0].replace("Listing", "list"), _columns(_default))(
         _listing(_path, _default, _info, _aliases, _per_vhost))
+
+
+_SHOVEL_COLUMNS = ("name", "vhost", "type", "state", "source", "destination", "termination_reason")
+_SHOVEL_ALIASES: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "source": lambda row: row.get("src_uri", ""),
+    "destination": lambda row: row.get("dest_uri", ""),
+    "source_protocol": lambda row: row.get("src_protocol", ""),
+    "destination_protocol": lambda row: row.get("dest_protocol", ""),
+    "termination_reason": lambda row: row.get("reason", ""),
+    "last_changed": lambda row: row.get("timestamp"),
+}
+
+
+@command("shovel_status", "show the dynamic shovels' status", _columns(_SHOVEL_COLUMNS))
+def shovel_status(api: Api, options: argparse.Namespace, output: Output) -> None:
+    """GET /api/shovels, with rabbitmqctl shovel_status's columns."""
+    output.info("Shovel status ...")
+    output.table(api.call("GET", "/api/shovels") or [], options.columns or _SHOVEL_COLUMNS, _SHOVEL_ALIASES)
 
 
 @command("list_user_permissions", "list a user's permissions", _names("user"))
@@ -475,7 +495,7 @@ def clear_vhost_limits(api: Api, options: argparse.Namespace, output: Output) ->
 def set_parameter(api: Api, options: argparse.Namespace, output: Output) -> None:
     """PUT /api/parameters/{component}/{vhost}/{name}."""
     output.info(f'Setting runtime parameter "{options.name}" for component "{options.component}" to '
-                f'"{options.value}" in vhost "{options.vhost}" ...')
+                f'"{hide_passwords(options.value)}" in vhost "{options.vhost}" ...')
     value = _json_argument(options.value, "the value")
     api.call("PUT", f"/api/parameters/{_segment(options.component)}/{_segment(options.vhost)}/{_segment(options.name)}",
              {"value": value})

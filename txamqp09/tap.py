@@ -52,6 +52,7 @@ from txamqp09.broker.service import BrokerService
 from txamqp09.management import Node, RecordingEndpoint, make_site
 from txamqp09.management.node import StatisticsService
 from txamqp09.prometheus import make_metrics_site
+from txamqp09.shovel.service import ShovelService
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.units import parse_size
 
@@ -239,14 +240,17 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     node_name = f"txamqp09@{socket.gethostname()}"
     federation = FederationService(factory.config, reactor, node_name)
     federation.setServiceParent(broker)
+    shovels = ShovelService(factory.config, reactor, broker.amqp_address, node_name)
     node = Node(factory, store, node_name)
     node.federation = federation
+    node.shovels = shovels
     if options["management"]:
         listeners = _with_management(broker, node, listeners, options["management"])
     if options["prometheus"]:
         listeners = listeners + _metrics_listeners(node, options["prometheus"], monitor)
     for endpoint, served, protocol in listeners:
         broker.add_listener(endpoint, served, protocol)
+    shovels.setServiceParent(broker)
     return broker
 
 

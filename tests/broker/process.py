@@ -28,12 +28,14 @@ class BrokerProcess(ProcessProtocol):
     waits on a timer).
 
     :param extra: more command-line options for the broker.
+    :param port: listen on this port (0: one the system picks), e.g. to
+        come back on the same port after a restart.
     """
 
-    def __init__(self, data_dir: str, *extra: str) -> None:
+    def __init__(self, data_dir: str, *extra: str, port: int = 0) -> None:
         self.data_dir = os.path.abspath(data_dir)
         self.extra = extra
-        self.port = 0
+        self.port = port
         self.output = b""
         self._listening: Deferred[int] = Deferred()
         self._ended = False
@@ -43,7 +45,7 @@ class BrokerProcess(ProcessProtocol):
         """Spawn the broker; fires with its port once it listens."""
         argv = [
             sys.executable, "-m", "twisted", "--log-format", "text", "amqp09",
-            "--listen", "tcp:0:interface=127.0.0.1", "--heartbeat", "0",
+            "--listen", f"tcp:{self.port}:interface=127.0.0.1", "--heartbeat", "0",
             "--data-dir", self.data_dir, *self.extra,
         ]
         environment = {**os.environ, "PYTHONPATH": ROOT}

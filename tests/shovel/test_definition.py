@@ -9,7 +9,8 @@ from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
 from tests.management.support import ManagementBroker
-from txamqp09.links.uri import LinkUri, redacted
+from txamqp09.links.redaction import hide_passwords, redacted
+from txamqp09.links.uri import LinkUri
 from txamqp09.shovel.definition import ShovelDefinition, shovel_errors
 
 OK = {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}
@@ -100,6 +101,10 @@ class RedactionTests(TestCase):
         self.assertEqual(redacted("amqp://user:secret@host:5673/v%2Fx?heartbeat=5"), "amqp://host:5673/v%2Fx")
         self.assertEqual(redacted("amqp://"), "amqp://")
         self.assertEqual(redacted("amqps://u:p@[::1]/"), "amqps://[::1]/")
+
+    def test_passwords_hidden_in_text(self) -> None:
+        self.assertEqual(hide_passwords('{"uri": "amqp://u:s3cr%2Ft@h/v", "b": "AMQPS://x:y@h"} amqp://h'),
+                         '{"uri": "amqp://u:***@h/v", "b": "AMQPS://x:***@h"} amqp://h')
 
 
 class ApiTests(TestCase):

@@ -26,7 +26,8 @@ from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.error import CannotListenError
-from twisted.internet.interfaces import IListeningPort, IProtocolFactory, IStreamServerEndpoint
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.interfaces import IAddress, IListeningPort, IProtocolFactory, IStreamServerEndpoint
 from zope.interface import implementer
 
 from txamqp09.broker import oplog
@@ -35,6 +36,7 @@ from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD, CollectorPolicy
 from txamqp09.broker.disk import DiskMonitor
 from txamqp09.broker.server import ServerFactory
 from txamqp09.broker.runtime import ConfigError
+from txamqp09.links.uri import LocalAddress
 from txamqp09.store.interface import IMessageStore, Settings
 from txamqp09.store.sqlite import StoreInUse
 from txamqp09.wire.errors import ConnectionForced
@@ -55,12 +57,15 @@ class _LoggedEndpoint:
     def __init__(self, endpoint: IStreamServerEndpoint, protocol: str) -> None:
         self.endpoint = endpoint
         self.protocol = protocol
+        #: Where it listens, once it does.
+        self.address: Optional[IAddress] = None
 
     def listen(self, protocolFactory: IProtocolFactory) -> Deferred[IListeningPort]:
         """Listen on the wrapped endpoint and log the port's address."""
         listening: Deferred[IListeningPort] = self.endpoint.listen(protocolFactory)
 
         def log(port: IListeningPort) -> IListeningPort:
+            self.address = port.getHost()
             oplog.listening(self.protocol, port.getHost())
             return port
 
@@ -127,15 +132,28 @@ class BrokerService(MultiService):
         self.data_dir = data_dir
         self.definitions_file = definitions_file
         factory.config.store = store
+        self._endpoints: list[_LoggedEndpoint] = []
         self.collector = CollectorPolicy(factory.broker, factory.clock, freeze_threshold)
 
     def add_listener(self, endpoint: IStreamServerEndpoint, factory: IProtocolFactory, protocol: str) -> None:
         """Listen on *endpoint* with *factory* while the broker runs; the
         operator log names *protocol* (``amqp``, ``http``...) and the address."""
-        listener = StreamServerEndpointService(_LoggedEndpoint(endpoint, protocol), factory)
+        logged = _LoggedEndpoint(endpoint, protocol)
+        self._endpoints.append(logged)
+        listener = StreamServerEndpointService(logged, factory)
         # A port that cannot be bound fails the start instead of being logged.
         listener._raiseSynchronously = True
         listener.setServiceParent(self)
+
+    def amqp_address(self) -> Optional[LocalAddress]:
+        """Where this broker's first plain AMQP listener on TCP listens (an
+        address of every interface given as loopback), once it does."""
+        for endpoint in self._endpoints:
+            address = endpoint.address
+            if endpoint.protocol == "amqp" and isinstance(address, (IPv4Address, IPv6Address)):
+                host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(address.host, address.host)
+                return LocalAddress(host, address.port)
+        return None
 
     def privilegedStartService(self) -> None:
         """Bind the listeners (before privileges are shed, under twistd)."""

@@ -8,8 +8,8 @@ this broker itself: the link connects to the broker's own AMQP listener on
 loopback, as ``guest`` unless the URI names a user.
 
 A URI holds a password: :func:`redacted` is what logs and the management
-API show (RabbitMQ's form: scheme, host, port and path, no credentials, no
-query), and :func:`shown_uris` redacts a parameter's URI fields.
+API show (:mod:`.redaction`), and :func:`shown_uris` redacts a parameter's
+URI fields.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from txamqp09.client.params import ConnectionParameters, parse_url
+from txamqp09.links.redaction import redacted
 from txamqp09.links.validation import erlang_term
 
 __all__ = ["LinkUri", "LocalAddress", "redacted", "shown_uris", "uri_problem", "uris_errors"]
@@ -67,19 +68,6 @@ def uris_errors(key: str, value: Any) -> list[str]:
         if problems:
             return problems
     return []
-
-
-def redacted(uri: str) -> str:
-    """*uri* without its credentials and query: safe to log and to show."""
-    try:
-        parts = urlsplit(uri)
-        port = f":{parts.port}" if parts.port is not None else ""
-        host = parts.hostname or ""
-    except ValueError:
-        return "(an unreadable URI)"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def shown_uris(value: Any, *keys: str) -> Any:

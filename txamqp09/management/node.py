@@ -36,6 +36,7 @@ from txamqp09.management.views import queue_view
 if TYPE_CHECKING:
     from txamqp09.broker.federation.service import FederationService
     from txamqp09.broker.server import ServerConnection, ServerFactory
+    from txamqp09.shovel.service import ShovelService
     from txamqp09.store.interface import IMessageStore
 
 __all__ = ["Listener", "Node", "RecordingEndpoint", "StatisticsService"]
@@ -83,6 +84,8 @@ class Node:
         self.changes = 0
         #: Encoded queue rows and orders kept between requests (see :mod:`.rows`).
         self.queue_rows = QueueRows(self, lambda queue, unacked: queue_view(self, queue, unacked))
+        #: The broker's dynamic shovels (``/api/shovels``), when it runs them.
+        self.shovels: Optional[ShovelService] = None
         #: The broker's federation links (``/api/federation-links``), if it runs them.
         self.federation: Optional[FederationService] = None
 

@@ -32,7 +32,7 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import IO, Mapping, Optional
+from typing import IO, Mapping, Optional, Sequence
 
 __all__ = [
     "RABBITMQ_BIN",
@@ -106,6 +106,7 @@ class RabbitMQ:
         API listening on :attr:`management_port`.
     :param prometheus: enable the ``rabbitmq_prometheus`` plugin, its
         metrics listening on :attr:`prometheus_port`.
+    :param more_plugins: more plugins to enable (``rabbitmq_shovel`` ...).
 
     :ivar port: the AMQP port on 127.0.0.1 (known once constructed).
     :ivar tls_port: the AMQPS port, or None without *tls*.
@@ -124,8 +125,10 @@ class RabbitMQ:
         start_timeout: float = 60.0,
         management: bool = False,
         prometheus: bool = False,
+        more_plugins: Sequence[str] = (),
     ) -> None:
         self.base_dir = os.path.abspath(base_dir)
+        self.more_plugins = tuple(more_plugins)
         self.tls = tls
         self.extra_config = dict(config)
         self.start_timeout = start_timeout
@@ -213,7 +216,7 @@ class RabbitMQ:
     def plugins(self) -> list[str]:
         """The plugins the node enables."""
         enabled = {"rabbitmq_management": self.management_port, "rabbitmq_prometheus": self.prometheus_port}
-        return [name for name, port in enabled.items() if port is not None]
+        return [name for name, port in enabled.items() if port is not None] + list(self.more_plugins)
 
     # -- life cycle --------------------------------------------------------
 
@@ -385,11 +388,13 @@ def _answers_amqp(port: int) -> bool:
     return first == b"\x01"
 
 
-_shared: dict[tuple[bool, bool], RabbitMQ] = {}
-_shared_failure: dict[tuple[bool, bool], RabbitMQError] = {}
+_shared: dict[tuple[bool, bool, tuple[str, ...]], RabbitMQ] = {}
+_shared_failure: dict[tuple[bool, bool, tuple[str, ...]], RabbitMQError] = {}
 
 
-def shared_rabbitmq(*, management: bool = False, prometheus: bool = False) -> RabbitMQ:
+def shared_rabbitmq(
+    *, management: bool = False, prometheus: bool = False, more_plugins: Sequence[str] = ()
+) -> RabbitMQ:
     """The node this process shares: started on first use, stopped at exit.
 
     :param management: the node with the management plugin (a second one,
@@ -397,15 +402,16 @@ def shared_rabbitmq(*, management: bool = False, prometheus: bool = False) -> Ra
         benchmarks).
     :param prometheus: the node with the prometheus plugin (another one,
         for the same reason).
+    :param more_plugins: more plugins the node runs (one node per set).
     :raises RabbitMQError: it could not be started (again on every later
         call, without retrying).
     """
-    key = (management, prometheus)
+    key = (management, prometheus, tuple(more_plugins))
     if key in _shared_failure:
         raise _shared_failure[key]
     if key not in _shared:
         base_dir = tempfile.mkdtemp(prefix="txamqp09-rabbitmq-")
-        node = RabbitMQ(base_dir, management=management, prometheus=prometheus)
+        node = RabbitMQ(base_dir, management=management, prometheus=prometheus, more_plugins=more_plugins)
         try:
             node.start()
         except RabbitMQError as failure:

@@ -25,6 +25,7 @@ from txamqp09.management.endpoints import (
     permissions,
     policies,
     queues,
+    shovels,
     users,
     vhosts,
     whoami,
@@ -52,5 +53,6 @@ MODULES: list[ModuleType] = [
     parameters,
     limits,
     definitions,
+    shovels,
     federation,
 ]

@@ -1,0 +1,183 @@
+"""Shovels and RabbitMQ 3.10: the same definitions accepted and refused
+alike; this project's shovel with RabbitMQ as its source and as its
+destination; RabbitMQ's own shovel plugin moving messages out of this
+project's broker."""
+
+from __future__ import annotations
+
+import html
+import uuid
+from typing import Any, Optional
+
+from twisted.internet import reactor
+from twisted.internet.defer import ensureDeferred
+from twisted.trial.unittest import TestCase
+
+from tests.management.support import http_request
+from tests.shovel.test_definition import OK, REFUSED
+from txamqp09.client import connect
+from txamqp09.links.uri import LocalAddress
+from txamqp09.shovel.service import ShovelService
+from txamqp09.shovel.worker import RUNNING
+from txamqp09.testing.broker import LoopbackBroker
+from txamqp09.testing.rabbitmq import RabbitMQ, rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.waiting import eventually
+
+#: The plugins of the node these tests share.
+PLUGINS = ("rabbitmq_shovel", "rabbitmq_shovel_management")
+
+
+def node() -> RabbitMQ:
+    """The private node with the management and shovel plugins."""
+    return shared_rabbitmq(management=True, more_plugins=PLUGINS)
+
+
+class RabbitMQShovelTestCase(TestCase):
+    """This project's broker (``self.ours``), the private RabbitMQ node
+    (``self.rabbit``) and a shovel service on our broker."""
+
+    skip = rabbitmq_missing()
+    timeout = 120
+
+    def setUp(self) -> None:
+        self.rabbit = node()
+        self.ours = LoopbackBroker()
+        self.ours.start()
+        self.addCleanup(self.ours.stop)
+        self.service = ShovelService(self.ours.factory.config, reactor, self.local, "txamqp09@test")
+        self.service.startService()
+        self.addCleanup(self.service.stopService)
+        self.tag = uuid.uuid4().hex[:8]
+        self.connections: list[Any] = []
+        self.addCleanup(lambda: ensureDeferred(self._disconnect()))
+
+    def local(self) -> Optional[LocalAddress]:
+        return LocalAddress("127.0.0.1", self.ours.port)
+
+    @property
+    def rabbit_url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.rabbit.port}/%2F"
+
+    @property
+    def rabbit_api(self) -> str:
+        return f"http://127.0.0.1:{self.rabbit.management_port}"
+
+    async def _disconnect(self) -> None:
+        for connection in self.connections:
+            await connection.disconnect()
+
+    async def channel(self, url: str) -> Any:
+        connection = await connect(reactor, url)
+        self.connections.append(connection)
+        return await connection.channel()
+
+    async def publish(self, url: str, queue: str, count: int) -> None:
+        channel = await self.channel(url)
+        await channel.queue_declare(queue, durable=True)
+        await channel.confirm_select()
+        for number in range(count):
+            await channel.basic_publish(b"%d" % number, routing_key=queue, properties={"delivery_mode": 2})
+
+    async def received(self, url: str, queue: str, count: int) -> list[bytes]:
+        channel = await self.channel(url)
+        await channel.queue_declare(queue, durable=True)
+        bodies: list[bytes] = []
+
+        async def more() -> bool:
+            while len(bodies) < count:
+                message = await channel.basic_get(queue)
+                if message is None:
+                    return False
+                message.ack()
+                bodies.append(message.body)
+            return True
+
+        await eventually(more, reactor, 30, 0.02, f"{count} messages in {queue}")
+        return bodies
+
+    async def put_on_rabbitmq(self, name: str, value: Any) -> Any:
+        answer = await http_request(self.rabbit_api, "PUT", f"/api/parameters/shovel/%2F/{name}", {"value": value})
+        if answer.status in (201, 204):
+            self.addCleanup(http_request, self.rabbit_api, "DELETE", f"/api/parameters/shovel/%2F/{name}")
+        return answer
+
+
+class SameDefinitionsTests(RabbitMQShovelTestCase):
+    """One definition JSON, two brokers: the same answer."""
+
+    async def test_refused_alike(self) -> None:
+        from tests.management.support import ManagementBroker
+
+        ours = ManagementBroker()
+        await ours.start()
+        self.addCleanup(ours.stop)
+        for value, _ in REFUSED:
+            theirs = await self.put_on_rabbitmq("s", value)
+            mine = await ours.request("PUT", "/api/parameters/shovel/%2F/s", {"value": value})
+            self.assertEqual((mine.status, mine.body["reason"]), (theirs.status, html.unescape(theirs.body["reason"])))
+
+    async def test_accepted_alike(self) -> None:
+        from tests.management.support import ManagementBroker
+
+        ours = ManagementBroker()
+        await ours.start()
+        self.addCleanup(ours.stop)
+        value = {
+            "src-uri": ["amqp://", "amqp://guest:guest@127.0.0.1:1"], "src-exchange": "amq.direct",
+            "src-exchange-key": "k", "src-prefetch-count": 10, "src-delete-after": "never",
+            "dest-uri": "amqp://", "dest-exchange": "amq.topic", "dest-exchange-key": "k2",
+            "dest-add-forward-headers": True, "dest-add-timestamp-header": True,
+            "dest-publish-properties": {"delivery_mode": 2}, "ack-mode": "on-publish", "reconnect-delay": 1,
+        }
+        name = f"same-{self.tag}"
+        theirs = await self.put_on_rabbitmq(name, value)
+        mine = await ours.request("PUT", f"/api/parameters/shovel/%2F/{name}", {"value": value})
+        self.assertEqual((mine.status, theirs.status), (201, 201))
+
+
+class OurShovelTests(RabbitMQShovelTestCase):
+    """This project's shovel, with RabbitMQ at one end."""
+
+    async def test_rabbitmq_as_destination(self) -> None:
+        source, target = f"out-{self.tag}", f"in-{self.tag}"
+        await self.publish(self.ours.url, source, 100)
+        self.ours.factory.config.set_parameter("shovel", "/", "to-rabbit", {
+            "src-uri": "amqp://", "src-queue": source, "dest-uri": self.rabbit_url, "dest-queue": target,
+            "dest-add-forward-headers": True,
+        })
+        bodies = await self.received(self.rabbit_url, target, 100)
+        self.assertEqual(sorted(bodies), sorted(b"%d" % n for n in range(100)))
+        await eventually(lambda: self.ours.broker.vhosts["/"].queues[source].message_count == 0, reactor)
+
+    async def test_rabbitmq_as_source(self) -> None:
+        source, target = f"out-{self.tag}", f"in-{self.tag}"
+        await self.publish(self.rabbit_url, source, 100)
+        self.ours.factory.config.set_parameter("shovel", "/", "from-rabbit", {
+            "src-uri": [self.rabbit_url], "src-queue": source, "src-prefetch-count": 10,
+            "dest-uri": "amqp://", "dest-queue": target,
+        })
+        await eventually(lambda: self.service.shovels["/", "from-rabbit"].state == RUNNING, reactor, 30)
+        bodies = await self.received(self.ours.url, target, 100)
+        self.assertEqual(bodies, [b"%d" % n for n in range(100)])
+        channel = await self.channel(self.rabbit_url)
+        await eventually(lambda: channel.queue_declare(source, passive=True).addCallback(
+            lambda ok: ok.message_count == 0), reactor, 30, 0.05, "the RabbitMQ queue emptied")
+
+
+class RabbitMQShovelPluginTests(RabbitMQShovelTestCase):
+    """RabbitMQ's rabbitmq_shovel moving messages out of this project's broker."""
+
+    async def test_rabbitmq_shovel_drains_our_queue(self) -> None:
+        source, target = f"ours-{self.tag}", f"theirs-{self.tag}"
+        await self.publish(self.ours.url, source, 200)
+        answer = await self.put_on_rabbitmq(f"from-ours-{self.tag}", {
+            "src-uri": f"amqp://guest:guest@127.0.0.1:{self.ours.port}", "src-queue": source,
+            "dest-uri": "amqp://", "dest-queue": target, "ack-mode": "on-confirm",
+        })
+        self.assertEqual(answer.status, 201)
+        bodies = await self.received(self.rabbit_url, target, 200)
+        self.assertEqual(bodies, [b"%d" % n for n in range(200)])
+        await eventually(lambda: self.ours.broker.vhosts["/"].queues[source].message_count == 0, reactor, 30)
+        status = await http_request(self.rabbit_api, "GET", "/api/shovels/%2F")
+        (row,) = [row for row in status.body if row["name"] == f"from-ours-{self.tag}"]
+        self.assertEqual((row["state"], row["src_uri"]), ("running", f"amqp://127.0.0.1:{self.ours.port}"))

@@ -1,0 +1,49 @@
+"""``/api/shovels``: the dynamic shovels' status (RabbitMQ's shovel management plugin).
+
+Each row is RabbitMQ's: ``node``, ``timestamp``, ``name``, ``vhost``,
+``type`` (``dynamic``), ``state`` (``starting``, ``running``,
+``terminated``); a running shovel adds ``src_uri`` and ``dest_uri``
+(without credentials), the protocols and its source and destination; a
+terminated one its ``reason``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from twisted.internet.defer import Deferred
+
+from txamqp09.management.api import ApiRequest, Reply, Router, not_found
+
+__all__ = ["register"]
+
+
+def register(router: Router) -> None:
+    """Add the shovel endpoints (seen by who may see the vhost; restart for policymakers)."""
+    router.add("GET", "/api/shovels", list_shovels)
+    router.add("GET", "/api/shovels/{vhost}", list_shovels)
+    router.add("DELETE", "/api/shovels/vhost/{vhost}/{name}/restart", restart_shovel, tag="policymaker")
+
+
+def _rows(request: ApiRequest, vhost: Optional[str]) -> list[dict[str, Any]]:
+    shovels = request.node.shovels
+    if shovels is None:
+        return []
+    return [
+        {"node": request.node.name, **row} for row in shovels.status(vhost) if request.may_see_vhost(row["vhost"])
+    ]
+
+
+def list_shovels(request: ApiRequest) -> Any:
+    """Every shovel, or those of one vhost."""
+    vhost = request.vhost().name if "vhost" in request.args else None
+    return _rows(request, vhost)
+
+
+def restart_shovel(request: ApiRequest) -> Optional[Reply]:
+    """Stop a shovel and start it again (204; 404 when there is none)."""
+    vhost = request.vhost(use=True).name
+    shovels = request.node.shovels
+    if shovels is None or not shovels.restart(vhost, request.args["name"]):
+        raise not_found()
+    return None

@@ -1,0 +1,113 @@
+"""The shovel service: one :class:`~.worker.Shovel` per ``shovel`` parameter.
+
+:class:`ShovelService` is a child of the broker's
+:class:`~txamqp09.broker.service.BrokerService`, started after the store's
+configuration is restored and the listeners listen. It watches the
+``shovel`` component of the runtime configuration
+(:class:`~txamqp09.broker.parameters.Components`): a shovel set through the
+management API, ``amqp09ctl set_parameter shovel ...``, a definitions file,
+or kept in the store from before a restart, starts; a changed one starts
+again with its new definition; a cleared one stops. It answers
+``/api/shovels`` (:meth:`ShovelService.status`) and restarts a shovel on
+request (:meth:`ShovelService.restart`).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any, Optional
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, DeferredList, succeed
+
+from txamqp09.broker.runtime import ConfigError, RuntimeConfig
+from txamqp09.links.uri import LocalAddress
+from txamqp09.shovel.definition import ShovelDefinition
+from txamqp09.shovel.worker import Shovel
+
+__all__ = ["COMPONENT", "ShovelService"]
+
+#: The runtime-parameter component of dynamic shovels.
+COMPONENT = "shovel"
+
+
+class ShovelService(Service):
+    """Runs the shovels the runtime configuration defines (see the module's text).
+
+    :param config: the broker's runtime configuration.
+    :param clock: the reactor the shovels connect and wait with.
+    :param local: where the broker listens for AMQP (None: nowhere on TCP),
+        for shovel URIs without a host.
+    :param node_name: this broker's name in the ``x-shovelled`` header.
+    """
+
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        clock: Any,
+        local: Callable[[], Optional[LocalAddress]],
+        node_name: Optional[str] = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.local = local
+        self.node_name = node_name if node_name is not None else f"txamqp09@{socket.gethostname()}"
+        self.shovels: dict[tuple[str, str], Shovel] = {}
+
+    def startService(self) -> None:
+        """Start the shovels defined now, and follow the changes."""
+        super().startService()
+        self.config.components.watch(COMPONENT, self)
+
+    def stopService(self) -> Deferred[Any]:
+        """Stop every shovel; fires once all are idle."""
+        super().stopService()
+        self.config.components.unwatch(COMPONENT, self)
+        shovels, self.shovels = list(self.shovels.values()), {}
+        return DeferredList([shovel.stop() for shovel in shovels])
+
+    # -- the watcher of the "shovel" component ------------------------------------
+
+    def parameter_set(self, vhost: str, name: str, value: Any) -> None:
+        """A shovel is new or changed: (re)start it."""
+        self._stop(vhost, name)
+        shovel = Shovel(
+            self.clock, vhost, name, ShovelDefinition.from_json(value), self.local, self.node_name, self._completed,
+        )
+        self.shovels[vhost, name] = shovel
+        shovel.start()
+
+    def parameter_cleared(self, vhost: str, name: str) -> None:
+        """A shovel is gone: stop it."""
+        self._stop(vhost, name)
+
+    def _stop(self, vhost: str, name: str) -> Deferred[None]:
+        shovel = self.shovels.pop((vhost, name), None)
+        return succeed(None) if shovel is None else shovel.stop()
+
+    def _completed(self, shovel: Shovel) -> None:
+        """*shovel* moved what ``src-delete-after`` asked: remove its parameter."""
+        if self.shovels.get((shovel.vhost, shovel.name)) is shovel:
+            try:
+                self.config.clear_parameter(COMPONENT, shovel.vhost, shovel.name)
+            except ConfigError:
+                self.shovels.pop((shovel.vhost, shovel.name), None)
+
+    # -- status and control ----------------------------------------------------------
+
+    def status(self, vhost: Optional[str] = None) -> list[dict[str, Any]]:
+        """The shovels' status (of *vhost*, or all), as ``/api/shovels`` lists them."""
+        return [
+            shovel.status() for (where, _), shovel in sorted(self.shovels.items())
+            if vhost is None or where == vhost
+        ]
+
+    def restart(self, vhost: str, name: str) -> bool:
+        """Stop shovel *name* of *vhost* and start it again; False if there is none."""
+        shovel = self.shovels.get((vhost, name))
+        if shovel is None:
+            return False
+        value = self.config.parameters[COMPONENT, vhost, name]
+        self.parameter_set(vhost, name, value)
+        return True
