@@ -1,7 +1,9 @@
-"""Third-party tools written for RabbitMQ drive this broker's API: rabbitmqadmin, pyrabbit2."""
+"""Third-party tools written for RabbitMQ drive this broker's API: rabbitmqadmin,
+pyrabbit2, celery flower's broker view."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -19,6 +21,10 @@ try:
     import pyrabbit2
 except ImportError:
     pyrabbit2 = None
+try:
+    from flower.utils.broker import Broker as FlowerBroker
+except ImportError:
+    FlowerBroker = None
 
 #: Where Debian's rabbitmq-server puts rabbitmqadmin.
 _RABBITMQADMIN = [
@@ -167,3 +173,37 @@ class Pyrabbit2Tests(TestCase):
         yield deferToThread(client.delete_queue, "/", "orders")
         queues = yield deferToThread(client.get_queues, "/")
         self.assertNotIn("orders", [queue["name"] for queue in queues])
+
+
+class FlowerTests(TestCase):
+    """celery flower's broker view: its RabbitMQ broker module lists the
+    queues of the broker's management API (``flower --broker-api=URL``)."""
+
+    skip = None if FlowerBroker is not None else "flower is not installed (pip install '.[tools]')"
+
+    @inlineCallbacks
+    def setUp(self) -> Any:
+        self.broker = ManagementBroker()
+        yield self.broker.start()
+        self.addCleanup(self.broker.stop)
+
+    def flower_queues(self, broker_url: str, names: list[str]) -> Any:
+        """What flower's broker module answers for *names* (in a thread: it runs its own event loop)."""
+        assert FlowerBroker is not None
+        api = f"http://guest:guest@127.0.0.1:{self.broker.http_port}/api/"
+        return deferToThread(lambda: asyncio.run(FlowerBroker(broker_url, api).queues(names)))
+
+    @inlineCallbacks
+    def test_the_broker_view_lists_this_brokers_queues(self) -> Any:
+        yield self.broker.request("PUT", "/api/queues/%2F/celery", {"durable": True})
+        yield self.broker.request("PUT", "/api/queues/%2F/other", {})
+        for number in range(2):
+            yield self.broker.request("POST", "/api/exchanges/%2F/amq.default/publish", {
+                "routing_key": "celery", "payload": f"task {number}", "payload_encoding": "string",
+                "properties": {}})
+        url = f"amqp://guest:guest@127.0.0.1:{self.broker.amqp_port}//"
+        queues = yield self.flower_queues(url, ["celery", "missing"])
+        self.assertEqual([(queue["name"], queue["messages"]) for queue in queues], [("celery", 2)])
+        self.assertEqual(queues[0]["messages_ready"], 2)
+        queues = yield self.flower_queues(f"amqp://guest:guest@127.0.0.1:{self.broker.amqp_port}/", ["other"])
+        self.assertEqual([queue["name"] for queue in queues], ["other"])
