@@ -183,6 +183,18 @@ class LinkTests(TestCase):
         up.basic_publish(b"two", "fed.x", "k2")
         message = await eventually(lambda: down.basic_get("q", no_ack=True), reactor)
         self.assertEqual(message.body, b"two")
+        # Properties seen before are republished as before; a message that
+        # crossed max-hops links already is dropped (and acked upstream) each time.
+        travelled = {"headers": {"x-received-from": [{"cluster-name": "elsewhere", "vhost": "/"}]}}
+        for body in (b"far", b"far again"):
+            up.basic_publish(body, "fed.x", "k1", travelled)
+        up.basic_publish(b"three", "fed.x", "k2")
+        message = await eventually(lambda: down.basic_get("q", no_ack=True), reactor)
+        self.assertEqual((message.body, message.headers["x-received-from"][0]["exchange"]), (b"three", b"fed.x"))
+        link_queue = upstream_vhost.queues["federation: fed.x -> down"]
+        await eventually(lambda: link_queue.message_count == 0 and not link_queue.consumers[0].session.unacked,
+                         reactor, what="the dropped messages are acked upstream")
+        self.assertIsNone(await down.basic_get("q", no_ack=True))
         await down.request("queue.unbind", queue="q", exchange="fed.x", routing_key="k1", arguments={})
         await eventually(lambda: len(internal.bindings) == 1, reactor, what="k1 unbound upstream")
         (status,) = self.service.status()

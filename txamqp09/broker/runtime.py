@@ -78,7 +78,8 @@ MAX_NAME_BYTES = 255
 #: Components of runtime parameters that stand for something else here.
 VHOST_LIMITS = "vhost-limits"
 OPERATOR_POLICY = "operator_policy"
-#: Components this broker keeps without acting on them (for tools and later use).
+#: Components this broker knows: kept, checked and acted on by their services
+#: (shovels, federation links); others are kept for tools and reported.
 _KEPT_COMPONENTS = ("shovel", "federation-upstream", "federation-upstream-set")
 #: The components whose values are checked (and acted on, by their watchers).
 COMPONENTS: dict[str, Component] = {"shovel": SHOVEL, **FEDERATION_COMPONENTS}

@@ -45,6 +45,11 @@ class Message:
         return self._command.properties
 
     @property
+    def raw_properties(self) -> bytes:
+        """The content properties as they arrived, encoded."""
+        return self._command.raw_properties
+
+    @property
     def headers(self) -> dict[str, Any]:
         """The application headers table (empty when none were sent)."""
         return getattr(self.properties, "headers", None) or {}

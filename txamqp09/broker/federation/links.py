@@ -29,7 +29,7 @@ import time
 import zlib
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.internet.interfaces import IDelayedCall
@@ -47,10 +47,11 @@ from txamqp09.broker.federation.headers import (
 from txamqp09.broker.federation.upstreams import Upstream
 from txamqp09.broker.model import Binding, Client, Consumer, Exchange, ISink, Message, Queue, Session, VirtualHost
 from txamqp09.broker.model.routing import freeze
-from txamqp09.client import Channel, ChannelClosed, ChannelState, ClientConnection, ClientError, connect, parse_url
+from txamqp09.client import Channel, ChannelClosed, ChannelState, ClientConnection, ClientError, connect
 from txamqp09.client import Consumer as ClientConsumer
 from txamqp09.client import Message as ClientMessage
-from txamqp09.links.uri import redacted
+from txamqp09.links.link import LinkDown, connect_first, describe
+from txamqp09.links.uri import LinkUri, LocalAddress, redacted
 from txamqp09.wire.errors import AMQPError
 from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
@@ -61,6 +62,9 @@ _log = Logger()
 _PROPERTIES = AMQP0_9_1.properties[60]
 #: The argument that marks what federation declares, so that it is not federated in turn.
 _PURPOSE = {"x-internal-purpose": "federation"}
+#: Encoded properties an exchange link remembers (see ExchangeLink.delivered).
+_KEPT_PROPERTIES = 256
+_UNKNOWN: Any = object()
 #: Status values, as RabbitMQ's ``/api/federation-links`` shows them.
 STARTING, RUNNING, ERROR = "starting", "running", "error"
 
@@ -107,15 +111,13 @@ class LocalPublisher:
         self.client = Client(name)
         self.session = Session(vhost, self.client, _Sink())
 
-    def publish(self, exchange: str, routing_key: str, properties: Any, body: bytes) -> Optional[Deferred[None]]:
-        """Route a message; a Deferred that fires once the store has it when
-        it was written, else None.
+    def publish(self, exchange: str, routing_key: str, raw_properties: bytes, body: bytes) -> Optional[Deferred[None]]:
+        """Route a message (its content properties encoded); a Deferred that
+        fires once the store has it when it was written, else None.
 
         :raises AMQPError: as basic.publish would (no such exchange...).
         """
-        message = Message(
-            exchange, routing_key, envelope(exchange, routing_key), properties.encode(), body, _PROPERTIES
-        )
+        message = Message(exchange, routing_key, envelope(exchange, routing_key), raw_properties, body, _PROPERTIES)
         before = self.session.stored_sequence
         self.session.publish(exchange, message, False, False)
         persistence = self.vhost.persistence
@@ -137,6 +139,7 @@ class Link:
     :param upstream: the upstream and its settings.
     :param policy: the name of the policy that federates it.
     :param cluster_name: this broker's cluster name, read when the link connects.
+    :param local: where this broker listens for AMQP (for upstream URIs without a host).
     """
 
     #: ``exchange`` or ``queue``.
@@ -144,9 +147,10 @@ class Link:
 
     def __init__(
         self, reactor: Any, vhost: VirtualHost, name: str, upstream: Upstream, policy: Optional[str],
-        cluster_name: Callable[[], str],
+        cluster_name: Callable[[], str], local: Callable[[], Optional[LocalAddress]] = lambda: None,
     ) -> None:
         self.reactor = reactor
+        self.local = local
         self.vhost = vhost
         self.name = name
         self.upstream = upstream
@@ -207,23 +211,26 @@ class Link:
     def _connect(self) -> None:
         if self._stopped:
             return
-        uri = self.upstream.uris[self._attempts % len(self.upstream.uris)]
-        self._attempts += 1
-        self.uri = redacted(uri)
         self._report(STARTING)
-        ensureDeferred(self._run(uri)).addErrback(self._failed)
+        ensureDeferred(self._run()).addErrback(self._failed)
 
-    async def _run(self, uri: str) -> None:
-        parameters = parse_url(uri)
-        if urlsplit(uri).path == "":
-            parameters = parameters.replace(virtual_host=self.vhost.name)
-        parameters = parameters.replace(client_properties={"connection_name": self.connection_name})
-        connection = await connect(self.reactor, parameters)
+    def _uris(self) -> list[LinkUri]:
+        """The upstream's URIs; one without a vhost names the downstream's
+        (as in RabbitMQ)."""
+        vhost = quote(self.vhost.name, safe="")
+        return [LinkUri(uri if urlsplit(uri).path else f"{uri}/{vhost}") for uri in self.upstream.uris]
+
+    async def _run(self) -> None:
+        uris = self._uris()
+        connection, uri = await connect_first(self.reactor, uris, self.local, self.connection_name,
+                                              start=self._attempts)
+        self._attempts += 1
+        self.uri = redacted(self.upstream.uris[uris.index(uri)])  # as given, without credentials
         if self._stopped:
             await connection.disconnect()
             return
         self.connection = connection
-        self.upstream_vhost = parameters.virtual_host
+        self.upstream_vhost = connection.parameters.virtual_host
         cluster = connection.server_properties.get("cluster_name")
         self.upstream_cluster = cluster.decode("utf-8", "replace") if isinstance(cluster, bytes) else cluster
         connection.whenClosed().addBoth(self._lost, connection)
@@ -232,11 +239,9 @@ class Link:
         _log.info("federation link {key} connected to {uri}", key=self.key, uri=self.uri)
 
     def _failed(self, failure: Any) -> None:
-        error = failure.value
-        text = str(error) if isinstance(error, (ClientError, AMQPError, OSError, ValueError)) else repr(error)
-        if not isinstance(error, (ClientError, AMQPError, OSError, ValueError)):
+        if not isinstance(failure.value, (ClientError, AMQPError, OSError, ValueError, LinkDown)):
             _log.failure("federation link {key} failed", failure, key=self.key)
-        self._report(ERROR, text)
+        self._report(ERROR, describe(failure))
         connection, self.connection = self.connection, None
         if connection is not None:
             connection.close()
@@ -269,15 +274,20 @@ class Link:
 
     # -- moving messages ----------------------------------------------------------
 
-    def republish(self, message: ClientMessage, exchange: str, routing_key: str, headers: Mapping[str, Any]) -> None:
-        """Publish *message* here with *headers*, then acknowledge it at the
-        upstream as the ack mode says."""
+    def properties_with(self, message: ClientMessage, headers: Mapping[str, Any]) -> bytes:
+        """*message*'s content properties with *headers* (and without its
+        ``user_id`` unless the upstream is trusted with it), encoded."""
         properties = message.properties
         properties.headers = dict(headers)
         if not self.upstream.trust_user_id:
             properties.user_id = None
+        return properties.encode()  # type: ignore[no-any-return]
+
+    def republish(self, message: ClientMessage, exchange: str, routing_key: str, raw_properties: bytes) -> None:
+        """Publish *message* here with *raw_properties*, then acknowledge it
+        at the upstream as the ack mode says."""
         try:
-            stored = self.publisher.publish(exchange, routing_key, properties, message.body)
+            stored = self.publisher.publish(exchange, routing_key, raw_properties, message.body)
         except AMQPError as error:
             self._report(ERROR, error.reply_text)
             if self.connection is not None:
@@ -360,8 +370,9 @@ class ExchangeLink(Link):
     kind = "exchange"
 
     def __init__(self, reactor: Any, vhost: VirtualHost, exchange: Exchange, upstream: Upstream,
-                 policy: Optional[str], cluster_name: Callable[[], str]) -> None:
-        super().__init__(reactor, vhost, exchange.name, upstream, policy, cluster_name)
+                 policy: Optional[str], cluster_name: Callable[[], str],
+                 local: Callable[[], Optional[LocalAddress]] = lambda: None) -> None:
+        super().__init__(reactor, vhost, exchange.name, upstream, policy, cluster_name, local)
         self.exchange = exchange
         self.upstream_exchange = upstream.exchange or exchange.name
         #: Destinations of the downstream bindings by (routing key, arguments).
@@ -370,6 +381,10 @@ class ExchangeLink(Link):
         self.internal = ""
         self.suffix = "A"
         self._commands: Optional[Channel] = None
+        #: Properties republished, by the properties received and the
+        #: redelivered flag (messages of one publisher mostly share them):
+        #: what they become depends on nothing else while connected.
+        self._republished: dict[tuple[bytes, bool], Optional[bytes]] = {}
         exchange.binding_watchers += (self.binding_changed,)
 
     def stop(self, clean_up: bool = False) -> Deferred[Any]:
@@ -390,6 +405,7 @@ class ExchangeLink(Link):
 
     async def set_up(self, connection: ClientConnection) -> None:
         upstream = self.upstream
+        self._republished.clear()
         channel = await connection.channel()
         self._commands = await connection.channel()
         self.queue = upstream_queue_name(
@@ -485,15 +501,29 @@ class ExchangeLink(Link):
         ).addErrback(self._command_failed)
 
     def delivered(self, message: ClientMessage) -> None:
+        key = (message.raw_properties, message.redelivered)
+        raw = self._republished.get(key, _UNKNOWN)
+        if raw is _UNKNOWN:
+            raw = self._republished_properties(message)
+            if len(self._republished) >= _KEPT_PROPERTIES:
+                self._republished.clear()
+            self._republished[key] = raw
+        if raw is None:
+            self.drop(message)
+        else:
+            self.republish(message, self.name, message.routing_key, raw)
+
+    def _republished_properties(self, message: ClientMessage) -> Optional[bytes]:
+        """The properties *message* is republished with, encoded; None when
+        it is not to be republished (it went far enough)."""
         headers = message.headers
         if not should_forward(headers, self.upstream.max_hops, self.cluster_name(), self.vhost.name):
-            self.drop(message)
-            return
+            return None
         entry: dict[str, Any] = {"uri": self.uri, "exchange": self.name, "redelivered": message.redelivered}
         if self.upstream_cluster is not None:
             entry["cluster-name"] = self.upstream_cluster
         entry["vhost"] = self.upstream_vhost
-        self.republish(message, self.name, message.routing_key, prepended(headers, RECEIVED_FROM, entry))
+        return self.properties_with(message, prepended(headers, RECEIVED_FROM, entry))
 
 
 class QueueLink(Link):
@@ -505,8 +535,9 @@ class QueueLink(Link):
     kind = "queue"
 
     def __init__(self, reactor: Any, vhost: VirtualHost, queue: Queue, upstream: Upstream,
-                 policy: Optional[str], cluster_name: Callable[[], str]) -> None:
-        super().__init__(reactor, vhost, queue.name, upstream, policy, cluster_name)
+                 policy: Optional[str], cluster_name: Callable[[], str],
+                 local: Callable[[], Optional[LocalAddress]] = lambda: None) -> None:
+        super().__init__(reactor, vhost, queue.name, upstream, policy, cluster_name, local)
         self.queue = queue
         self.upstream_queue = upstream.queue or queue.name
         self._channel: Optional[Channel] = None
@@ -558,4 +589,4 @@ class QueueLink(Link):
     def delivered(self, message: ClientMessage) -> None:
         entry = {"uri": self.uri, "queue": self.name, "redelivered": message.redelivered}
         headers = queue_link_headers(message.headers, entry, message.exchange, message.routing_key)
-        self.republish(message, "", self.name, headers)
+        self.republish(message, "", self.name, self.properties_with(message, headers))

@@ -18,7 +18,7 @@ their own.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, gatherResults
@@ -29,6 +29,7 @@ from txamqp09.broker.federation.upstreams import UPSTREAM, UPSTREAM_SET, Upstrea
 from txamqp09.broker.model import Exchange, Queue, VirtualHost
 from txamqp09.broker.model.policy import FEDERATION_KEYS
 from txamqp09.broker.runtime import RuntimeConfig
+from txamqp09.links.uri import LocalAddress
 
 __all__ = ["FederationService"]
 
@@ -46,10 +47,14 @@ class FederationService(Service):
     :param config: the broker's runtime configuration (parameters, model).
     :param reactor: connects the links and runs the looks.
     :param node: the node name (the cluster name when none is set).
+    :param local: where this broker listens for AMQP, once it does (for
+        upstream URIs without a host: this broker itself).
     """
 
-    def __init__(self, config: RuntimeConfig, reactor: Any, node: str) -> None:
+    def __init__(self, config: RuntimeConfig, reactor: Any, node: str,
+                 local: Callable[[], Optional[LocalAddress]] = lambda: None) -> None:
         self.config = config
+        self.local = local
         self.reactor = reactor
         self.node = node
         self.links: dict[tuple[str, str, str, str], Link] = {}
@@ -100,9 +105,11 @@ class FederationService(Service):
             if key not in self.links:
                 made: Link
                 if isinstance(entity, Exchange):
-                    made = ExchangeLink(self.reactor, vhost, entity, upstream, policy, lambda: self.cluster_name)
+                    made = ExchangeLink(self.reactor, vhost, entity, upstream, policy, lambda: self.cluster_name,
+                                        self.local)
                 else:
-                    made = QueueLink(self.reactor, vhost, entity, upstream, policy, lambda: self.cluster_name)
+                    made = QueueLink(self.reactor, vhost, entity, upstream, policy, lambda: self.cluster_name,
+                                     self.local)
                 self.links[key] = made
                 made.start()
         for running in self.links.values():
