@@ -49,21 +49,24 @@ QUICK = Options(
     queues=10_000, bindings=10_000, routed=50_000, fanout_messages=5_000, backlog=200_000,
     large_bytes=64 * scale.MiB, drained=100_000,
 )
-_NUMBER = re.compile(r"^[\d,.]+$")
+#: A figure in a report: a number, or a rate followed by "(broker CPU / other CPU)".
+_CELL = re.compile(r"([\d,]+(?:\.\d+)?)(?:\s*\(([\d.]+)\s*/\s*[\d.]+\))?")
 
 
 def broker_figures(messages: int, repeat: int) -> list[Figure]:
-    """bench/broker.py's scenarios: messages per second on both brokers."""
+    """bench/broker.py's scenarios: messages per second and the broker's
+    CPU time per message, on both brokers."""
     command = f"python bench/broker.py --messages {messages} --repeat {repeat}"
-    figures = {
-        name: Figure(f"1p1c {name}: {scenario.body_size} B{', no-ack' if scenario.no_ack else ', acks'}, msg/s",
-                     "msg/s", True, f"{command} --scenario {name}")
-        for name, scenario in broker.SCENARIOS.items()
-    }
+    figures: dict[tuple[str, str], Figure] = {}
+    for name, scenario in broker.SCENARIOS.items():
+        label = f"1p1c {name}: {scenario.body_size} B{', no-ack' if scenario.no_ack else ', acks'}"
+        figures[name, "rate"] = Figure(f"{label}, msg/s", "msg/s", True, f"{command} --scenario {name}")
+        figures[name, "cpu"] = Figure(f"{label}, broker CPU us/msg", "us", False, f"{command} --scenario {name}")
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as base_dir:
         with broker.running_brokers(base_dir, None) as brokers:
             for result in broker.compare(brokers, list(broker.SCENARIOS.values()), messages, 5000, repeat):
-                figures[result.scenario].values[result.broker] = result.rate
+                figures[result.scenario, "rate"].values[result.broker] = result.rate
+                figures[result.scenario, "cpu"].values[result.broker] = result.cpu_us_per_message
     return list(figures.values())
 
 
@@ -80,43 +83,54 @@ def script_output(script: str, *arguments: str) -> Optional[str]:
     return process.stdout
 
 
-def rows(output: str, width: int) -> list[list[str]]:
-    """The lines of *output* that are a broker's row of *width* columns:
-    ``[label..., broker, number...]``."""
+def rows(output: str) -> list[tuple[str, str, list[tuple[float, Optional[float]]]]]:
+    """The broker rows of a report: (label before the broker's name, broker,
+    cells). A cell is a number, or ``rate (broker CPU / other CPU)`` as
+    bench/spark.py prints them: (the number, the broker's CPU or None)."""
     found = []
     for line in output.splitlines():
         parts = line.split()
-        names = [index for index, part in enumerate(parts) if part in ("txamqp09", "rabbitmq")]
-        if len(parts) == width and names and all(_NUMBER.match(part) for part in parts[names[0] + 1 :]):
-            found.append(parts)
+        for index, part in enumerate(parts[:2]):
+            if part in ("txamqp09", "rabbitmq"):
+                rest = " ".join(parts[index + 1 :])
+                cells = [
+                    (float(number.replace(",", "")), float(cpu) if cpu else None)
+                    for number, cpu in _CELL.findall(rest)
+                ]
+                if cells and _CELL.sub("", rest).strip() == "":
+                    found.append((" ".join(parts[:index]), part, cells))
+                break
     return found
 
 
 def streams_figures(messages: int) -> list[Figure]:
-    """bench/streams.py's phases (rows: phase, broker, msg/s, CPU, RSS)."""
+    """bench/streams.py's phases (rows: phase, broker, msg/s, CPU us/msg, RSS)."""
     command = f"python bench/streams.py --messages {messages}"
-    figures = {
-        phase: Figure(f"stream {phase}: 256 B{', confirmed' if phase == 'append' else ', acked'}, msg/s",
-                      "msg/s", True, command)
-        for phase in ("append", "read")
-    }
-    output = script_output("streams.py", "--messages", str(messages))
-    for phase, name, rate, *_ in rows(output or "", 5):
-        if phase in figures:
-            figures[phase].values[name] = float(rate.replace(",", ""))
+    figures: dict[tuple[str, str], Figure] = {}
+    for phase in ("append", "read"):
+        label = f"stream {phase}: 256 B{', confirmed' if phase == 'append' else ', acked'}"
+        figures[phase, "rate"] = Figure(f"{label}, msg/s", "msg/s", True, command)
+        figures[phase, "cpu"] = Figure(f"{label}, broker CPU us/msg", "us", False, command)
+    for phase, name, cells in rows(script_output("streams.py", "--messages", str(messages)) or ""):
+        if (phase, "rate") in figures and len(cells) >= 2:
+            figures[phase, "rate"].values[name] = cells[0][0]
+            figures[phase, "cpu"].values[name] = cells[1][0]
     return list(figures.values())
 
 
 def spark_figures(messages: int) -> list[Figure]:
-    """bench/spark.py's actions (rows: broker, write, read classic, read stream)."""
+    """bench/spark.py's actions (rows: broker, then per action its rate and
+    the CPU per message of the broker and of Spark)."""
     command = f"python bench/spark.py --messages {messages}"
     actions = ("write", "read classic", "read stream")
-    figures = [Figure(f"Spark local[2] {action}: 100 B, msg/s", "msg/s", True, command) for action in actions]
-    output = script_output("spark.py", "--messages", str(messages))
-    for name, *rates in rows(output or "", 4):
-        for figure, rate in zip(figures, rates):
-            figure.values[name] = float(rate.replace(",", ""))
-    return figures
+    rates = [Figure(f"Spark local[2] {action}: 100 B, msg/s", "msg/s", True, command) for action in actions]
+    cpus = [Figure(f"Spark local[2] {action}: broker CPU us/msg", "us", False, command) for action in actions]
+    for _label, name, cells in rows(script_output("spark.py", "--messages", str(messages)) or ""):
+        for rate, cpu, (value, broker_us) in zip(rates, cpus, cells):
+            rate.values[name] = value
+            if broker_us is not None:
+                cpu.values[name] = broker_us
+    return rates + [cpu for cpu in cpus if cpu.values]
 
 
 def table(figures: list[Figure]) -> str:

@@ -29,6 +29,11 @@ class FakeCollector:
     def unfreeze(self) -> None:
         self.calls.append("unfreeze")
 
+    def collect(self) -> int:
+        self.calls.append("collect")
+        self.full_passes += 1
+        return 0
+
 
 class CollectorPolicyTests(SynchronousTestCase):
     def setUp(self) -> None:
@@ -74,8 +79,24 @@ class CollectorPolicyTests(SynchronousTestCase):
         self.vhost.purge_queue("q", self.client)
         self.queue(4)
         self.clock.advance(1)
-        self.assertEqual(self.gc.calls, ["freeze", "unfreeze"])
+        self.assertEqual(self.gc.calls, ["freeze", "unfreeze", "collect"])
         self.assertEqual(queued_messages(self.broker), 4)
+        self.clock.advance(1)
+        self.assertEqual(self.gc.calls, ["freeze", "unfreeze", "collect"])
+
+    def test_a_drained_backlog_is_collected_once_even_if_never_frozen(self) -> None:
+        """The cycles that died while the backlog was large are freed (with
+        the memory they pinned) once it is drained, frozen or not."""
+        self.queue(10)
+        self.clock.advance(1)
+        self.vhost.purge_queue("q", self.client)
+        self.clock.advance(1)
+        self.assertEqual(self.gc.calls, ["collect"])
+        self.queue(9)
+        self.clock.advance(1)
+        self.vhost.purge_queue("q", self.client)
+        self.clock.advance(1)
+        self.assertEqual(self.gc.calls, ["collect"])
 
     def test_stopping_thaws_and_a_zero_threshold_never_looks(self) -> None:
         self.policy.freeze()

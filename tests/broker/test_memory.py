@@ -13,6 +13,7 @@ from txamqp09.broker.memory import (
     LOOK_AGAIN_AFTER,
     RELEASE_THRESHOLD,
     allocator_free,
+    tune_allocator,
     MemoryMonitor,
     parse_watermark,
     release_memory,
@@ -131,6 +132,12 @@ class MemoryMonitorTests(SynchronousTestCase):
         self.assertEqual(len(trims), 1)  # grew
         self.clock.advance(1.0)
         self.assertEqual(trims[1:], [RELEASE_THRESHOLD + 3 * MiB])
+
+    def test_allocator_tuned_where_it_reports_its_free_memory(self) -> None:
+        """glibc 2.33+ (which has mallinfo2) takes both mallopt settings."""
+        if allocator_free() is None:
+            raise self.skipTest("the C library does not report its free memory (glibc 2.33+ does)")
+        self.assertTrue(tune_allocator())
 
     def test_allocator_free_counts_freed_bodies(self) -> None:
         before = allocator_free()

@@ -46,6 +46,7 @@ __all__ = [
     "allocator_free",
     "parse_watermark",
     "release_memory",
+    "tune_allocator",
     "resident_memory",
     "total_memory",
 ]
@@ -156,6 +157,32 @@ def allocator_free() -> Optional[int]:
     return None if info is None else int(info.fordblks)
 
 
+#: mallopt's parameters: the size from which an allocation gets a map of
+#: its own, and the free top of the heap that is given back at once.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: Allocations from this size get a map of their own (glibc's largest).
+MMAP_THRESHOLD = 32 * 1024 * 1024
+
+
+def tune_allocator() -> bool:
+    """Have the C allocator keep and reuse the memory of large messages;
+    whether the C library could (glibc can).
+
+    glibc gives every allocation from 128 KiB on a map of its own (raising
+    that bound as such maps are freed) and gives the heap's free top back
+    to the system as soon as it exceeds twice the bound: each 1 MiB body
+    then costs fresh pages, faulted in and zeroed, several times over. With
+    a fixed bound of :data:`MMAP_THRESHOLD` and no automatic trim, freed
+    memory is reused; :class:`MemoryMonitor` trims it once it stops being
+    reused.
+    """
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
 def release_memory() -> bool:
     """Give the C allocator's free memory back to the operating system; whether
     the C library could (glibc can)."""
@@ -211,8 +238,10 @@ class MemoryMonitor:
         self._next_free_look = 0.0
 
     def start(self) -> None:
-        """Look now and every :attr:`interval` seconds."""
+        """Tune the C allocator (:func:`tune_allocator`); look now and every
+        :attr:`interval` seconds."""
         if not self._loop.running:
+            tune_allocator()
             self._loop.start(self.interval, now=True)
 
     def stop(self) -> None:

@@ -8,7 +8,11 @@ that announces 127 MiB and sends 1 MiB costs 1 MiB, and the whole map goes
 back to the system the moment the body is complete or dropped. Gathering
 such a body as a list of frame-sized pieces would leave the C allocator
 with thousands of mid-size blocks, which it keeps after they are freed.
-Smaller bodies are gathered as a list of pieces and joined.
+Smaller bodies are gathered as a list of pieces (each costs what arrived)
+and joined: their memory is reused by the next ones, where a map per body
+would cost fresh pages, faulted in and zeroed, for each (the broker has the
+C allocator keep such blocks and trims them once they are no longer
+reused, see :mod:`txamqp09.broker.memory`).
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ from typing import Optional, Union
 
 __all__ = ["MAPPED_BODY_SIZE", "BodyBuffer"]
 
-#: Announced body sizes from which the body is gathered in a memory map.
-MAPPED_BODY_SIZE = 1024 * 1024
+#: Announced body sizes from which the body is gathered in a memory map
+#: (glibc's largest bound for allocations of their own).
+MAPPED_BODY_SIZE = 32 * 1024 * 1024
 
 Buffer = Union[bytes, bytearray]
+#: A private anonymous map: the system's shared memory (the default of an
+#: anonymous map) costs more per page to fault in and to give back.
+_PRIVATE = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
 
 
 class BodyBuffer:
@@ -35,7 +43,9 @@ class BodyBuffer:
     __slots__ = ("_map", "_parts", "held")
 
     def __init__(self, size: int) -> None:
-        self._map: Optional[mmap.mmap] = mmap.mmap(-1, size) if size >= MAPPED_BODY_SIZE else None
+        self._map: Optional[mmap.mmap] = (
+            mmap.mmap(-1, size, flags=_PRIVATE) if size >= MAPPED_BODY_SIZE else None
+        )
         self._parts: list[Buffer] = []
         self.held = 0
 
