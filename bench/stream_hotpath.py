@@ -62,8 +62,14 @@ class ThreadCalls:
 def main(phase: str, count: int) -> None:
     """Append *count* messages (a multiple of 1,000) to a stream; with
     *phase* ``read``, read them back too."""
+    with tempfile.TemporaryDirectory(prefix="stream-hotpath-") as directory:
+        run(phase, count, Path(directory) / "store.db")
+
+
+def run(phase: str, count: int, path: Path) -> None:
+    """:func:`main` with the store at *path*."""
     calls = ThreadCalls()
-    store = SQLiteStore(Path(tempfile.mkdtemp(prefix="stream-hotpath-")) / "store.db", calls)  # type: ignore[arg-type]
+    store = SQLiteStore(path, calls)  # type: ignore[arg-type]
     broker = Broker(persistence=Persistence(store))
     broker.restore(store.open())
     transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
@@ -96,8 +102,10 @@ def main(phase: str, count: int) -> None:
         for tag in range(WINDOW, count + 1, WINDOW):
             transport.clear()
             server.dataReceived(method_frame(2, spec.BasicAck(delivery_tag=tag, multiple=True)))
-    store.close()
-    calls.run()
+    closed = store.close()
+    while not closed.called:
+        time.sleep(0.0005)
+        calls.run()
 
 
 def wait_for(store: SQLiteStore, calls: ThreadCalls) -> None:

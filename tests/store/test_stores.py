@@ -295,6 +295,22 @@ class SQLiteStoreTests(LogContract, TestCase):
         return SQLiteStore(store.path, reactor)
 
     @inlineCallbacks
+    def test_a_transaction_takes_chunks_within_its_batch_bytes(self) -> Any:
+        store = self.make()
+        store.open()
+        for n in range(10):
+            store.add_queue(DurableQueue("/", f"s{n}", arguments={"x-queue-type": b"stream"}))
+        yield store.when_durable(store.last_sequence)
+        before = store.commits
+        with store._lock:  # the writer takes nothing until all ten are queued
+            for n in range(10):
+                store.append_log("/", f"s{n}", chunk_of(0, 3, 0))
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(store.commits - before, 3, "each chunk counts as CHUNK_BYTES of BATCH_BYTES")
+        _, recovered = yield self.restarted(store)
+        self.assertEqual([recovered.logs[("/", f"s{n}")][0].last for n in range(10)], [2] * 10)
+
+    @inlineCallbacks
     def test_log_retention_returns_disk_space(self) -> Any:
         store = self.make()
         store.open()

@@ -21,7 +21,7 @@ auto-vacuum; after a batch, when free pages exceed a quarter of the file (and
 at least :data:`VACUUM_MIN_FREE_PAGES`), they are returned to the file system.
 The write-ahead log is bounded whatever the batch sizes: the writer takes at
 most about :data:`BATCH_BYTES` of bodies in one transaction (a larger backlog
-becomes several), and once the log file has grown to
+becomes several; a stream's chunk counts as the most it may hold), and once the log file has grown to
 :data:`CHECKPOINT_BYTES` it checkpoints the log into the database and
 truncates it (after reporting the batch durable, so that confirms never wait
 for a checkpoint). Removals are bounded too: one transaction applies at most
@@ -236,13 +236,13 @@ class _Publish:
 
 class _Append:
     """A chunk to write to a stream's log: what the stream added to it until
-    the writer takes it (its size is bounded by
-    :data:`~txamqp09.store.chunks.CHUNK_BYTES`, so it counts as nothing
-    towards :data:`BATCH_BYTES`)."""
+    the writer takes it. It counts towards :data:`BATCH_BYTES` as
+    :data:`~txamqp09.store.chunks.CHUNK_BYTES`, the most a stream puts in one
+    chunk (but for a single larger message), whatever it holds when queued."""
 
     __slots__ = ("vhost", "queue", "chunk", "sequence")
 
-    size = 0
+    size = CHUNK_BYTES
 
     def __init__(self, vhost: str, queue: str, chunk: LogChunk) -> None:
         self.vhost = vhost
@@ -557,6 +557,7 @@ class SQLiteStore:
         with self._lock:
             self._check_open()
             self._pending.append(append)
+            self._pending_bytes += append.size
             append.sequence = sequence = self._next_sequence()
             return sequence
 
