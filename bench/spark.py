@@ -159,16 +159,12 @@ def main(argv: Optional[list[str]] = None) -> None:
                        for broker in brokers}
     print(f"{options.messages} messages of {options.body_size} B, local[2]; load average {before} before, "
           f"{load()} after")
-    header = f"{'broker':<10}" + "".join(f"{action:>14}" for action in ACTIONS)
-    print("messages per second")
-    print(header)
+    print("messages per second (CPU microseconds per message: broker / Spark's JVM and Python workers)")
+    print(f"{'broker':<10}" + "".join(f"{action:>26}" for action in ACTIONS))
     for name, costs in results.items():
-        print(f"{name:<10}" + "".join(f"{costs[action].rate:>14,.0f}" for action in ACTIONS))
-    print("CPU microseconds per message: the broker's + Spark's (its JVM and Python workers)")
-    print(header)
-    for name, costs in results.items():
-        cells = (f"{costs[action].broker_us:.1f} + {costs[action].spark_us:.1f}" for action in ACTIONS)
-        print(f"{name:<10}" + "".join(f"{cell:>14}" for cell in cells))
+        cells = (f"{cost.rate:,.0f} ({cost.broker_us:.1f} / {cost.spark_us:.1f})"
+                 for cost in (costs[action] for action in ACTIONS))
+        print(f"{name:<10}" + "".join(f"{cell:>26}" for cell in cells))
 
 
 if __name__ == "__main__":

@@ -169,8 +169,9 @@ class PipelineTests(_TestCaseBase):
 
     @inline
     async def test_batch_read_stream_between_offsets(self) -> None:
-        """A stream read between two offsets, over three partitions, and from
-        the first offset to the tail; reading leaves the stream as it was."""
+        """A stream read between two offsets, over three partitions, from
+        the first offset to the tail, and from the tail (nothing); reading
+        leaves the stream as it was."""
         queue = await self.queue("stream")
         await self.publish(queue, [b"event %d" % number for number in range(30)])
         rows = await self.read(
@@ -181,6 +182,7 @@ class PipelineTests(_TestCaseBase):
         self.assertEqual({row.headers["x-stream-offset"] for row in rows}, {str(row.offset) for row in rows})
         everything = await self.read(queue=queue, queueType="stream")
         self.assertEqual(sorted(row.offset for row in everything), list(range(30)))
+        self.assertEqual(await self.read(queue=queue, queueType="stream", startingOffset="30"), [])
 
     # -- streaming ---------------------------------------------------------------
 

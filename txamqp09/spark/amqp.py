@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from twisted.internet.defer import Deferred, fail, gatherResults, succeed
+from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from txamqp09.client import Channel, ClientConnection, Consumer, Message, connect
@@ -199,6 +200,7 @@ class StreamRange:
 #: stream is taken to be read completely, and the most :func:`_last_chunk_end`
 #: reads for while publishers keep appending.
 TAIL_QUIET = 0.2
+TAIL_FIRST = 1.0
 TAIL_LIMIT = 2.0
 
 
@@ -228,28 +230,33 @@ def _product(connection: ClientConnection) -> str:
 
 async def _last_chunk_end(channel: Channel, queue: str) -> int:
     """One more than the highest offset of the stream's last chunk (a
-    consumer with ``x-stream-offset: last``), read until no delivery has
-    come for :data:`TAIL_QUIET` seconds or for :data:`TAIL_LIMIT` seconds in
-    all; 0 for an empty stream."""
+    consumer with ``x-stream-offset: last``); 0 for an empty stream.
+
+    Deliveries are read once the consumer is registered: until none has come
+    for :data:`TAIL_FIRST` seconds (an empty stream sends none), then until
+    none has come for :data:`TAIL_QUIET` seconds, for :data:`TAIL_LIMIT`
+    seconds in all.
+    """
     highest = -1
     read: Deferred[None] = Deferred()
     clock = _reactor()
-    quiet = clock.callLater(TAIL_QUIET, read.callback, None)
-    limit = clock.callLater(TAIL_LIMIT, quiet.reset, 0)
+    timers: list[IDelayedCall] = []
 
     def delivered(message: Message) -> None:
         nonlocal highest
         highest = max(highest, stream_offset(message))
         message.ack()
-        if quiet.active():
-            quiet.reset(TAIL_QUIET)
+        if timers and timers[0].active():
+            timers[0].reset(TAIL_QUIET)
 
     try:
         await channel.basic_qos(1000)
         await channel.basic_consume(queue, delivered, arguments={"x-stream-offset": "last"})
+        quiet = clock.callLater(TAIL_QUIET if highest >= 0 else TAIL_FIRST, read.callback, None)
+        timers.extend((quiet, clock.callLater(TAIL_LIMIT, quiet.reset, 0)))
         await read
     finally:
-        for timer in (quiet, limit):
+        for timer in timers:
             if timer.active():
                 timer.cancel()
     return highest + 1

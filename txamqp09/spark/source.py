@@ -126,7 +126,8 @@ class StreamBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         start = _position(self.options, self.options.starting)
         end = _position(self.options, self.options.ending)
-        return offset_ranges(start, end, self.options.partitions)
+        # Spark reads an empty list as one partition of its own (None).
+        return offset_ranges(start, end, self.options.partitions) or [OffsetRange(start, start)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
