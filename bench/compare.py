@@ -161,7 +161,7 @@ def table(figures: list[Figure]) -> str:
 def _value(value: Optional[float]) -> str:
     if value is None:
         return "n/a"
-    return f"{value:,.2f}" if value < 10 else f"{value:,.0f}"
+    return f"{value:,.2f}" if value < 10 else f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
 
 
 def main(argv: Optional[list[str]] = None) -> None:
