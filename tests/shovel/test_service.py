@@ -93,12 +93,18 @@ class MovingTests(ShovelServiceTestCase):
         publisher = await self.channel(self.source)
         await publisher.queue_declare("from", durable=True)
         for number in range(50):
-            publisher.basic_publish(b"m%d" % number, routing_key="from", properties={"delivery_mode": 2})
+            publisher.basic_publish(b"m%d" % number, routing_key="from", properties={
+                "delivery_mode": 2, "content_type": "text/plain", "message_id": f"id{number}",
+                "headers": {"n": number}})
         self.shovel()
         await self.running()
         consumer = await self.channel(self.destination)
         got = await self.drain(consumer, "to", 50)
         self.assertEqual([message.body for message in got], [b"m%d" % number for number in range(50)])
+        self.assertEqual(
+            [(m.properties.delivery_mode, m.properties.content_type, m.properties.message_id, m.headers) for m in got],
+            [(2, "text/plain", f"id{number}", {"n": number}) for number in range(50)],
+        )
         await eventually(lambda: self.source.broker.vhosts["/"].queues["from"].message_count == 0, reactor)
 
     async def test_exchange_source_and_destination_with_headers(self) -> None:

@@ -66,8 +66,10 @@ __all__ = ["Channel", "ChannelState", "PropertiesLike", "BodyLike"]
 
 _log = Logger()
 
-#: Content properties: a generated Properties object, or its fields as a mapping.
-PropertiesLike = Union[Properties, Mapping[str, Any], None]
+#: Content properties: a generated Properties object, its fields as a
+#: mapping, or the encoded flags and property list a delivered message
+#: carries (:attr:`Message.raw_properties`), to forward them unchanged.
+PropertiesLike = Union[Properties, Mapping[str, Any], bytes, None]
 BodyLike = Union[bytes, bytearray, memoryview]
 #: Turns a response command into what the request's Deferred fires with.
 _Unwrap = Callable[["Channel", Command], Any]
@@ -467,8 +469,11 @@ class Channel:
     def _encodeProperties(self, class_id: int, properties: PropertiesLike) -> bytes:
         if properties is None:
             return NO_PROPERTIES
+        if type(properties) is bytes:
+            return properties
         if isinstance(properties, Properties):
             return properties.encode()
+        assert isinstance(properties, Mapping)
         return self.version.properties[class_id](**properties).encode()
 
     def basic_publish(

@@ -105,6 +105,11 @@ class Shovel:
         self._ended: Optional[Deferred[None]] = None
         self._dest: Optional[Channel] = None
         self._source: Optional[Channel] = None
+        #: Messages received and not yet published (published together, once
+        #: the delivery that brought them has been read).
+        self._batch: list[Message] = []
+        #: Both ends speak the same protocol version: properties pass as received.
+        self._same_version = False
         self._remaining: Optional[int] = None
         self._unsettled = 0
         self._sources = 0
@@ -207,6 +212,8 @@ class Shovel:
         for connection, end in ((source, "source"), (destination, "destination")):
             connection.whenClosed().addCallback(self._closed, ended, end)
         self._dest = await self._open_destination(destination, ended)
+        self._same_version = source.version is destination.version
+        self._batch = []
         source_channel, queue, length = await self._open_source(source, ended)
         self._source = source_channel
         self._remaining = self._to_move(length)
@@ -282,22 +289,34 @@ class Shovel:
                 self._settle(message, requeue=True)
                 return None
             self._remaining -= 1
-        exchange, routing_key = self._target(message)
-        try:
-            published = destination.basic_publish(message.body, exchange, routing_key, self._properties(message))
-        except ClientError:
-            return None
-        mode = self.definition.ack_mode
-        if mode == "on-confirm" and published is not None:
-            self._unsettled += 1
-            published.addCallbacks(self._confirmed, self._refused, (message,), errbackArgs=(message,))
-        else:
-            if mode == "on-publish":
-                self._settle(message)
-            self._moved()
+        self._batch.append(message)
+        if len(self._batch) == 1:
+            self.clock.callLater(0, self._publish_batch, destination)
         if not destination.connection.writable:
             return destination.connection.whenWritable()
         return None
+
+    def _publish_batch(self, destination: Channel) -> None:
+        """Publish what arrived since the last batch, with one write (and, in
+        ``on-confirm`` mode, one confirmation for the lot)."""
+        batch, self._batch = self._batch, []
+        if destination is not self._dest or not batch:
+            return
+        target, properties = self._target, self._properties
+        try:
+            published = destination.basic_publish_many(
+                [(message.body, *target(message), properties(message)) for message in batch]
+            )
+        except ClientError:
+            return
+        if self.definition.ack_mode == "on-confirm" and published is not None:
+            self._unsettled += len(batch)
+            published.addCallbacks(self._confirmed, self._refused, (batch,), errbackArgs=(batch,))
+            return
+        if self.definition.ack_mode == "on-publish":
+            for message in batch:
+                self._settle(message)
+        self._moved()
 
     def _target(self, message: Message) -> tuple[str, str]:
         definition = self.definition
@@ -310,7 +329,7 @@ class Shovel:
     def _properties(self, message: Message) -> Any:
         definition = self.definition
         if not (definition.publish_properties or definition.add_forward_headers or definition.add_timestamp_header):
-            return message.properties
+            return message.raw_properties if self._same_version else message.properties
         fields = {name: value for name, value in message.properties.fields().items() if value is not None}
         fields.update(definition.publish_properties)
         headers = dict(fields.get("headers") or {})
@@ -341,24 +360,27 @@ class Shovel:
                 table[key] = value
         return table
 
-    def _confirmed(self, _: Any, message: Message) -> None:
-        if message.channel is not self._source:
+    def _confirmed(self, _: Any, batch: list[Message]) -> None:
+        if batch[0].channel is not self._source:
             return
-        self._unsettled -= 1
-        self._settle(message)
+        self._unsettled -= len(batch)
+        for message in batch:
+            self._settle(message)
         self._moved()
 
-    def _refused(self, failure: Failure, message: Message) -> None:
-        """The destination nacked *message* (back to the source queue), or
-        its connection ended (the session ends and the source redelivers)."""
-        if message.channel is not self._source:
+    def _refused(self, failure: Failure, batch: list[Message]) -> None:
+        """The destination nacked a message of *batch*: the whole batch goes
+        back to the source queue (those it took arrive twice); or its
+        connection ended (the session ends and the source redelivers)."""
+        if batch[0].channel is not self._source:
             failure.trap(ClientError)
             return
-        self._unsettled -= 1
+        self._unsettled -= len(batch)
         if failure.check(MessageNacked):
             if self._remaining is not None:
-                self._remaining += 1
-            self._settle(message, requeue=True)
+                self._remaining += len(batch)
+            for message in batch:
+                self._settle(message, requeue=True)
         else:
             failure.trap(ClientError)
 
