@@ -9,6 +9,7 @@ reactor. They skip when Selenium, Chromium or chromedriver is missing.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import functools
@@ -155,8 +156,8 @@ class BrokerChild:
         return json.loads(raw) if raw else None
 
 
-def start_browser(download_dir: str) -> Any:
-    """Headless Chromium saving downloads in *download_dir*."""
+def start_browser() -> Any:
+    """Headless Chromium (downloads go where :func:`save_downloads_in` says)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -165,17 +166,61 @@ def start_browser(download_dir: str) -> Any:
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--window-size=1400,1000", "--disable-extensions", "--no-first-run"):
         options.add_argument(argument)
-    options.add_experimental_option("prefs", {
-        "download.default_directory": os.path.abspath(download_dir),
-        "download.prompt_for_download": False,
-    })
+    options.add_experimental_option("prefs", {"download.prompt_for_download": False})
     return webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
 
 
+def save_downloads_in(browser: Any, directory: str) -> None:
+    """Make *browser* save what it downloads in *directory*."""
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior",
+                            {"behavior": "allow", "downloadPath": os.path.abspath(directory)})
+
+
+class SharedBrowser:
+    """One headless Chromium for the browser tests of this process (starting
+    one per test would double their time), quit when the process exits.
+    Each test has its own broker, so its pages are of another origin than
+    the last test's; :meth:`release` also empties the page's storage, in
+    case the system gave the new broker a port used before."""
+
+    _driver: Optional[Any] = None
+
+    @classmethod
+    def acquire(cls) -> Any:
+        """The browser, started on first use."""
+        if cls._driver is None:
+            cls._driver = start_browser()
+            atexit.register(cls.quit)
+        return cls._driver
+
+    @classmethod
+    def release(cls) -> None:
+        """Forget what the last test left: its page and that page's storage
+        (a browser that no longer answers is quit, and the next test starts
+        another)."""
+        if cls._driver is None:
+            return
+        try:
+            if cls._driver.current_url.startswith("http"):
+                cls._driver.execute_script("sessionStorage.clear(); localStorage.clear();")
+            cls._driver.get("about:blank")
+        except Exception:
+            cls.quit()
+
+    @classmethod
+    def quit(cls) -> None:
+        """Stop the browser and its driver."""
+        driver, cls._driver = cls._driver, None
+        if driver is not None:
+            with contextlib.suppress(Exception):
+                driver.quit()
+
+
 class BrowserTestCase(SynchronousTestCase):
-    """A broker and a browser per test (:attr:`broker`, :attr:`browser`),
-    stopped after it; a failing test leaves a screenshot and the page's
-    HTML in its temporary directory (``_trial_temp/...``)."""
+    """A broker per test (:attr:`broker`, stopped after it) and the
+    process's browser (:attr:`browser`, emptied after each test); a failing
+    test leaves a screenshot and the page's HTML in its temporary directory
+    (``_trial_temp/...``)."""
 
     skip = missing_browser()
 
@@ -195,8 +240,9 @@ class BrowserTestCase(SynchronousTestCase):
         self.broker = self.start_broker("broker")
         self.downloads = os.path.join(self.work, "downloads")
         os.makedirs(self.downloads)
-        self.browser = start_browser(self.downloads)
-        self.addCleanup(self.browser.quit)
+        self.browser = SharedBrowser.acquire()
+        self.addCleanup(SharedBrowser.release)
+        save_downloads_in(self.browser, self.downloads)
 
     def start_broker(self, name: str) -> BrokerChild:
         """Another broker, stopped after the test."""

@@ -70,7 +70,6 @@ export class SampleChart {
       return rate ? rates(history) : history;
     });
     const data = aligned(points);
-    this.element.dataset.points = String(data[0].length);
     this.element.dataset.peak = String(Math.max(0, ...data.slice(1).flat().filter((v) => v !== null)));
     if (this.plot) {
       this.plot.setData(data);
