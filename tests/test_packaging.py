@@ -126,6 +126,15 @@ class InstalledPluginTests(SynchronousTestCase):
         )
         self.assertEqual(ctl.returncode, 0, ctl.stderr)
         self.assertIn("list_queues", ctl.stdout)
+        installed_ui = subprocess.run(
+            [str(python), "-c", _UI_FILES], cwd=self.work, capture_output=True, text=True, check=True,
+            env=_without_pythonpath(),
+        ).stdout.splitlines()
+        static = ROOT / "txamqp09" / "management" / "ui" / "static"
+        source_ui = sorted(str(path.relative_to(static)) for path in static.rglob("*") if path.is_file())
+        self.assertIn("index.html", source_ui)
+        self.assertEqual(installed_ui[1:], source_ui)
+        self.assertTrue(Path(installed_ui[0]).resolve().is_relative_to(env_dir.resolve()), installed_ui[0])
 
 
 _PLUGIN_FILE = """
@@ -136,6 +145,15 @@ import txamqp09
 assert [p for p in getPlugins(IServiceMaker) if p.tapname == "amqp09"]
 print(plugin.__file__)
 print(txamqp09.__file__)
+"""
+
+#: Prints where the installed web UI's files are, then each file (relative).
+_UI_FILES = """
+from pathlib import Path
+from txamqp09.management.ui import STATIC_DIR
+print(STATIC_DIR)
+for path in sorted(str(p.relative_to(STATIC_DIR)) for p in Path(STATIC_DIR).rglob("*") if p.is_file()):
+    print(path)
 """
 
 

@@ -114,7 +114,8 @@ class Block:
 def markup_problems(path: Path) -> list[tuple[int, str]]:
     """Where *path* is not valid reStructuredText, as docutils reports it:
     errors and worse (a malformed table, a broken section), except Sphinx's
-    own roles and directives, which plain docutils does not know."""
+    own roles and directives, which plain docutils does not know; and
+    images whose file is not next to the guide."""
     try:
         from docutils.core import publish_doctree
         from docutils.utils import Reporter
@@ -124,11 +125,16 @@ def markup_problems(path: Path) -> list[tuple[int, str]]:
     document = publish_doctree(
         path.read_text(), source_path=str(path), settings_overrides={"report_level": quiet, "halt_level": quiet},
     )
+    missing_images = [
+        (image.line or 0, f"image {image['uri']} is missing")
+        for image in document.findall(lambda node: node.tagname == "image")
+        if "://" not in image["uri"] and not (path.parent / image["uri"]).is_file()
+    ]
     return [
         (message.get("line") or 0, message.children[0].astext())
         for message in document.findall(lambda node: node.tagname == "system_message")
         if message["level"] >= Reporter.ERROR_LEVEL and not _SPHINX_ONLY.search(message.astext())
-    ]
+    ] + missing_images
 
 
 def guides() -> list[Path]:

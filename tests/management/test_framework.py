@@ -188,7 +188,7 @@ class HttpTests(TestCase):
 
         self.broker.node_router = router = Router()
         router.add("GET", "/api/broken", broken)
-        resource = self.broker.ports[1].factory.resource
+        resource = self.broker.ports[1].factory.resource.children[b"api"]
         resource.router = router
         answer = yield self.broker.request("GET", "/api/broken")
         self.assertEqual(answer.status, 500)

@@ -1,7 +1,9 @@
 """The management API over HTTP: authentication, dispatch and JSON answers.
 
 :func:`make_site` builds the ``twisted.web`` site that ``twistd amqp09
---management ENDPOINT`` serves. Every request under ``/api/`` is routed
+--management ENDPOINT`` serves: the web UI's static files
+(:mod:`txamqp09.management.ui`) at ``/`` and the API under ``/api/``.
+Every request under ``/api/`` is routed
 (404/405 when nothing fits), authenticated with HTTP basic auth through the
 broker's own cred portal (the users AMQP clients log in as), checked
 against the route's tag, and handed to the handler; what the handler
@@ -35,6 +37,7 @@ from txamqp09.management.api import (
 )
 from txamqp09.management.node import Node
 from txamqp09.management.rows import encode
+from txamqp09.management.ui import UiFiles
 from txamqp09.wire.errors import AMQPError
 
 __all__ = ["ManagementResource", "make_router", "make_site"]
@@ -154,7 +157,9 @@ class ManagementResource(Resource):
 
 
 def make_site(node: Node, router: Router | None = None) -> Site:
-    """The HTTP site serving *node*'s management API."""
-    site = Site(ManagementResource(node, router))
+    """The HTTP site serving *node*'s management API and the web UI."""
+    root = UiFiles()
+    root.putChild(b"api", ManagementResource(node, router))
+    site = Site(root)
     site.noisy = False
     return site
