@@ -90,7 +90,7 @@ class OptionsTests(SynchronousTestCase):
         )
         metrics = listeners[2].factory.resource.original
         self.assertIsInstance(metrics, MetricsResource)
-        self.assertIs(metrics.node, listeners[1].factory.resource.node)
+        self.assertIs(metrics.node.factory, listeners[0].factory)
         self.assertIs(metrics.disk, broker.disk_monitor)
 
     def test_shovels_run_after_the_listeners_and_report_to_the_api(self) -> None:
