@@ -40,6 +40,11 @@ def bound(listener: Any) -> Any:
     return endpoint
 
 
+def api_node(site: Site) -> Any:
+    """The management node behind *site*'s API (the site's root serves the web UI)."""
+    return site.resource.getStaticEntity(b"api").node
+
+
 class OptionsTests(SynchronousTestCase):
     def test_listeners_share_one_broker(self) -> None:
         services = build("--port", "5999", "--listen", "tcp:6000:interface=127.0.0.1")
@@ -68,14 +73,14 @@ class OptionsTests(SynchronousTestCase):
             [("amqp", 5999), ("http", 15999)],
         )
         self.assertIsInstance(listeners[1].factory, Site)
-        self.assertIs(listeners[1].factory.resource.node.factory, listeners[0].factory)
+        self.assertIs(api_node(listeners[1].factory).factory, listeners[0].factory)
 
     def test_federation_runs_in_the_broker(self) -> None:
         service = service_of("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
         (federation,) = [child for child in service if isinstance(child, FederationService)]
         self.assertIs(federation.config, service.factory.config)
         (site,) = [child.factory for child in service if isinstance(getattr(child, "factory", None), Site)]
-        self.assertIs(site.resource.node.federation, federation)
+        self.assertIs(api_node(site).federation, federation)
 
     def test_prometheus_listener_is_off_unless_asked(self) -> None:
         options = Options()
@@ -102,7 +107,7 @@ class OptionsTests(SynchronousTestCase):
         self.assertIsInstance(shovels, ShovelService)
         self.assertIs(shovels.config, broker.factory.config)
         site = [service for service in services if isinstance(getattr(service, "factory", None), Site)][0]
-        self.assertIs(site.factory.resource.node.shovels, shovels)
+        self.assertIs(api_node(site.factory).shovels, shovels)
 
     def test_disk_free_limit_watches_the_data_directory(self) -> None:
         options = Options()
