@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from twisted.internet.defer import inlineCallbacks
@@ -237,6 +238,19 @@ class HttpTests(TestCase):
         self.broker.factory.alarms.clear_alarm("disk")
         answer = yield self.broker.request("GET", "/api/health/checks/alarms")
         self.assertEqual((answer.status, answer.body), (200, {"status": "ok"}))
+
+    @inlineCallbacks
+    def test_node_reports_the_bytes_its_store_takes(self) -> Any:
+        answer = yield self.broker.request("GET", "/api/nodes")
+        self.assertEqual(answer.body[0]["store_bytes"], 0)
+        database = self.mktemp()
+        with open(database, "wb") as written:
+            written.write(b"d" * 100)
+        with open(database + "-wal", "wb") as written:
+            written.write(b"w" * 50)
+        self.broker.node.store = SimpleNamespace(path=database)
+        answer = yield self.broker.request("GET", "/api/nodes")
+        self.assertEqual(answer.body[0]["store_bytes"], 150)
 
     @inlineCallbacks
     def test_aliveness_test_publishes_and_gets(self) -> Any:

@@ -202,6 +202,7 @@ class OverviewTests(BrowserTestCase):
         self.log_in()
         self.text_of("#node-memory", r"of high watermark \d")
         self.text_of("#node-disk", r"free.*limit|limit")
+        self.text_of("#node-store", rf"^[1-9][\d.,]* \w*B in {re.escape(self.broker.data_dir)}$")
         self.text_of("#listeners", rf"amqp\s+127\.0\.0\.1\s+{self.broker.ports['amqp']}")
 
 
@@ -259,6 +260,8 @@ class TlsConnectionTests(BrowserTestCase):
         self.element("#connections a.connection-link").click()
         self.wait_shown("/connections/.+")
         self.text_of("#connection-tls", "Peer certificate subject")
+        self.text_of("#connection-tls", r"Protocol\s+tlsv1\.[23]")
+        self.text_of("#connection-tls", r"Cipher\s+\w*aes\w*|Cipher\s+chacha20")
         self.assertNotIn("Not using TLS", self.element("#connection-tls").text)
 
 

@@ -144,6 +144,20 @@ class Node:
         path = getattr(self.store, "path", None)
         return os.path.dirname(str(path)) if path is not None else os.getcwd()
 
+    def store_bytes(self) -> int:
+        """The bytes the store's files take on disk now (its database and,
+        beside it, SQLite's write-ahead log and index); 0 without a store."""
+        path = getattr(self.store, "path", None)
+        if path is None:
+            return 0
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                total += os.stat(f"{path}{suffix}").st_size
+            except OSError:
+                pass
+        return total
+
     def resources(self) -> dict[str, int]:
         """What the process uses now: ``mem_used`` (resident bytes),
         ``fd_used`` and ``sockets_used`` (open file descriptors and sockets,

@@ -178,6 +178,38 @@ def _address(address: Any) -> tuple[str, int]:
     return str(getattr(address, "host", "unknown")), int(getattr(address, "port", 0) or 0)
 
 
+def tls_details(transport: Any) -> dict[str, Optional[str]]:
+    """RabbitMQ's ``ssl_protocol``, ``ssl_key_exchange``, ``ssl_cipher`` and
+    ``ssl_hash`` of a TLS *transport*, from its OpenSSL connection's version
+    and cipher suite names (``TLSv1.3`` and ``TLS_AES_256_GCM_SHA384`` are
+    ``tlsv1.3``, ``any``, ``aes_256_gcm``, ``sha384``; a TLS 1.2 suite such
+    as ``ECDHE-RSA-AES256-GCM-SHA384`` is ``ecdhe_rsa``, ``aes256_gcm``,
+    ``sha384``). All None before the handshake."""
+    handle = transport.getHandle()
+    version, suite = handle.get_protocol_version_name(), handle.get_cipher_name()
+    if not suite or version == "Unknown":
+        return dict.fromkeys(_TLS_FIELDS)
+    if suite.startswith("TLS_"):
+        *cipher, digest = suite[4:].lower().split("_")
+        exchange = "any"
+    else:
+        parts = suite.lower().split("-")
+        kex = [part for part in parts[:2] if part in _KEY_EXCHANGES]
+        *cipher, digest = parts[len(kex):]
+        exchange = "_".join(kex) or "rsa"
+    return {
+        "ssl_protocol": version.lower(), "ssl_key_exchange": exchange,
+        "ssl_cipher": "_".join(cipher), "ssl_hash": digest,
+    }
+
+
+#: The connection fields :func:`tls_details` fills.
+_TLS_FIELDS = ("ssl_protocol", "ssl_key_exchange", "ssl_cipher", "ssl_hash")
+
+#: The key-exchange and authentication words that open an OpenSSL TLS 1.2 suite name.
+_KEY_EXCHANGES = frozenset({"ecdhe", "dhe", "rsa", "ecdsa", "psk", "dss"})
+
+
 def connection_name(connection: ServerConnection) -> str:
     """RabbitMQ's connection name: ``peer-host:port -> host:port``."""
     transport = connection.transport
@@ -217,10 +249,6 @@ def connection_view(node: Node, connection: ServerConnection, ranges: Ranges = N
         "peer_host": peer_host,
         "peer_port": peer_port,
         "ssl": tls,
-        "ssl_protocol": None,
-        "ssl_key_exchange": None,
-        "ssl_cipher": None,
-        "ssl_hash": None,
         "peer_cert_subject": certificate.subject.rfc4514_string() if certificate is not None else None,
         "peer_cert_issuer": certificate.issuer.rfc4514_string() if certificate is not None else None,
         "peer_cert_validity": None,
@@ -232,6 +260,7 @@ def connection_view(node: Node, connection: ServerConnection, ranges: Ranges = N
         "connected_at": int(connection.connected_at * 1000),
         "send_pend": 0,
     }
+    view.update(tls_details(transport) if tls else dict.fromkeys(_TLS_FIELDS))
     view.update(node.stats.details(connection.stats, ranges.data_rates))
     return view
 

@@ -54,6 +54,7 @@ def node_info(node: Node, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
         "contexts": contexts(node),
         "log_files": ["<stdout>"],
         "db_dir": node.data_dir(),
+        "store_bytes": node.store_bytes(),
         "config_files": [],
         "enabled_plugins": ["management"],
         "python_version": sys.version.split()[0],

@@ -37,7 +37,7 @@ function nodeFacts(node) {
     ["File descriptors", h("span", {}, meter(node.fd_used, node.fd_total, 0.9), `${count(node.fd_used)} of ${count(node.fd_total)}`)],
     ["Sockets", h("span", {}, meter(node.sockets_used, node.sockets_total, 0.9), `${count(node.sockets_used)} of ${count(node.sockets_total)}`)],
     ["Uptime", duration(node.uptime)],
-    ["Data directory", node.db_dir],
+    ["Store", h("span", { id: "node-store" }, `${bytes(node.store_bytes)} in ${node.db_dir}`)],
     ["Python", node.python_version],
   ]);
 }
