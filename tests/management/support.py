@@ -12,6 +12,7 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.interfaces import IListeningPort
 from twisted.web.client import Agent, FileBodyProducer, readBody
+from twisted.trial.unittest import TestCase
 from twisted.web.http_headers import Headers
 
 from txamqp09.broker.auth import Security, UserDatabase
@@ -96,6 +97,17 @@ class ManagementBroker:
     def request(self, method: str, path: str, body: Any = None, **options: Any) -> Deferred[Answer]:
         """Send one request to this broker's API (see :func:`http_request`)."""
         return http_request(self.url, method, path, body, **options)
+
+
+class ManagementTestCase(TestCase):
+    """A test with its own :class:`ManagementBroker` (``self.broker``),
+    started before each test and stopped after it."""
+
+    @inlineCallbacks
+    def setUp(self) -> Any:
+        self.broker = ManagementBroker()
+        yield self.broker.start()
+        self.addCleanup(self.broker.stop)
 
 
 def http_request(

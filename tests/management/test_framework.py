@@ -6,12 +6,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from twisted.internet.defer import inlineCallbacks
-from twisted.trial.unittest import SynchronousTestCase, TestCase
+from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.broker.auth import UserDatabase
 from txamqp09.broker.auth.cred import AMQPUser
 from txamqp09.management.api import ApiError, ApiRequest, Basic, Router, listing, split_path
-from tests.management.support import ManagementBroker
+from tests.management.support import ManagementTestCase
 
 
 def _request(query: dict[str, str]) -> ApiRequest:
@@ -137,14 +137,8 @@ class RouterTests(SynchronousTestCase):
         self.assertRaises(ValueError, self.router.add, "GET", "/api/queues/{vhost}", lambda request: None)
 
 
-class HttpTests(TestCase):
+class HttpTests(ManagementTestCase):
     """The API over HTTP on loopback."""
-
-    @inlineCallbacks
-    def setUp(self) -> Any:
-        self.broker = ManagementBroker()
-        yield self.broker.start()
-        self.addCleanup(self.broker.stop)
 
     @inlineCallbacks
     def test_whoami(self) -> Any:

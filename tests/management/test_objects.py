@@ -7,12 +7,11 @@ from urllib.parse import quote
 
 from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
-from twisted.trial.unittest import TestCase
 
 from txamqp09.broker.auth.permissions import Permissions
 from txamqp09.broker.auth.users import VirtualHost
 from txamqp09.client.connection import connect
-from tests.management.support import ManagementBroker
+from tests.management.support import ManagementTestCase
 
 
 def q(name: str) -> str:
@@ -20,14 +19,8 @@ def q(name: str) -> str:
     return quote(name, safe="")
 
 
-class ObjectTests(TestCase):
+class ObjectTests(ManagementTestCase):
     """One broker per test, a client of this project where AMQP is needed."""
-
-    @inlineCallbacks
-    def setUp(self) -> Any:
-        self.broker = ManagementBroker()
-        yield self.broker.start()
-        self.addCleanup(self.broker.stop)
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
         return self.broker.request(*args, **kwargs)

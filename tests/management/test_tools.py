@@ -15,7 +15,7 @@ from twisted.internet.threads import deferToThread
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
-from tests.management.support import ManagementBroker
+from tests.management.support import ManagementBroker, ManagementTestCase
 
 try:
     import pyrabbit2
@@ -39,16 +39,10 @@ def rabbitmqadmin() -> Optional[str]:
     return next((path for path in _RABBITMQADMIN if os.path.isfile(path)), None)
 
 
-class RabbitmqadminTests(TestCase):
+class RabbitmqadminTests(ManagementTestCase):
     """rabbitmqadmin, run with this Python against the broker's API port."""
 
     skip = None if rabbitmqadmin() else "rabbitmqadmin is missing; install the Debian package rabbitmq-server"
-
-    @inlineCallbacks
-    def setUp(self) -> Any:
-        self.broker = ManagementBroker()
-        yield self.broker.start()
-        self.addCleanup(self.broker.stop)
 
     @inlineCallbacks
     def admin(self, *arguments: str) -> Any:
@@ -175,17 +169,11 @@ class Pyrabbit2Tests(TestCase):
         self.assertNotIn("orders", [queue["name"] for queue in queues])
 
 
-class FlowerTests(TestCase):
+class FlowerTests(ManagementTestCase):
     """celery flower's broker view: its RabbitMQ broker module lists the
     queues of the broker's management API (``flower --broker-api=URL``)."""
 
     skip = None if FlowerBroker is not None else "flower is not installed (pip install '.[tools]')"
-
-    @inlineCallbacks
-    def setUp(self) -> Any:
-        self.broker = ManagementBroker()
-        yield self.broker.start()
-        self.addCleanup(self.broker.stop)
 
     def flower_queues(self, broker_url: str, names: list[str]) -> Any:
         """What flower's broker module answers for *names* (in a thread: it runs its own event loop)."""

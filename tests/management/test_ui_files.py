@@ -6,20 +6,13 @@ from typing import Any
 
 from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
-from twisted.trial.unittest import TestCase
 from twisted.web.client import Agent, readBody
 
-from tests.management.support import ManagementBroker
+from tests.management.support import ManagementTestCase
 
 
-class UiFilesTests(TestCase):
+class UiFilesTests(ManagementTestCase):
     """``/`` is the UI, ``/api/`` the API, on one listener."""
-
-    @inlineCallbacks
-    def setUp(self) -> Any:
-        self.broker = ManagementBroker()
-        yield self.broker.start()
-        self.addCleanup(self.broker.stop)
 
     @inlineCallbacks
     def fetch(self, path: str) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
-from tests.management.support import ManagementBroker
+from tests.management.support import ManagementTestCase
 from txamqp09.links.redaction import hide_passwords, redacted
 from txamqp09.links.uri import LinkUri
 from txamqp09.shovel.definition import ShovelDefinition, shovel_errors
@@ -107,14 +107,8 @@ class RedactionTests(TestCase):
                          '{"uri": "amqp://u:***@h/v", "b": "AMQPS://x:***@h"} amqp://h')
 
 
-class ApiTests(TestCase):
+class ApiTests(ManagementTestCase):
     """``PUT /api/parameters/shovel/...`` checks; ``GET`` hides passwords."""
-
-    @inlineCallbacks
-    def setUp(self) -> Any:
-        self.broker = ManagementBroker()
-        yield self.broker.start()
-        self.addCleanup(self.broker.stop)
 
     @inlineCallbacks
     def test_put_refused_with_rabbitmqs_reason(self) -> Any:
