@@ -1,13 +1,21 @@
 """The federation service: runs the links the policies and upstreams ask for.
 
-:class:`FederationService` is a child of the broker's MultiService. While
-it runs it looks, several times a second, at which exchanges and queues of
-the virtual hosts that have ``federation-upstream`` parameters carry a
-federation policy (:data:`~txamqp09.broker.model.policy.FEDERATION_KEYS`),
-starts a link for each of their upstreams, stops the links nothing asks for
-any more (a policy, upstream or entity gone, an upstream changed), and lets
-each queue link consume or pause as its queue's consumers come and go. A
-broker without federation upstreams pays one dictionary scan per look.
+:class:`FederationService` is a child of the broker's MultiService. It looks
+at which exchanges and queues of the virtual hosts that have
+``federation-upstream`` parameters carry a federation policy
+(:data:`~txamqp09.broker.model.policy.FEDERATION_KEYS`), starts a link for
+each of their upstreams, stops the links nothing asks for any more (a
+policy, upstream or entity gone, an upstream changed), and lets each queue
+link consume or pause as its queue's consumers come and go.
+
+It looks at once whenever a policy, an upstream or an upstream set is set,
+changed or cleared (it watches them as
+:class:`~txamqp09.broker.parameters.Components` parameters: through the API,
+``amqp09ctl``, definitions, a vhost's deletion, the restore at start). What
+the model announces to nobody — exchanges and queues declared or deleted
+under a federation policy, a federated queue's consumers and backlog — it
+finds by looking again every :data:`INTERVAL` seconds; a broker without
+federation upstreams pays one dictionary scan per look.
 
 Each broker names itself by the global parameter ``cluster_name`` (as
 ``rabbitmqctl set_cluster_name`` sets it on RabbitMQ), else by its node
@@ -28,13 +36,15 @@ from txamqp09.broker.federation.links import ExchangeLink, Link, QueueLink
 from txamqp09.broker.federation.upstreams import UPSTREAM, UPSTREAM_SET, Upstream, upstreams_for
 from txamqp09.broker.model import Exchange, Queue, VirtualHost
 from txamqp09.broker.model.policy import FEDERATION_KEYS
-from txamqp09.broker.runtime import RuntimeConfig
+from txamqp09.broker.runtime import POLICY, RuntimeConfig
 from txamqp09.links.uri import LocalAddress
 
 __all__ = ["FederationService"]
 
-#: Seconds between two looks at policies, upstreams and queue consumers.
+#: Seconds between two looks at entities declared or deleted and queue consumers.
 INTERVAL = 0.2
+#: The parameter components whose changes the service acts on at once.
+_WATCHED = (POLICY, UPSTREAM, UPSTREAM_SET)
 
 
 def _federated(definition: Any, arguments: Any) -> bool:
@@ -70,22 +80,22 @@ class FederationService(Service):
     def startService(self) -> None:
         super().startService()
         self._loop.start(INTERVAL, now=True)
-        for component in (UPSTREAM, UPSTREAM_SET):
+        for component in _WATCHED:
             self.config.components.watch(component, self)
 
     def parameter_set(self, vhost: str, name: str, value: Any) -> None:
-        """An upstream or set is new or changed: act on it at once."""
+        """A policy, upstream or set is new or changed: act on it at once."""
         if self.running:
             self.look()
 
     def parameter_cleared(self, vhost: str, name: str) -> None:
-        """An upstream or set is gone: stop its links at once."""
+        """A policy, upstream or set is gone: stop its links at once."""
         if self.running:
             self.look()
 
     def stopService(self) -> Deferred[Any]:
         super().stopService()
-        for component in (UPSTREAM, UPSTREAM_SET):
+        for component in _WATCHED:
             self.config.components.unwatch(component, self)
         if self._loop.running:
             self._loop.stop()

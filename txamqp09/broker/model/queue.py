@@ -47,6 +47,7 @@ from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.priority import PriorityMessages
 from txamqp09.broker.model.ready import ReadyMessages
 from txamqp09.broker.model.stats import QueueCounters
+from txamqp09.broker.model.utilisation import ConsumerUse
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.clock import Call, Clock
@@ -251,6 +252,7 @@ class Queue:
         "_returns",
         "_single_active",
         "_ttl",
+        "_use",
     )
 
     def __init__(
@@ -308,6 +310,9 @@ class Queue:
         self._restored = 0
         #: What happened to its messages (see :mod:`.stats`).
         self.stats = QueueCounters(self.published)
+        #: Whether its consumers could take messages, over time (made with
+        #: the first consumer on a broker with a clock).
+        self._use: Optional[ConsumerUse] = None
         self.used()
 
     def _configure(self, settings: QueueArguments) -> None:
@@ -398,6 +403,7 @@ class Queue:
             if consumer is not None:
                 consumer.session.deliver(consumer, self, sequence, message, False, None)
                 return True
+            self._blocked()
         self.messages.append((sequence, message, False, None))
         self.ready_bytes += message.size
         if self._no_local_consumers:
@@ -416,6 +422,7 @@ class Queue:
             if consumer is not None:
                 consumer.session.deliver(consumer, self, sequence, message, False, deadline)
                 return True
+            self._blocked()
         if deadline is not None and deadline <= self.clock.seconds():
             self.drop((message,), EXPIRED)
             return True
@@ -525,8 +532,30 @@ class Queue:
             messages.popleft()
             self.ready_bytes -= message.size
             consumer.session.deliver(consumer, self, sequence, message, redelivered, deadline)
+        if self._use is not None and self.consumers:
+            if messages:
+                self._use.block()
+            else:
+                self._use.unblock()
         if self._expiring:
             self._schedule_expiry()
+
+    def _blocked(self) -> None:
+        """A message has to wait although the queue has consumers."""
+        if self._use is not None:
+            self._use.block()
+
+    def _drained(self) -> None:
+        """Messages left other than through consumers: none waiting, none blocked."""
+        if self._use is not None and not self.messages:
+            self._use.unblock()
+
+    def consumer_utilisation(self) -> float:
+        """RabbitMQ's ``consumer_utilisation``: the share of time, averaged
+        with a one-second half-life, in which a waiting message could go to a
+        consumer at once (see :mod:`.utilisation`); 1.0 before the first
+        consumer, or on a broker without a clock."""
+        return 1.0 if self._use is None else self._use.utilisation()
 
     def _deliver_later_one(self) -> bool:
         """Deliver the oldest message some consumer can take, past the head.
@@ -562,6 +591,7 @@ class Queue:
         entry = self._take()
         if self._expiring:
             self._schedule_expiry()
+        self._drained()
         return entry
 
     def requeue(self, deliveries: Iterable[Delivery]) -> None:
@@ -603,6 +633,7 @@ class Queue:
         self.discard(entry[1] for entry in self.messages)
         self.messages.clear()
         self.ready_bytes = 0
+        self._drained()
         return count
 
     # -- expiry --------------------------------------------------------------
@@ -620,6 +651,7 @@ class Queue:
             expired.append(self._take()[1])
         if expired:
             self.drop(expired, EXPIRED)
+            self._drained()
         return bool(expired)
 
     def _schedule_expiry(self) -> None:
@@ -762,6 +794,10 @@ class Queue:
             consumers.append(consumer)
         self._ranked_consumers += consumer.priority != 0
         self._no_local_consumers += consumer.no_local
+        if self._use is not None:
+            self._use.unblock()
+        elif self.vhost.clock is not None:
+            self._use = ConsumerUse(self.vhost.clock)
         if self._idle_call is not None:
             self._idle_call.cancel()
             self._idle_call = None
