@@ -126,8 +126,8 @@ class HeaderTests(TestCase):
 
 
 class PolicyWatchTests(TestCase):
-    """Policy changes reach the federation service as they happen, without
-    its clock moving."""
+    """Policy changes and entities declared or deleted reach the federation
+    service as they happen, without its clock moving."""
 
     def setUp(self) -> None:
         self.reactor = MemoryReactorClock()
@@ -147,6 +147,9 @@ class PolicyWatchTests(TestCase):
         self.config.put_policy("/", "fed", {"pattern": pattern, "apply-to": apply_to,
                                             "definition": definition or {"federation-upstream": "up"}})
 
+    def test_nothing_is_polled(self) -> None:
+        self.assertEqual(self.reactor.getDelayedCalls(), [])
+
     def test_set_changed_cleared(self) -> None:
         self.assertEqual(self.links(), set())
         self.policy("^fed")
@@ -159,6 +162,23 @@ class PolicyWatchTests(TestCase):
         self.assertEqual(self.links(), {("exchange", "/", "fed.x", "up")})
         self.config.delete_policy("/", "fed")
         self.assertEqual(self.links(), set())
+
+    def test_entities_declared_and_deleted_under_a_policy(self) -> None:
+        self.policy("^fed")
+        vhost = self.config.broker.vhosts["/"]
+        vhost.declare_exchange("fed.y", "fanout")
+        vhost.declare_queue("fed.r", Client("test"))
+        vhost.declare_queue("other", Client("test"))
+        self.assertEqual(self.links(), {("exchange", "/", "fed.x", "up"), ("queue", "/", "fed.q", "up"),
+                                        ("exchange", "/", "fed.y", "up"), ("queue", "/", "fed.r", "up")})
+        vhost.delete_exchange("fed.x")
+        vhost.delete_queue(vhost.queues["fed.q"])
+        self.assertEqual(self.links(), {("exchange", "/", "fed.y", "up"), ("queue", "/", "fed.r", "up")})
+        queue = vhost.queues["fed.r"]
+        (link,) = [link for link in self.service.links.values() if link.kind == "queue"]
+        self.assertEqual(queue.state_watchers, (link.adjust,))
+        self.service.stopService()
+        self.assertEqual((queue.state_watchers, vhost.entity_watchers), ((), []))
 
     def test_definitions_and_vhost_deletion(self) -> None:
         self.config.import_definitions({"policies": [

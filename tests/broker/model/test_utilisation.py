@@ -107,3 +107,33 @@ class QueueUtilisationTests(SynchronousTestCase):
         self.assertEqual(self.queue.message_count, 0)
         self.world.clock.advance(20)
         self.assertGreater(self.utilisation(), 0.999)
+
+
+class StateWatcherTests(SynchronousTestCase):
+    """A queue tells its state watchers when consumers come or go and when
+    messages start or stop waiting for them, and at no other time."""
+
+    def setUp(self) -> None:
+        self.world = World()
+        self.queue = self.world.declare("q")
+        self.told: list[tuple[int, int]] = []
+        self.queue.state_watchers = (lambda: self.told.append((self.queue.consumer_count,
+                                                               self.queue.message_count)),)
+
+    def test_transitions_only(self) -> None:
+        self.world.publish("q", b"0")  # no consumer: nothing waits for one
+        self.assertEqual(self.told, [])
+        self.world.session.qos(0, 1, False)
+        self.world.session.consume(self.queue, "c").start()
+        # Told of the consumer; the waiting message went to it.
+        self.assertEqual(self.told, [(1, 1), (1, 0)])
+        self.world.publish("q", b"1")
+        self.world.publish("q", b"2")
+        self.assertEqual(self.told[2:], [(1, 1)])  # the window is full: messages wait
+        self.world.session.ack(1)
+        self.assertEqual(self.told[3:], [])  # one went out, one still waits
+        self.world.session.ack(2)
+        self.assertEqual(self.told[3:], [(1, 0)])  # none waits
+        self.world.session.ack(3)
+        self.world.session.cancel("c")
+        self.assertEqual(self.told[4:], [(0, 0)])

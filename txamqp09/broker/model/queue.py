@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from itertools import islice
 from weakref import WeakKeyDictionary
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
 
 from txamqp09.broker.model.arguments import (
     QUORUM,
@@ -235,6 +235,7 @@ class Queue:
         "ready_bytes",
         "route",
         "settings",
+        "state_watchers",
         "stats",
         "stored",
         "vhost",
@@ -313,6 +314,9 @@ class Queue:
         #: Whether its consumers could take messages, over time (made with
         #: the first consumer on a broker with a clock).
         self._use: Optional[ConsumerUse] = None
+        #: Called when a consumer comes or goes, and when messages start or
+        #: stop waiting for its consumers (federated queue links).
+        self.state_watchers: tuple[Callable[[], None], ...] = ()
         self.used()
 
     def _configure(self, settings: QueueArguments) -> None:
@@ -403,9 +407,10 @@ class Queue:
             if consumer is not None:
                 consumer.session.deliver(consumer, self, sequence, message, False, None)
                 return True
-            self._blocked()
         self.messages.append((sequence, message, False, None))
         self.ready_bytes += message.size
+        if self.consumers and len(self.messages) == 1:
+            self._blocked()
         if self._no_local_consumers:
             self.drain()
         return True
@@ -422,7 +427,6 @@ class Queue:
             if consumer is not None:
                 consumer.session.deliver(consumer, self, sequence, message, False, deadline)
                 return True
-            self._blocked()
         if deadline is not None and deadline <= self.clock.seconds():
             self.drop((message,), EXPIRED)
             return True
@@ -430,6 +434,8 @@ class Queue:
             return self._refuse(message)
         self.messages.append((sequence, message, False, deadline))
         self.ready_bytes += message.size
+        if self.consumers and len(self.messages) == 1:
+            self._blocked()
         if deadline is not None:
             self._schedule_expiry()
         if self._no_local_consumers:
@@ -533,22 +539,32 @@ class Queue:
             self.ready_bytes -= message.size
             consumer.session.deliver(consumer, self, sequence, message, redelivered, deadline)
         if self._use is not None and self.consumers:
-            if messages:
-                self._use.block()
-            else:
-                self._use.unblock()
+            self._set_blocked(bool(messages))
         if self._expiring:
             self._schedule_expiry()
 
     def _blocked(self) -> None:
-        """A message has to wait although the queue has consumers."""
+        """A message waits although the queue has consumers (none could take it)."""
         if self._use is not None:
-            self._use.block()
+            self._set_blocked(True)
 
     def _drained(self) -> None:
         """Messages left other than through consumers: none waiting, none blocked."""
         if self._use is not None and not self.messages:
-            self._use.unblock()
+            self._set_blocked(False)
+
+    def _set_blocked(self, blocked: bool) -> bool:
+        """Messages wait for the consumers (*blocked*) or not: tell the
+        consumer use, and the watchers when that changed; whether it did."""
+        assert self._use is not None
+        changed = self._use.block() if blocked else self._use.unblock()
+        if changed:
+            self._tell_watchers()
+        return changed
+
+    def _tell_watchers(self) -> None:
+        for watcher in self.state_watchers:
+            watcher()
 
     def consumer_utilisation(self) -> float:
         """RabbitMQ's ``consumer_utilisation``: the share of time, averaged
@@ -794,10 +810,11 @@ class Queue:
             consumers.append(consumer)
         self._ranked_consumers += consumer.priority != 0
         self._no_local_consumers += consumer.no_local
-        if self._use is not None:
-            self._use.unblock()
-        elif self.vhost.clock is not None:
+        if self._use is None and self.vhost.clock is not None:
             self._use = ConsumerUse(self.vhost.clock)
+        # Waiting messages wait until the consumer's start drains them.
+        if self._use is None or not self._set_blocked(bool(self.messages)):
+            self._tell_watchers()
         if self._idle_call is not None:
             self._idle_call.cancel()
             self._idle_call = None
@@ -811,6 +828,7 @@ class Queue:
         self.consumers.remove(consumer)
         self._ranked_consumers -= consumer.priority != 0
         self._no_local_consumers -= consumer.no_local
+        self._tell_watchers()
         if self.auto_delete and not self.consumers and not self.deleted:
             self.vhost.delete_queue(self)
         elif not self.consumers:

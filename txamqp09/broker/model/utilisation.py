@@ -57,20 +57,24 @@ class ConsumerUse:
         #: The average up to the last active state that ended.
         self.average = 1.0
 
-    def block(self) -> None:
-        """A message waits and no consumer can take it (nothing if already blocked)."""
-        if not self.blocked:
-            now = self.clock.seconds()
-            self.blocked = True
-            self.active, self.since = now - self.since, now
-
-    def unblock(self) -> None:
-        """Consumers can take messages again (nothing if they could)."""
+    def block(self) -> bool:
+        """A message waits and no consumer can take it; whether that is new."""
         if self.blocked:
-            now = self.clock.seconds()
-            self.blocked = False
-            self.average = moving_average(self.active, now - self.since, self.average)
-            self.since = now
+            return False
+        now = self.clock.seconds()
+        self.blocked = True
+        self.active, self.since = now - self.since, now
+        return True
+
+    def unblock(self) -> bool:
+        """Consumers can take messages again; whether that is new."""
+        if not self.blocked:
+            return False
+        now = self.clock.seconds()
+        self.blocked = False
+        self.average = moving_average(self.active, now - self.since, self.average)
+        self.since = now
+        return True
 
     def utilisation(self) -> float:
         """The share of time, up to now, the consumers could take messages at once."""
