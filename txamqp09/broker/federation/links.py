@@ -54,7 +54,9 @@ from txamqp09.broker.federation.headers import (
     should_forward,
 )
 from txamqp09.broker.federation.upstreams import Upstream
-from txamqp09.broker.model import Binding, Client, Consumer, Exchange, ISink, Message, Queue, Session, VirtualHost
+from txamqp09.broker.model import (
+    Binding, Client, Consumer, Exchange, ISink, Message, Queue, Session, VirtualHost, origin,
+)
 from txamqp09.broker.model.routing import freeze
 from txamqp09.client import Channel, ChannelClosed, ChannelState, ClientConnection, ClientError, connect
 from txamqp09.client import Consumer as ClientConsumer
@@ -62,7 +64,6 @@ from txamqp09.client import Message as ClientMessage
 from txamqp09.links.link import LinkDown, connect_first, describe
 from txamqp09.links.uri import LinkUri, LocalAddress, redacted
 from txamqp09.wire.errors import AMQPError
-from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 
 __all__ = ["ExchangeLink", "Link", "QueueLink", "upstream_queue_name"]
@@ -126,7 +127,7 @@ class LocalPublisher:
 
         :raises AMQPError: as basic.publish would (no such exchange...).
         """
-        message = Message(exchange, routing_key, envelope(exchange, routing_key), raw_properties, body, _PROPERTIES)
+        message = Message(origin(exchange, routing_key), raw_properties, body, _PROPERTIES)
         before = self.session.stored_sequence
         self.session.publish(exchange, message, False, False)
         persistence = self.vhost.persistence
