@@ -263,10 +263,9 @@ class ConsumerTimeoutRabbitMQTests(SynchronousTestCase):
         """Set the node's ``consumer_timeout`` and how often its channels
         look at it (``channel_tick_interval``), both in ms, for channels
         opened from now on."""
-        node.ctl(
-            "eval",
+        node.evaluate(
             f"application:set_env(rabbit, consumer_timeout, {consumer_timeout}), "
-            f"application:set_env(rabbit, channel_tick_interval, {tick}).",
+            f"application:set_env(rabbit, channel_tick_interval, {tick})."
         )
 
     def test_pika(self) -> None:
