@@ -148,11 +148,27 @@ class HttpTests(ManagementTestCase):
 
     @inlineCallbacks
     def test_wrong_or_missing_credentials_are_401_with_a_challenge(self) -> Any:
-        for user, password in [("guest", "wrong"), ("nobody", "x"), (None, "")]:
+        """Wrong credentials: RabbitMQ's body and challenge; none: the challenge
+        alone (RabbitMQ 3.10 answers with an empty body)."""
+        for user, password, body in [("guest", "wrong", {"error": "not_authorized", "reason": "Login failed"}),
+                                     ("nobody", "x", {"error": "not_authorized", "reason": "Login failed"}),
+                                     (None, "", None)]:
             answer = yield self.broker.request("GET", "/api/whoami", user=user, password=password)
             self.assertEqual(answer.status, 401)
-            self.assertEqual(answer.body, {"error": "not_authorized", "reason": "Login failed"})
+            self.assertEqual(answer.body, body)
             self.assertEqual(answer.headers["www-authenticate"], 'Basic realm="RabbitMQ Management"')
+
+    @inlineCallbacks
+    def test_authorization_headers_that_are_not_a_login(self) -> Any:
+        """Another scheme is answered as no credentials; Basic credentials
+        that do not decode are a bad request without a body (RabbitMQ's)."""
+        for header, status, challenge in [("Digest username=guest", 401, 'Basic realm="RabbitMQ Management"'),
+                                          ("Basic !!!", 400, None), ("Basic Z3Vlc3Q=", 400, None)]:
+            answer = yield self.broker.request("GET", "/api/whoami", user=None, headers={"Authorization": header})
+            self.assertEqual((answer.status, answer.raw, answer.headers.get("www-authenticate")),
+                             (status, b"", challenge), header)
+        answer = yield self.broker.request("GET", "/api/whoami", user=None, headers={"Authorization": "Bearer t"})
+        self.assertEqual((answer.status, answer.body), (401, {"error": "not_authorized", "reason": "Login failed"}))
 
     @inlineCallbacks
     def test_a_user_without_management_tags_is_not_authorised(self) -> Any:

@@ -30,8 +30,7 @@ existed. With arguments:
 from __future__ import annotations
 
 from itertools import islice
-from weakref import WeakKeyDictionary
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
 
 from txamqp09.broker.model.arguments import (
     QUORUM,
@@ -47,17 +46,21 @@ from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.priority import PriorityMessages
 from txamqp09.broker.model.ready import ReadyMessages
 from txamqp09.broker.model.stats import QueueCounters
+from txamqp09.broker.model.utilisation import ConsumerUse
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.clock import Call, Clock
     from txamqp09.broker.model.session import Session
     from txamqp09.broker.model.vhost import VirtualHost
 
-__all__ = ["Prefetch", "Consumer", "Delivery", "Queue", "Entry", "Overflow"]
+__all__ = ["Prefetch", "Consumer", "CountedDelivery", "Delivery", "Queue", "Entry", "Overflow"]
 
 #: A ready message in a queue: (sequence number, message, redelivered,
 #: deadline in clock seconds or None when it does not expire).
 Entry = tuple[int, Message, bool, Optional[float]]
+#: Return counts of ready messages a queue keeps beyond twice their number
+#: before it forgets those of messages no longer ready.
+_RETURNS_SLACK = 64
 #: Paged-out bodies read back at a time when a queue reaches them.
 PAGE_IN_BATCH = 256
 #: Ready messages looked at, from the head, for bodies to read back at a time.
@@ -127,6 +130,22 @@ class Delivery:
                 limit.release(size)
 
 
+class CountedDelivery(Delivery):
+    """A delivery from a quorum queue, which counts returns for ``x-delivery-limit``.
+
+    :ivar returns: how often its message came back to the queue before.
+    """
+
+    __slots__ = ("returns",)
+
+    def __init__(
+        self, queue: Queue, sequence: int, message: Message, consumer: Optional[Consumer],
+        deadline: Optional[float] = None,
+    ) -> None:
+        super().__init__(queue, sequence, message, consumer, deadline)
+        self.returns = queue.take_returns(sequence)
+
+
 class Consumer:
     """A subscription of a session to a queue (basic.consume).
 
@@ -175,7 +194,7 @@ class Consumer:
             return self.session.sending
         if not self.session.sending:
             return False
-        if self.no_local and message.publisher is self.session.client:
+        if self.no_local and message.origin[3] is self.session.client:  # the publisher
             return False
         size = message.size
         for limit in self.limits:
@@ -189,6 +208,14 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
+
+
+class QuorumConsumer(Consumer):
+    """A consumer of a quorum queue: its deliveries count returns."""
+
+    __slots__ = ()
+
+    delivery_type = CountedDelivery
 
 
 def consumer_priority(arguments: Mapping[str, Any], queue: Queue) -> int:
@@ -234,6 +261,7 @@ class Queue:
         "ready_bytes",
         "route",
         "settings",
+        "state_watchers",
         "stats",
         "stored",
         "vhost",
@@ -251,6 +279,7 @@ class Queue:
         "_returns",
         "_single_active",
         "_ttl",
+        "_use",
     )
 
     def __init__(
@@ -299,15 +328,22 @@ class Queue:
         self._expiry_call: Optional[Call] = None
         self._expiry_at = 0.0
         self._idle_call: Optional[Call] = None
-        #: How often each message was returned, for x-delivery-limit
-        #: (forgotten with the message; made at the first return).
-        self._returns: Optional[WeakKeyDictionary[Message, int]] = None
+        #: How often each ready message (by sequence number) was returned, for
+        #: x-delivery-limit; its next delivery takes the count along (see
+        #: :class:`CountedDelivery`). Made at the first return.
+        self._returns: Optional[dict[int, int]] = None
         #: Itself as a one-element route (the default exchange's result).
         self.route: tuple[Queue] = (self,)
         #: Sequence numbers taken by messages restored at start-up.
         self._restored = 0
         #: What happened to its messages (see :mod:`.stats`).
         self.stats = QueueCounters(self.published)
+        #: Whether its consumers could take messages, over time (made with
+        #: the first consumer on a broker with a clock).
+        self._use: Optional[ConsumerUse] = None
+        #: Called when a consumer comes or goes, and when messages start or
+        #: stop waiting for its consumers (federated queue links).
+        self.state_watchers: tuple[Callable[[], None], ...] = ()
         self.used()
 
     def _configure(self, settings: QueueArguments) -> None:
@@ -400,6 +436,8 @@ class Queue:
                 return True
         self.messages.append((sequence, message, False, None))
         self.ready_bytes += message.size
+        if self.consumers and len(self.messages) == 1:
+            self._blocked()
         if self._no_local_consumers:
             self.drain()
         return True
@@ -423,6 +461,8 @@ class Queue:
             return self._refuse(message)
         self.messages.append((sequence, message, False, deadline))
         self.ready_bytes += message.size
+        if self.consumers and len(self.messages) == 1:
+            self._blocked()
         if deadline is not None:
             self._schedule_expiry()
         if self._no_local_consumers:
@@ -525,8 +565,40 @@ class Queue:
             messages.popleft()
             self.ready_bytes -= message.size
             consumer.session.deliver(consumer, self, sequence, message, redelivered, deadline)
+        if self._use is not None and self.consumers:
+            self._set_blocked(bool(messages))
         if self._expiring:
             self._schedule_expiry()
+
+    def _blocked(self) -> None:
+        """A message waits although the queue has consumers (none could take it)."""
+        if self._use is not None:
+            self._set_blocked(True)
+
+    def _drained(self) -> None:
+        """Messages left other than through consumers: none waiting, none blocked."""
+        if self._use is not None and not self.messages:
+            self._set_blocked(False)
+
+    def _set_blocked(self, blocked: bool) -> bool:
+        """Messages wait for the consumers (*blocked*) or not: tell the
+        consumer use, and the watchers when that changed; whether it did."""
+        assert self._use is not None
+        changed = self._use.block() if blocked else self._use.unblock()
+        if changed:
+            self._tell_watchers()
+        return changed
+
+    def _tell_watchers(self) -> None:
+        for watcher in self.state_watchers:
+            watcher()
+
+    def consumer_utilisation(self) -> float:
+        """RabbitMQ's ``consumer_utilisation``: the share of time, averaged
+        with a one-second half-life, in which a waiting message could go to a
+        consumer at once (see :mod:`.utilisation`); 1.0 before the first
+        consumer, or on a broker without a clock."""
+        return 1.0 if self._use is None else self._use.utilisation()
 
     def _deliver_later_one(self) -> bool:
         """Deliver the oldest message some consumer can take, past the head.
@@ -562,6 +634,7 @@ class Queue:
         entry = self._take()
         if self._expiring:
             self._schedule_expiry()
+        self._drained()
         return entry
 
     def requeue(self, deliveries: Iterable[Delivery]) -> None:
@@ -573,7 +646,7 @@ class Queue:
         if self.deleted:
             self.discard(delivery.message for delivery in deliveries)
             return
-        if self.settings.delivery_limit is not None:
+        if self.settings.delivery_limit is not None and self.settings.queue_type == QUORUM:
             deliveries = self._within_delivery_limit(deliveries)
         entries = sorted((d.sequence, d.message, True, d.deadline) for d in deliveries)
         if not entries:
@@ -588,14 +661,35 @@ class Queue:
         assert limit is not None
         kept: list[Delivery] = []
         exhausted: list[Delivery] = []
-        if self._returns is None:
-            self._returns = WeakKeyDictionary()
+        counts = self._returns
+        if counts is None:
+            counts = self._returns = {}
+        elif len(counts) > 2 * len(self.messages) + _RETURNS_SLACK:
+            # Forget the counts of messages dropped while ready.
+            ready = {entry[0] for entry in self.messages}
+            counts = self._returns = {sequence: n for sequence, n in counts.items() if sequence in ready}
         for delivery in deliveries:
-            returns = self._returns[delivery.message] = self._returns.get(delivery.message, 0) + 1
-            (exhausted if returns > limit else kept).append(delivery)
+            assert isinstance(delivery, CountedDelivery), "a quorum queue's deliveries count returns"
+            returns = delivery.returns + 1
+            if returns > limit:
+                exhausted.append(delivery)
+            else:
+                counts[delivery.sequence] = returns
+                kept.append(delivery)
         if exhausted:
             self.drop([delivery.message for delivery in exhausted], DELIVERY_LIMIT)
         return kept
+
+    def take_returns(self, sequence: int) -> int:
+        """How often the ready message *sequence* was returned (counted by
+        quorum queues only), as it is delivered again."""
+        counts = self._returns
+        return counts.pop(sequence, 0) if counts is not None else 0
+
+    @property
+    def delivery_type(self) -> type[Delivery]:
+        """What a basic.get from this queue is kept as until it is settled."""
+        return CountedDelivery if self.settings.queue_type == QUORUM else Delivery
 
     def purge(self) -> int:
         """Drop every ready message; how many there were."""
@@ -603,6 +697,7 @@ class Queue:
         self.discard(entry[1] for entry in self.messages)
         self.messages.clear()
         self.ready_bytes = 0
+        self._drained()
         return count
 
     # -- expiry --------------------------------------------------------------
@@ -620,6 +715,7 @@ class Queue:
             expired.append(self._take()[1])
         if expired:
             self.drop(expired, EXPIRED)
+            self._drained()
         return bool(expired)
 
     def _schedule_expiry(self) -> None:
@@ -739,7 +835,8 @@ class Queue:
 
         :raises PreconditionFailed: an invalid argument (406).
         """
-        return Consumer(
+        consumer_type = QuorumConsumer if self.settings.queue_type == QUORUM else Consumer
+        return consumer_type(
             tag, self, session, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
             limits=limits, priority=consumer_priority(arguments, self), arguments=arguments,
         )
@@ -762,6 +859,11 @@ class Queue:
             consumers.append(consumer)
         self._ranked_consumers += consumer.priority != 0
         self._no_local_consumers += consumer.no_local
+        if self._use is None and self.vhost.clock is not None:
+            self._use = ConsumerUse(self.vhost.clock)
+        # Waiting messages wait until the consumer's start drains them.
+        if self._use is None or not self._set_blocked(bool(self.messages)):
+            self._tell_watchers()
         if self._idle_call is not None:
             self._idle_call.cancel()
             self._idle_call = None
@@ -775,6 +877,7 @@ class Queue:
         self.consumers.remove(consumer)
         self._ranked_consumers -= consumer.priority != 0
         self._no_local_consumers -= consumer.no_local
+        self._tell_watchers()
         if self.auto_delete and not self.consumers and not self.deleted:
             self.vhost.delete_queue(self)
         elif not self.consumers:

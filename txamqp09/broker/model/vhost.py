@@ -13,8 +13,8 @@ goes into each error's ``hint``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from txamqp09.broker.model.exchange import (
     EXCHANGE_TYPES,
@@ -25,7 +25,7 @@ from txamqp09.broker.model.exchange import (
 from txamqp09.broker.dialects import RABBITMQ, Dialect
 from txamqp09.broker.model.arguments import CLASSIC, STREAM, field_type
 from txamqp09.broker.model.clock import Clock
-from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.message import Message, origin
 from txamqp09.broker.model.policy import PolicySet
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
@@ -47,7 +47,6 @@ from txamqp09.store.interface import (
     StoredMessage,
 )
 from txamqp09.wire.fields import field_text
-from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 from txamqp09.wire.errors import (
     AccessRefused,
@@ -99,7 +98,7 @@ class DefaultExchange(DirectExchange):
         self._queues = queues
 
     def route(self, message: Message) -> Sequence[Queue]:
-        queue = self._queues.get(message.routing_key)
+        queue = self._queues.get(message.origin[1])  # the routing key
         return queue.route if queue is not None else ()
 
 
@@ -167,6 +166,9 @@ class VirtualHost:
         self.policies = PolicySet()
         #: Its ``max-queues`` limit (None: no limit).
         self.max_queues: Optional[int] = None
+        #: Called with each exchange or queue declared (True) or deleted
+        #: (False) here (the federation service's).
+        self.entity_watchers: list[Callable[[Union[Exchange, Queue], bool], None]] = []
         self.default_exchange = DefaultExchange(self.queues)
         self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
         for exchange_name, kind in STANDARD_EXCHANGES.items():
@@ -282,6 +284,7 @@ class VirtualHost:
             self.policies.apply_to_exchange(exchange)
         if durable and self.persistence is not None:
             self.persistence.exchange_added(self, exchange)
+        self._tell_watchers(exchange, True)
         return exchange
 
     def _equivalent(self, what: str, argument: str, received: Any, current: Any) -> None:
@@ -332,6 +335,11 @@ class VirtualHost:
             self._unbind(binding)
         if exchange.durable and self.persistence is not None:
             self.persistence.exchange_removed(self, exchange)
+        self._tell_watchers(exchange, False)
+
+    def _tell_watchers(self, entity: Union[Exchange, Queue], added: bool) -> None:
+        for watcher in self.entity_watchers:
+            watcher(entity, added)
 
     def _bindable(self, name: str) -> Exchange:
         exchange = self.exchange(name)
@@ -507,6 +515,7 @@ class VirtualHost:
         if queue.stored:
             assert self.persistence is not None
             self.persistence.queue_added(queue)
+        self._tell_watchers(queue, True)
         return queue
 
     def bind_queue(
@@ -602,6 +611,7 @@ class VirtualHost:
         if queue.stored:
             assert self.persistence is not None
             self.persistence.queue_removed(queue)
+        self._tell_watchers(queue, False)
         return queue.purge()
 
     # -- policies ------------------------------------------------------------
@@ -672,13 +682,11 @@ def _restored(
     properties_class = AMQP0_9_1.properties[60]
     for record in records:
         message = Message(
-            record.exchange, record.routing_key, envelope(record.exchange, record.routing_key),
-            record.raw_properties,
-            record.body or b"", properties_class,
+            origin(record.exchange, record.routing_key), record.raw_properties, record.body or b"",
+            properties_class,
         )
         message.body, message.size = record.body, record.size
-        message.store_id = record.message_id
-        persistence.restored(message)
+        persistence.restored(message, record.message_id)
         yield message, record.redelivered, record.published
 
 
