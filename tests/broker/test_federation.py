@@ -8,6 +8,7 @@ from typing import Any
 
 from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred
+from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import TestCase
 
 from txamqp09.broker.federation.service import FederationService
@@ -15,7 +16,9 @@ from txamqp09.broker.federation.headers import binding_hops, queue_link_headers,
 from txamqp09.broker.federation.links import upstream_queue_name
 from txamqp09.broker.federation.upstreams import Upstream, upstream_errors, upstream_set_errors, upstreams_for
 from txamqp09.broker.model.policy import PolicyError, check_definition
-from txamqp09.broker.runtime import ConfigError
+from txamqp09.broker.auth.users import UserDatabase
+from txamqp09.broker.model import Broker, Client
+from txamqp09.broker.runtime import ConfigError, RuntimeConfig
 from txamqp09.client import connect
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.waiting import eventually
@@ -120,6 +123,69 @@ class HeaderTests(TestCase):
         self.assertEqual(upstream_queue_name("x", "/", "/", "x", "down"), "federation: x -> down")
         self.assertEqual(upstream_queue_name("x", "/", "/", "y", "down"), "federation: x -> down:y")
         self.assertEqual(upstream_queue_name("x", "/", "v", "y", "down"), "federation: x -> down:v:y")
+
+
+class PolicyWatchTests(TestCase):
+    """Policy changes and entities declared or deleted reach the federation
+    service as they happen, without its clock moving."""
+
+    def setUp(self) -> None:
+        self.reactor = MemoryReactorClock()
+        self.config = RuntimeConfig(UserDatabase.default(), Broker())
+        self.config.set_parameter("federation-upstream", "/", "up", {"uri": "amqp://127.0.0.1:1"})
+        vhost = self.config.broker.vhosts["/"]
+        vhost.declare_exchange("fed.x", "direct")
+        vhost.declare_queue("fed.q", Client("test"))
+        self.service = FederationService(self.config, self.reactor, "txamqp09@test")
+        self.service.startService()
+        self.addCleanup(self.service.stopService)
+
+    def links(self) -> set[tuple[str, str, str, str]]:
+        return set(self.service.links)
+
+    def policy(self, pattern: str, apply_to: str = "all", **definition: Any) -> None:
+        self.config.put_policy("/", "fed", {"pattern": pattern, "apply-to": apply_to,
+                                            "definition": definition or {"federation-upstream": "up"}})
+
+    def test_nothing_is_polled(self) -> None:
+        self.assertEqual(self.reactor.getDelayedCalls(), [])
+
+    def test_set_changed_cleared(self) -> None:
+        self.assertEqual(self.links(), set())
+        self.policy("^fed")
+        self.assertEqual(self.links(), {("exchange", "/", "fed.x", "up"), ("queue", "/", "fed.q", "up")})
+        self.policy("^fed", "queues")
+        self.assertEqual(self.links(), {("queue", "/", "fed.q", "up")})
+        self.policy("^fed", "queues", **{"max-length": 5})
+        self.assertEqual(self.links(), set())
+        self.policy("^fed", "exchanges", **{"federation-upstream-set": "all"})
+        self.assertEqual(self.links(), {("exchange", "/", "fed.x", "up")})
+        self.config.delete_policy("/", "fed")
+        self.assertEqual(self.links(), set())
+
+    def test_entities_declared_and_deleted_under_a_policy(self) -> None:
+        self.policy("^fed")
+        vhost = self.config.broker.vhosts["/"]
+        vhost.declare_exchange("fed.y", "fanout")
+        vhost.declare_queue("fed.r", Client("test"))
+        vhost.declare_queue("other", Client("test"))
+        self.assertEqual(self.links(), {("exchange", "/", "fed.x", "up"), ("queue", "/", "fed.q", "up"),
+                                        ("exchange", "/", "fed.y", "up"), ("queue", "/", "fed.r", "up")})
+        vhost.delete_exchange("fed.x")
+        vhost.delete_queue(vhost.queues["fed.q"])
+        self.assertEqual(self.links(), {("exchange", "/", "fed.y", "up"), ("queue", "/", "fed.r", "up")})
+        queue = vhost.queues["fed.r"]
+        (link,) = [link for link in self.service.links.values() if link.kind == "queue"]
+        self.assertEqual(queue.state_watchers, (link.adjust,))
+        self.service.stopService()
+        self.assertEqual((queue.state_watchers, vhost.entity_watchers), ((), []))
+
+    def test_definitions_and_vhost_deletion(self) -> None:
+        self.config.import_definitions({"policies": [
+            {"vhost": "/", "name": "fed", "pattern": "^fed.q$", "definition": {"federation-upstream": "up"}}]})
+        self.assertEqual(self.links(), {("queue", "/", "fed.q", "up")})
+        self.config.delete_vhost("/")
+        self.assertEqual(self.links(), set())
 
 
 class LinkTests(TestCase):

@@ -12,7 +12,7 @@ from txamqp09.broker.auth.security import Security
 from txamqp09.broker.auth.users import UserDatabase
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.parameters import Component, Components
-from txamqp09.broker.runtime import ConfigError, RuntimeConfig
+from txamqp09.broker.runtime import POLICY, ConfigError, RuntimeConfig
 from txamqp09.broker.server import ServerFactory
 from txamqp09.broker.service import BrokerService
 from txamqp09.store.memory import MemoryStore
@@ -32,21 +32,34 @@ class Recorder:
 
 
 class WatchingService(Service):
-    """Watches federation upstreams once started, as the shovel service watches shovels."""
+    """Watches a component (federation upstreams unless told) once started,
+    as the shovel service watches shovels."""
 
-    def __init__(self, config: RuntimeConfig) -> None:
+    def __init__(self, config: RuntimeConfig, component: str = "federation-upstream") -> None:
         self.config = config
+        self.component = component
         self.watcher = Recorder()
         self.seen_at_start: list[tuple[Any, ...]] = []
 
     def startService(self) -> None:
         super().startService()
-        self.config.components.watch("federation-upstream", self.watcher)
+        self.config.components.watch(self.component, self.watcher)
         self.seen_at_start = list(self.watcher.events)
 
 
 def _config() -> RuntimeConfig:
     return RuntimeConfig(UserDatabase.default(), Broker())
+
+
+def _node(store: MemoryStore, start: bool = True) -> BrokerService:
+    """A broker service on *store* (started unless told)."""
+    clock = Clock()
+    factory = ServerFactory(clock, Broker(persistence=Persistence(store)),
+                            security=Security(UserDatabase.default(), clock))
+    service = BrokerService(factory, store)
+    if start:
+        service.startService()
+    return service
 
 
 class ComponentsTests(TestCase):
@@ -118,24 +131,15 @@ class RuntimeConfigWatchTests(TestCase):
         """A service that watches when it starts (a child of the broker
         service) is told of the parameters the store kept."""
         store = MemoryStore()
-        first = self._node(store)
+        first = _node(store)
         first.factory.config.set_parameter("federation-upstream", "/", "up", {"uri": "amqp://"})
         first.stopService()
-        second = self._node(store, start=False)
+        second = _node(store, start=False)
         child = WatchingService(second.factory.config)
         child.setServiceParent(second)
         second.startService()
         self.addCleanup(second.stopService)
         self.assertEqual(child.seen_at_start, [("set", "/", "up", {"uri": "amqp://"})])
-
-    def _node(self, store: MemoryStore, start: bool = True) -> BrokerService:
-        clock = Clock()
-        factory = ServerFactory(clock, Broker(persistence=Persistence(store)),
-                                security=Security(UserDatabase.default(), clock))
-        service = BrokerService(factory, store)
-        if start:
-            service.startService()
-        return service
 
     def test_refused_value_changes_nothing(self) -> None:
         config = _config()
@@ -149,4 +153,55 @@ class RuntimeConfigWatchTests(TestCase):
             config.import_definitions({"parameters": [
                 {"vhost": "/", "component": "shovel", "name": "s", "value": {"src-uri": "amqp://"}}]})
         self.assertIn("Must specify 'src-exchange' or 'src-queue'", str(imported.exception))
+        self.assertEqual(config.parameters, {})
+
+
+class PolicyWatchTests(TestCase):
+    """Policies reach watchers as parameters of component ``policy``."""
+
+    def test_set_change_clear(self) -> None:
+        config = _config()
+        watcher = Recorder()
+        config.components.watch(POLICY, watcher)
+        body = {"pattern": "^a", "definition": {"max-length": 1}}
+        config.put_policy("/", "p", body)
+        config.put_policy("/", "p", body)
+        config.put_policy("/", "p", {**body, "priority": 2})
+        config.delete_policy("/", "p")
+        expected = {"vhost": "/", "name": "p", "pattern": "^a", "apply-to": "all",
+                    "definition": {"max-length": 1}, "priority": 0}
+        self.assertEqual(watcher.events, [
+            ("set", "/", "p", expected),
+            ("set", "/", "p", {**expected, "priority": 2}),
+            ("cleared", "/", "p"),
+        ])
+
+    def test_definitions_import_and_vhost_deletion(self) -> None:
+        config = _config()
+        watcher = Recorder()
+        config.components.watch(POLICY, watcher)
+        config.import_definitions({
+            "vhosts": [{"name": "v"}],
+            "policies": [{"vhost": "v", "name": "p", "pattern": ".*", "definition": {"max-length": 1}}],
+        })
+        config.delete_vhost("v")
+        self.assertEqual([event[:3] for event in watcher.events], [("set", "v", "p"), ("cleared", "v", "p")])
+
+    def test_restored_at_start(self) -> None:
+        store = MemoryStore()
+        first = _node(store)
+        first.factory.config.put_policy("/", "p", {"pattern": ".*", "definition": {"max-length": 1}})
+        first.stopService()
+        second = _node(store, start=False)
+        child = WatchingService(second.factory.config, POLICY)
+        child.setServiceParent(second)
+        second.startService()
+        self.addCleanup(second.stopService)
+        self.assertEqual([event[:3] for event in child.seen_at_start], [("set", "/", "p")])
+
+    def test_not_a_parameter_of_its_own(self) -> None:
+        config = _config()
+        with self.assertRaises(ConfigError) as raised:
+            config.set_parameter(POLICY, "/", "p", {"pattern": ".*", "definition": {}})
+        self.assertEqual(str(raised.exception), "component 'policy' is set through its own endpoint")
         self.assertEqual(config.parameters, {})

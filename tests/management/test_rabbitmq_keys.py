@@ -257,6 +257,17 @@ class KeyComparisonTests(TestCase):
         self.assertEqual(our_get.body[0]["properties"], their_get.body[0]["properties"] or {})
 
     @inlineCallbacks
+    def test_login_refusals(self) -> Any:
+        """Wrong or missing credentials: the same status, body and challenge
+        (or none) as RabbitMQ."""
+        for user, password in [("guest", "wrong"), ("nobody", "x"), (None, "")]:
+            answers = []
+            for target in (self.theirs, self.ours):
+                answer = yield http_request(target.url, "GET", "/api/whoami", user=user, password=password)
+                answers.append((answer.status, answer.body, answer.headers.get("www-authenticate")))
+            self.assertEqual(answers[1], answers[0], (user, password))
+
+    @inlineCallbacks
     def test_error_bodies(self) -> Any:
         for method, path, body, same_reason in [
             ("PUT", f"/api/queues/nohost/{QUEUE}", {}, True),

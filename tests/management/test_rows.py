@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from tests.broker.support import session
 from txamqp09.broker.model import Queue
 from txamqp09.broker.server import ServerFactory
 from txamqp09.management import rows
@@ -98,6 +99,23 @@ class QueueRowsTests(SynchronousTestCase):
         self.built.clear()
         self.answer({"page": "1", "page_size": "2", "sort": "name"})
         self.assertEqual(self.built, [])
+
+    def test_consumer_utilisation_is_kept_current(self) -> None:
+        """A queue whose consumer stays blocked: its utilisation falls from
+        one snapshot to the next although nothing else about it changes."""
+        consumer_session, _ = session(self.vhost)
+        consumer_session.qos(0, 1, False)
+        consumer_session.consume(self.vhost.queues["a"], "c").start()
+        for body in (b"1", b"2"):
+            self.session.publish("", "a", body)
+        utilisations = []
+        for _ in range(4):
+            self.clock.advance(5)
+            (row,) = [row for row in self.answer({}) if row["name"] == "a"]
+            utilisations.append(row["consumer_utilisation"])
+        # 5, 10, 15, 20 s blocked: halved every second.
+        for earlier, later in zip(utilisations, utilisations[1:]):
+            self.assertLess(later, earlier / 16)
 
     def test_a_big_build_leaves_the_reactor_free_between_slices(self) -> None:
         for number in range(200):

@@ -14,6 +14,11 @@ on it once it is. :class:`Components` is that registry for this broker's
   cleared — by the API, ``amqp09ctl``, a definitions import, or the store's
   configuration restored at start. A value set again unchanged tells nobody
   (RabbitMQ's ``notify`` is not called either).
+
+Policies reach watchers the same way, as parameters of the component
+:data:`~txamqp09.broker.runtime.POLICY` (RabbitMQ keeps them as runtime
+parameters of component ``policy`` too): set, changed or cleared by the API,
+``amqp09ctl``, a definitions import, a vhost's deletion or the restore at start.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ from txamqp09.broker.model.exchange import EXCHANGE_TYPES
 from txamqp09.broker.model.policy import Policy, PolicyError
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.vhost import Broker
-from txamqp09.broker.parameters import Component, Components
+from txamqp09.broker.parameters import Component, Components, ParameterKey
 from txamqp09.shovel.definition import SHOVEL
 from txamqp09.store.interface import IMessageStore, Settings
 from txamqp09.wire.errors import AMQPError
@@ -78,6 +78,9 @@ MAX_NAME_BYTES = 255
 #: Components of runtime parameters that stand for something else here.
 VHOST_LIMITS = "vhost-limits"
 OPERATOR_POLICY = "operator_policy"
+#: The component under which the parameters' watchers see policies (as
+#: RabbitMQ keeps its policies: runtime parameters of component ``policy``).
+POLICY = "policy"
 #: Components this broker knows: kept, checked and acted on by their services
 #: (shovels, federation links); others are kept for tools and reported.
 _KEPT_COMPONENTS = ("shovel", "federation-upstream", "federation-upstream-set")
@@ -276,7 +279,16 @@ class RuntimeConfig:
                 for key in before.keys() - entries.keys():
                     self.store.remove_setting(kind, key)
         self._saved = current
-        self.components.update(self.parameters)
+        self.components.update(self._watched())
+
+    def _watched(self) -> dict[ParameterKey, Any]:
+        """The parameters and the policies as their watchers see them: a
+        policy as parameter ``(policy, vhost, name)``, its definitions JSON as value."""
+        watched = dict(self.parameters)
+        for vhost in self.broker.vhosts.values():
+            for policy in vhost.policies.policies.values():
+                watched[POLICY, vhost.name, policy.name] = policy.to_json()
+        return watched
 
     def when_saved(self) -> Deferred[None]:
         """Fires once everything saved so far is on disk (at once without a store)."""
@@ -768,7 +780,7 @@ class RuntimeConfig:
         component (vhost limits and operator policies have their own calls)."""
         self.require_vhost(vhost)
         check_name("parameter", name)
-        if component in (VHOST_LIMITS, OPERATOR_POLICY):
+        if component in (VHOST_LIMITS, OPERATOR_POLICY, POLICY):
             raise ConfigError(f"component {component!r} is set through its own endpoint")
         self._check_parameter(component, name, value)
         self.parameters[component, vhost, name] = value

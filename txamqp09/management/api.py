@@ -41,7 +41,8 @@ The pieces:
   ``administrator`` for ``"monitoring"``; ``administrator`` for
   ``"administrator"``. A user without it gets RabbitMQ's 401
   ``not_authorised`` body. Wrong credentials get 401 ``not_authorized``
-  ("Login failed") and a ``WWW-Authenticate`` challenge.
+  ("Login failed") and a ``WWW-Authenticate`` challenge; a request without
+  credentials gets the challenge without a body (as RabbitMQ 3.10 answers both).
 * Per-vhost rights are the handler's job: :meth:`ApiRequest.vhost` checks
   that the vhost exists and that the user may see it;
   :meth:`ApiRequest.check` checks a configure/write/read permission on a

@@ -83,6 +83,7 @@ class QueueRows:
         return (
             queue.message_count, queue.ready_bytes, unacked, tuple(queue.consumers),
             queue.policy, queue.operator_policy, queue.stats.values(),
+            queue.consumer_utilisation() if queue.consumers else None,
             stats.rates_of(queue.stats), stats.length_rates(queue.stats), stats.last_change(queue.stats),
         )
 

@@ -112,13 +112,14 @@ def queue_view(
 
 
 def consumer_utilisation(queue: Queue, consumers: list[Consumer]) -> Optional[float]:
-    """The share of consumers that could take a message now, while messages
-    wait (1.0 when nothing waits); None without consumers."""
+    """RabbitMQ's time-weighted share of time the queue could hand a waiting
+    message to a consumer at once (:meth:`Queue.consumer_utilisation`; 1.0
+    for a stream); None without consumers."""
     if not consumers:
         return None
-    if not queue.message_count or queue.settings.queue_type == STREAM:
+    if queue.settings.queue_type == STREAM:
         return 1.0
-    return sum(1 for consumer in consumers if all(limit.room(0) for limit in consumer.limits)) / len(consumers)
+    return queue.consumer_utilisation()
 
 
 # -- exchanges and bindings ----------------------------------------------------

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -44,6 +44,8 @@ __all__ = ["ManagementResource", "make_router", "make_site"]
 
 #: The challenge RabbitMQ sends with a 401 for missing or wrong credentials.
 _CHALLENGE = {"WWW-Authenticate": 'Basic realm="RabbitMQ Management"'}
+#: RabbitMQ's answer to a request without credentials: the challenge, no body.
+_UNAUTHENTICATED = Reply(401, None, _CHALLENGE)
 
 
 def make_router() -> Router:
@@ -95,7 +97,7 @@ class ManagementResource(Resource):
         path = request.path.decode("utf-8", "replace")
         handler, tag, args = self.router.resolve(method, split_path(path))
         if not request.requestHeaders.hasHeader(b"authorization"):
-            raise ApiError(401, "not_authorized", "Login failed", _CHALLENGE)
+            return succeed(_UNAUTHENTICATED)
         name = request.getUser().decode("utf-8", "replace")
         password = request.getPassword().decode("utf-8", "replace")
         peer = PeerInfo(request.getClientAddress())

@@ -547,6 +547,16 @@ class QueueLink(Link):
         return {"queue": self.name, "upstream_queue": self.upstream_queue,
                 "consumer_tag": self.upstream.consumer_tag}
 
+    def start(self) -> None:
+        """Connect, and consume or pause as the queue's state changes."""
+        self.queue.state_watchers += (self.adjust,)
+        super().start()
+
+    def stop(self, clean_up: bool = False) -> Deferred[Any]:
+        self.queue.state_watchers = tuple(watcher for watcher in self.queue.state_watchers
+                                          if watcher != self.adjust)
+        return super().stop(clean_up)
+
     async def set_up(self, connection: ClientConnection) -> None:
         capabilities = connection.server_properties.get("capabilities") or {}
         if not capabilities.get("consumer_priorities"):

@@ -1,13 +1,21 @@
 """The federation service: runs the links the policies and upstreams ask for.
 
-:class:`FederationService` is a child of the broker's MultiService. While
-it runs it looks, several times a second, at which exchanges and queues of
-the virtual hosts that have ``federation-upstream`` parameters carry a
-federation policy (:data:`~txamqp09.broker.model.policy.FEDERATION_KEYS`),
-starts a link for each of their upstreams, stops the links nothing asks for
-any more (a policy, upstream or entity gone, an upstream changed), and lets
-each queue link consume or pause as its queue's consumers come and go. A
-broker without federation upstreams pays one dictionary scan per look.
+:class:`FederationService` is a child of the broker's MultiService. It
+looks at which exchanges and queues of the virtual hosts that have
+``federation-upstream`` parameters carry a federation policy
+(:data:`~txamqp09.broker.model.policy.FEDERATION_KEYS`), starts a link for
+each of their upstreams, and stops the links nothing asks for any more (a
+policy, upstream or entity gone, an upstream changed).
+
+Nothing is polled. It looks again whenever a policy, an upstream or an
+upstream set is set, changed or cleared (it watches them as
+:class:`~txamqp09.broker.parameters.Components` parameters: through the API,
+``amqp09ctl``, definitions, a vhost's deletion, the restore at start); it
+watches the exchanges and queues declared and deleted in the virtual hosts
+that have upstreams (:attr:`~txamqp09.broker.model.VirtualHost.entity_watchers`)
+and looks at those alone; and each queue link consumes or pauses as its
+queue tells it that consumers came or went, or messages started or stopped
+waiting (:attr:`~txamqp09.broker.model.Queue.state_watchers`).
 
 Each broker names itself by the global parameter ``cluster_name`` (as
 ``rabbitmqctl set_cluster_name`` sets it on RabbitMQ), else by its node
@@ -18,23 +26,28 @@ their own.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, gatherResults
-from twisted.internet.task import LoopingCall
 
 from txamqp09.broker.federation.links import ExchangeLink, Link, QueueLink
 from txamqp09.broker.federation.upstreams import UPSTREAM, UPSTREAM_SET, Upstream, upstreams_for
 from txamqp09.broker.model import Exchange, Queue, VirtualHost
 from txamqp09.broker.model.policy import FEDERATION_KEYS
-from txamqp09.broker.runtime import RuntimeConfig
+from txamqp09.broker.runtime import POLICY, RuntimeConfig
 from txamqp09.links.uri import LocalAddress
 
 __all__ = ["FederationService"]
 
-#: Seconds between two looks at policies, upstreams and queue consumers.
-INTERVAL = 0.2
+#: The parameter components whose changes the service acts on at once.
+_WATCHED = (POLICY, UPSTREAM, UPSTREAM_SET)
+
+Entity = Union[Exchange, Queue]
+#: A link's kind, vhost, entity name and upstream name.
+LinkKey = tuple[str, str, str, str]
+#: What a link is for: the entity, the upstream, the policy's name, the vhost.
+Target = tuple[Entity, Upstream, Optional[str], VirtualHost]
 
 
 def _federated(definition: Any, arguments: Any) -> bool:
@@ -45,7 +58,7 @@ class FederationService(Service):
     """Federation links of one broker (see the module's text).
 
     :param config: the broker's runtime configuration (parameters, model).
-    :param reactor: connects the links and runs the looks.
+    :param reactor: connects the links.
     :param node: the node name (the cluster name when none is set).
     :param local: where this broker listens for AMQP, once it does (for
         upstream URIs without a host: this broker itself).
@@ -57,9 +70,9 @@ class FederationService(Service):
         self.local = local
         self.reactor = reactor
         self.node = node
-        self.links: dict[tuple[str, str, str, str], Link] = {}
-        self._loop = LoopingCall(self.look)
-        self._loop.clock = reactor
+        self.links: dict[LinkKey, Link] = {}
+        #: The virtual hosts whose entities it watches, by name, with its watcher.
+        self._watching: dict[str, tuple[VirtualHost, Callable[[Entity, bool], None]]] = {}
 
     @property
     def cluster_name(self) -> str:
@@ -69,71 +82,98 @@ class FederationService(Service):
 
     def startService(self) -> None:
         super().startService()
-        self._loop.start(INTERVAL, now=True)
-        for component in (UPSTREAM, UPSTREAM_SET):
+        for component in _WATCHED:
             self.config.components.watch(component, self)
+        self.look()
 
     def parameter_set(self, vhost: str, name: str, value: Any) -> None:
-        """An upstream or set is new or changed: act on it at once."""
+        """A policy, upstream or set is new or changed: act on it at once."""
         if self.running:
             self.look()
 
     def parameter_cleared(self, vhost: str, name: str) -> None:
-        """An upstream or set is gone: stop its links at once."""
+        """A policy, upstream or set is gone: stop its links at once."""
         if self.running:
             self.look()
 
     def stopService(self) -> Deferred[Any]:
         super().stopService()
-        for component in (UPSTREAM, UPSTREAM_SET):
+        for component in _WATCHED:
             self.config.components.unwatch(component, self)
-        if self._loop.running:
-            self._loop.stop()
+        self._watch([])
         links, self.links = list(self.links.values()), {}
         return gatherResults([link.stop() for link in links])
 
     def look(self) -> None:
-        """Start and stop links as policies and upstreams ask; let queue
-        links consume or pause."""
-        wanted = self._wanted()
+        """Start and stop links as policies and upstreams ask."""
+        parameters = self.config.parameters
+        names = {vhost for (component, vhost, _) in parameters if component == UPSTREAM}
+        vhosts = [vhost for name, vhost in self.config.broker.vhosts.items() if name in names]
+        self._watch(vhosts)
+        wanted: dict[LinkKey, Target] = {}
+        for vhost in vhosts:
+            if vhost.policies:
+                entities: list[Entity] = [exchange for exchange in vhost.exchanges.values() if exchange.name]
+                entities += vhost.queues.values()
+                for entity in entities:
+                    wanted.update(self._wanted(vhost, entity))
         for key, link in list(self.links.items()):
             target = wanted.get(key)
             if target is None or target[1] != link.upstream or target[0] is not getattr(link, link.kind):
                 del self.links[key]
                 link.stop(clean_up=True)
-        for key, (entity, upstream, policy, vhost) in wanted.items():
+        for key, target in wanted.items():
             if key not in self.links:
-                made: Link
-                if isinstance(entity, Exchange):
-                    made = ExchangeLink(self.reactor, vhost, entity, upstream, policy, lambda: self.cluster_name,
-                                        self.local)
-                else:
-                    made = QueueLink(self.reactor, vhost, entity, upstream, policy, lambda: self.cluster_name,
-                                     self.local)
-                self.links[key] = made
-                made.start()
-        for running in self.links.values():
-            if isinstance(running, QueueLink):
-                running.adjust()
+                self._start(key, target)
 
-    def _wanted(self) -> dict[tuple[str, str, str, str], tuple[Union[Exchange, Queue], Upstream, Optional[str], VirtualHost]]:
-        parameters = self.config.parameters
-        vhosts = {vhost for (component, vhost, _) in parameters if component == UPSTREAM}
-        wanted: dict[tuple[str, str, str, str], tuple[Union[Exchange, Queue], Upstream, Optional[str], VirtualHost]] = {}
-        for name in vhosts:
-            vhost = self.config.broker.vhosts.get(name)
-            if vhost is None or not vhost.policies:
-                continue
-            entities: list[tuple[str, Union[Exchange, Queue]]] = [
-                ("exchange", exchange) for exchange in vhost.exchanges.values() if exchange.name
-            ]
-            entities += [("queue", queue) for queue in vhost.queues.values()]
-            for kind, entity in entities:
-                if not _federated(entity.effective_policy, entity.arguments):
-                    continue
-                for upstream in upstreams_for(entity.effective_policy, name, parameters):
-                    wanted[kind, name, entity.name, upstream.name] = (entity, upstream, entity.policy, vhost)
-        return wanted
+    def _wanted(self, vhost: VirtualHost, entity: Entity) -> dict[LinkKey, Target]:
+        """The links *entity* of *vhost* asks for, by key."""
+        if not _federated(entity.effective_policy, entity.arguments):
+            return {}
+        kind = "exchange" if isinstance(entity, Exchange) else "queue"
+        return {
+            (kind, vhost.name, entity.name, upstream.name): (entity, upstream, entity.policy, vhost)
+            for upstream in upstreams_for(entity.effective_policy, vhost.name, self.config.parameters)
+        }
+
+    def _start(self, key: LinkKey, target: Target) -> None:
+        entity, upstream, policy, vhost = target
+        made: Link
+        if isinstance(entity, Exchange):
+            made = ExchangeLink(self.reactor, vhost, entity, upstream, policy, lambda: self.cluster_name, self.local)
+        else:
+            made = QueueLink(self.reactor, vhost, entity, upstream, policy, lambda: self.cluster_name, self.local)
+        self.links[key] = made
+        made.start()
+
+    def _watch(self, vhosts: Iterable[VirtualHost]) -> None:
+        """Watch the entities of *vhosts* (and of no other vhost)."""
+        keep = {vhost.name: vhost for vhost in vhosts}
+        for name, (vhost, watcher) in list(self._watching.items()):
+            if keep.get(name) is not vhost:
+                vhost.entity_watchers.remove(watcher)
+                del self._watching[name]
+        for name, vhost in keep.items():
+            if name not in self._watching:
+                watcher = self._entity_watcher(vhost)
+                vhost.entity_watchers.append(watcher)
+                self._watching[name] = (vhost, watcher)
+
+    def _entity_watcher(self, vhost: VirtualHost) -> Callable[[Entity, bool], None]:
+        def changed(entity: Entity, added: bool) -> None:
+            """Start the links of a federated entity declared in *vhost*; stop
+            those of one deleted."""
+            if added:
+                for key, target in self._wanted(vhost, entity).items():
+                    if key not in self.links:
+                        self._start(key, target)
+                return
+            for key, link in list(self.links.items()):
+                if getattr(link, link.kind) is entity:
+                    del self.links[key]
+                    link.stop(clean_up=True)
+
+        return changed
 
     def status(self, vhost: Optional[str] = None) -> list[dict[str, Any]]:
         """Every link's status entry (``/api/federation-links``), or those of *vhost*."""

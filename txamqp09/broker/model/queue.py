@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from itertools import islice
 from weakref import WeakKeyDictionary
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
 
 from txamqp09.broker.model.arguments import (
     QUORUM,
@@ -47,6 +47,7 @@ from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.priority import PriorityMessages
 from txamqp09.broker.model.ready import ReadyMessages
 from txamqp09.broker.model.stats import QueueCounters
+from txamqp09.broker.model.utilisation import ConsumerUse
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.clock import Call, Clock
@@ -234,6 +235,7 @@ class Queue:
         "ready_bytes",
         "route",
         "settings",
+        "state_watchers",
         "stats",
         "stored",
         "vhost",
@@ -251,6 +253,7 @@ class Queue:
         "_returns",
         "_single_active",
         "_ttl",
+        "_use",
     )
 
     def __init__(
@@ -308,6 +311,12 @@ class Queue:
         self._restored = 0
         #: What happened to its messages (see :mod:`.stats`).
         self.stats = QueueCounters(self.published)
+        #: Whether its consumers could take messages, over time (made with
+        #: the first consumer on a broker with a clock).
+        self._use: Optional[ConsumerUse] = None
+        #: Called when a consumer comes or goes, and when messages start or
+        #: stop waiting for its consumers (federated queue links).
+        self.state_watchers: tuple[Callable[[], None], ...] = ()
         self.used()
 
     def _configure(self, settings: QueueArguments) -> None:
@@ -400,6 +409,8 @@ class Queue:
                 return True
         self.messages.append((sequence, message, False, None))
         self.ready_bytes += message.size
+        if self.consumers and len(self.messages) == 1:
+            self._blocked()
         if self._no_local_consumers:
             self.drain()
         return True
@@ -423,6 +434,8 @@ class Queue:
             return self._refuse(message)
         self.messages.append((sequence, message, False, deadline))
         self.ready_bytes += message.size
+        if self.consumers and len(self.messages) == 1:
+            self._blocked()
         if deadline is not None:
             self._schedule_expiry()
         if self._no_local_consumers:
@@ -525,8 +538,40 @@ class Queue:
             messages.popleft()
             self.ready_bytes -= message.size
             consumer.session.deliver(consumer, self, sequence, message, redelivered, deadline)
+        if self._use is not None and self.consumers:
+            self._set_blocked(bool(messages))
         if self._expiring:
             self._schedule_expiry()
+
+    def _blocked(self) -> None:
+        """A message waits although the queue has consumers (none could take it)."""
+        if self._use is not None:
+            self._set_blocked(True)
+
+    def _drained(self) -> None:
+        """Messages left other than through consumers: none waiting, none blocked."""
+        if self._use is not None and not self.messages:
+            self._set_blocked(False)
+
+    def _set_blocked(self, blocked: bool) -> bool:
+        """Messages wait for the consumers (*blocked*) or not: tell the
+        consumer use, and the watchers when that changed; whether it did."""
+        assert self._use is not None
+        changed = self._use.block() if blocked else self._use.unblock()
+        if changed:
+            self._tell_watchers()
+        return changed
+
+    def _tell_watchers(self) -> None:
+        for watcher in self.state_watchers:
+            watcher()
+
+    def consumer_utilisation(self) -> float:
+        """RabbitMQ's ``consumer_utilisation``: the share of time, averaged
+        with a one-second half-life, in which a waiting message could go to a
+        consumer at once (see :mod:`.utilisation`); 1.0 before the first
+        consumer, or on a broker without a clock."""
+        return 1.0 if self._use is None else self._use.utilisation()
 
     def _deliver_later_one(self) -> bool:
         """Deliver the oldest message some consumer can take, past the head.
@@ -562,6 +607,7 @@ class Queue:
         entry = self._take()
         if self._expiring:
             self._schedule_expiry()
+        self._drained()
         return entry
 
     def requeue(self, deliveries: Iterable[Delivery]) -> None:
@@ -603,6 +649,7 @@ class Queue:
         self.discard(entry[1] for entry in self.messages)
         self.messages.clear()
         self.ready_bytes = 0
+        self._drained()
         return count
 
     # -- expiry --------------------------------------------------------------
@@ -620,6 +667,7 @@ class Queue:
             expired.append(self._take()[1])
         if expired:
             self.drop(expired, EXPIRED)
+            self._drained()
         return bool(expired)
 
     def _schedule_expiry(self) -> None:
@@ -762,6 +810,11 @@ class Queue:
             consumers.append(consumer)
         self._ranked_consumers += consumer.priority != 0
         self._no_local_consumers += consumer.no_local
+        if self._use is None and self.vhost.clock is not None:
+            self._use = ConsumerUse(self.vhost.clock)
+        # Waiting messages wait until the consumer's start drains them.
+        if self._use is None or not self._set_blocked(bool(self.messages)):
+            self._tell_watchers()
         if self._idle_call is not None:
             self._idle_call.cancel()
             self._idle_call = None
@@ -775,6 +828,7 @@ class Queue:
         self.consumers.remove(consumer)
         self._ranked_consumers -= consumer.priority != 0
         self._no_local_consumers -= consumer.no_local
+        self._tell_watchers()
         if self.auto_delete and not self.consumers and not self.deleted:
             self.vhost.delete_queue(self)
         elif not self.consumers:

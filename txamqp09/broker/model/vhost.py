@@ -13,8 +13,8 @@ goes into each error's ``hint``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from txamqp09.broker.model.exchange import (
     EXCHANGE_TYPES,
@@ -167,6 +167,9 @@ class VirtualHost:
         self.policies = PolicySet()
         #: Its ``max-queues`` limit (None: no limit).
         self.max_queues: Optional[int] = None
+        #: Called with each exchange or queue declared (True) or deleted
+        #: (False) here (the federation service's).
+        self.entity_watchers: list[Callable[[Union[Exchange, Queue], bool], None]] = []
         self.default_exchange = DefaultExchange(self.queues)
         self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
         for exchange_name, kind in STANDARD_EXCHANGES.items():
@@ -282,6 +285,7 @@ class VirtualHost:
             self.policies.apply_to_exchange(exchange)
         if durable and self.persistence is not None:
             self.persistence.exchange_added(self, exchange)
+        self._tell_watchers(exchange, True)
         return exchange
 
     def _equivalent(self, what: str, argument: str, received: Any, current: Any) -> None:
@@ -332,6 +336,11 @@ class VirtualHost:
             self._unbind(binding)
         if exchange.durable and self.persistence is not None:
             self.persistence.exchange_removed(self, exchange)
+        self._tell_watchers(exchange, False)
+
+    def _tell_watchers(self, entity: Union[Exchange, Queue], added: bool) -> None:
+        for watcher in self.entity_watchers:
+            watcher(entity, added)
 
     def _bindable(self, name: str) -> Exchange:
         exchange = self.exchange(name)
@@ -507,6 +516,7 @@ class VirtualHost:
         if queue.stored:
             assert self.persistence is not None
             self.persistence.queue_added(queue)
+        self._tell_watchers(queue, True)
         return queue
 
     def bind_queue(
@@ -602,6 +612,7 @@ class VirtualHost:
         if queue.stored:
             assert self.persistence is not None
             self.persistence.queue_removed(queue)
+        self._tell_watchers(queue, False)
         return queue.purge()
 
     # -- policies ------------------------------------------------------------
