@@ -167,7 +167,7 @@ from importlib.abc import MetaPathFinder
 
 class HideSparkExtra(MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in ("pyspark", "pyarrow"):
+        if name.partition(".")[0] in ("pyspark", "pyarrow", "numpy"):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 

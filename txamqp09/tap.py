@@ -237,7 +237,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     if tls is not None:
         listeners.append((tls, factory, "amqp/ssl"))
     node_name = f"txamqp09@{socket.gethostname()}"
-    federation = FederationService(factory.config, reactor, node_name, broker.amqp_address)
+    federation = FederationService(factory.config, reactor, node_name, broker.amqp_address, factory.alarms)
     federation.setServiceParent(broker)
     shovels = ShovelService(factory.config, reactor, broker.amqp_address, node_name)
     node = Node(factory, store, node_name)

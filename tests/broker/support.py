@@ -24,13 +24,10 @@ def message(
 ) -> Message:
     """A message as the server builds it from a publish with basic *properties*."""
     return Message(
-        exchange,
-        routing_key,
-        encode_shortstr(exchange) + encode_shortstr(routing_key),
+        (exchange, routing_key, encode_shortstr(exchange) + encode_shortstr(routing_key), publisher),
         spec.BasicProperties(**properties).encode(),
         body,
         spec.BasicProperties,
-        publisher,
     )
 
 

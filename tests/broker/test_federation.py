@@ -201,7 +201,7 @@ class LinkTests(TestCase):
         self.addCleanup(self.downstream.stop)
         config = self.downstream.factory.config
         config.global_parameters["cluster_name"] = "down"
-        self.service = FederationService(config, reactor, "txamqp09@test")
+        self.service = FederationService(config, reactor, "txamqp09@test", alarms=self.downstream.factory.alarms)
         self.service.startService()
         self.addCleanup(self.service.stopService)
         self.vhost = self.downstream.broker.vhosts["/"]
@@ -275,6 +275,36 @@ class LinkTests(TestCase):
                          what="the upstream queue is deleted")
         self.assertEqual(len(internal.bindings), 0)
         self.assertEqual([name for name in upstream_vhost.exchanges if name.startswith("federation:")], [])
+
+    def test_links_hold_messages_while_the_broker_is_in_alarm(self) -> Any:
+        return ensureDeferred(self._links_hold_messages_while_the_broker_is_in_alarm())
+
+    async def _links_hold_messages_while_the_broker_is_in_alarm(self) -> None:
+        """Like the broker's blocked publishers: nothing is republished while
+        an alarm is up, the upstream keeps all but its prefetch window, and
+        everything arrives in order once the alarm clears."""
+        down = await self.client(self.downstream)
+        up = await self.client(self.upstream)
+        await down.exchange_declare("fed.x", "fanout")
+        await down.queue_declare("q")
+        await down.request("queue.bind", queue="q", exchange="fed.x", routing_key="", arguments={})
+        self.federate("^fed", "exchanges", **{"prefetch-count": 5})
+        await eventually(self.running, reactor, what="the link runs")
+        link_queue = self.upstream.broker.vhosts["/"].queues["federation: fed.x -> down"]
+        local = self.vhost.queues["q"]
+        alarms = self.downstream.factory.alarms
+        alarms.raise_alarm("disk")
+        for number in range(20):
+            up.basic_publish(str(number).encode(), "fed.x", "")
+        await eventually(lambda: link_queue.message_count == 15, reactor,
+                         what="the upstream keeps all but the prefetch window")
+        self.assertEqual((len(link_queue.consumers[0].session.unacked), local.message_count), (5, 0))
+        alarms.clear_alarm("disk")
+        await eventually(lambda: local.message_count == 20, reactor, what="every message arrives")
+        bodies = [message.body for message in [await down.basic_get("q", no_ack=True) for _ in range(20)]]
+        self.assertEqual(bodies, [str(number).encode() for number in range(20)])
+        await eventually(lambda: link_queue.message_count == 0 and not link_queue.consumers[0].session.unacked,
+                         reactor, what="everything acked upstream")
 
     def test_queue_link_consumes_while_wanted(self) -> Any:
         return ensureDeferred(self._queue_link_consumes_while_wanted())

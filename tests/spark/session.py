@@ -22,6 +22,7 @@ _session: Any = None
 def arrow_missing() -> Optional[str]:
     """Why tests of the Arrow forms of messages cannot run here, or None."""
     try:
+        import numpy  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError as error:
         return f"the spark extra is not installed ({error}); pip install '.[spark]'"

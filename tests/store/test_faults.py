@@ -11,6 +11,7 @@ from typing import Any, Optional, cast
 from twisted.internet import reactor as global_reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.interfaces import IReactorFromThreads
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import TestCase
 
 from tests.store.test_stores import message
@@ -301,3 +302,33 @@ class LogBoundTests(TestCase):
         yield eventually(lambda: disk_use(store) <= 2 * idle, global_reactor)
         pages = sqlite3.connect(store.path).execute("PRAGMA page_count").fetchone()[0]
         self.assertLessEqual(pages * 4096, 2 * idle)
+
+
+class BrokenWriterTests(TestCase):
+    """An unexpected error stops the writer: it is logged once, with what
+    broke, and the store takes no more writes."""
+
+    @inlineCallbacks
+    def test_logged_once(self) -> Any:
+        events: list[dict[str, Any]] = []
+        globalLogPublisher.addObserver(events.append)
+        self.addCleanup(globalLogPublisher.removeObserver, events.append)
+        store = SQLiteStore(Path(self.mktemp()) / "store.db", reactor)
+        self.addCleanup(store.close)
+        store.open()
+
+        def trip(db: sqlite3.Connection) -> None:
+            raise RuntimeError("the writer tripped")
+
+        self.patch(store, "_bound", trip)
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+
+        def broke() -> list[dict[str, Any]]:
+            return [event for event in events if "log_failure" in event]
+
+        yield eventually(broke, reactor, what="the writer's failure logged")
+        self.assertRaises(RuntimeError, store.publish, message(1), [Q])  # closed
+        (event,) = broke()
+        self.assertEqual(str(event["log_failure"].value), "the writer tripped")
+        self.assertIn(str(store.path), formatEvent(event))
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)

@@ -72,6 +72,11 @@ class ResourceAlarms:
         """Call *listener* with the active alarms whenever they change."""
         self._listeners.append(listener)
 
+    def unsubscribe(self, listener: AlarmListener) -> None:
+        """Call *listener* no more."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def _change(self, active: frozenset[str]) -> None:
         self._active = active
         for listener in list(self._listeners):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from zope.interface import implementer
 
 from txamqp09.broker.held import HeldOutput
-from txamqp09.broker.model import Consumer, ISink, Message, Session
+from txamqp09.broker.model import Consumer, ISink, Message, Origin, Session
 from txamqp09.wire.base import CONTENT_HEADER
 from txamqp09.wire.bodies import BodyBuffer
 from txamqp09.wire.errors import (
@@ -140,9 +140,9 @@ class Publisher:
         self._properties_class = connection.version.properties[BASIC_CLASS]
         self._body_max = connection.frame_max - FRAME_OVERHEAD
         self._max_body_size = connection.max_body_size
-        #: The basic.publish waiting for content: (exchange, routing key,
-        #: their wire encoding); None when no content is due.
-        self.content: Optional[tuple[str, str, bytes]] = None
+        #: The basic.publish waiting for content: the :data:`Origin` of its
+        #: message; None when no content is due.
+        self.content: Optional[Origin] = None
         #: The mandatory (1) and immediate (2) bits of that basic.publish.
         self._flags = 0
         self._raw_properties: Optional[bytes] = None
@@ -153,8 +153,8 @@ class Publisher:
         #: The body frames so far of a body that spans several.
         self._body: Optional[BodyBuffer] = None
         #: basic.publish's (ticket, exchange, routing key) bytes -> decoded
-        #: and checked content, valid while the stamp below is current.
-        self._envelopes: dict[bytes, tuple[str, str, bytes]] = {}
+        #: and checked origin, valid while the stamp below is current.
+        self._envelopes: dict[bytes, Origin] = {}
         self._envelopes_stamp = -1
         #: basic.deliver's class and method ids and consumer tag, by tag.
         self._deliver_prefixes: dict[str, bytes] = {}
@@ -264,7 +264,7 @@ class Publisher:
             )
         return False
 
-    def _checkedEnvelope(self, fields: bytes, stamp: int) -> tuple[str, str, bytes]:
+    def _checkedEnvelope(self, fields: bytes, stamp: int) -> Origin:
         """Decode basic.publish's ticket, exchange and routing key, and check them.
 
         The result is remembered until the users database or any access
@@ -281,7 +281,7 @@ class Publisher:
         exchange = _decode_name(fields[3 : key_at - 1])
         routing_key = _decode_name(fields[key_at:])
         self._guard.check_publish(self.number, (fields[0] << 8) | fields[1], exchange, routing_key)
-        content = (exchange, routing_key, fields[2:])
+        content = (exchange, routing_key, fields[2:], self.client)
         self._envelopes[fields] = content
         return content
 
@@ -322,16 +322,12 @@ class Publisher:
     def _published(self, body: bytes) -> None:
         content = self.content
         assert content is not None and self._raw_properties is not None
-        exchange, routing_key, envelope = content
-        message = Message(
-            exchange, routing_key, envelope, self._raw_properties, body,
-            self._properties_class, self.client,
-        )
+        message = Message(content, self._raw_properties, body, self._properties_class)
         self.content = None
         self._raw_properties = None
         flags = self._flags
         try:
-            self.session.publish(exchange, message, flags & 1 == 1, flags & 2 == 2)
+            self.session.publish(content[0], message, flags & 1 == 1, flags & 2 == 2)
         except AMQPError as error:
             blame(error, 60, 40)
             raise
@@ -365,7 +361,7 @@ class Publisher:
         body: bytes = message.body  # type: ignore[assignment]
         frames = encoded_content_frames(
             self.number, BASIC_CLASS, self._deliver_prefixes[consumer.tag],
-            _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.envelope,
+            _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.origin[2],  # the envelope
             message.raw_properties, body, self._body_max,
         )
         if self._output.held:

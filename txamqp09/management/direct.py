@@ -22,8 +22,7 @@ from typing import Any, Mapping, Optional
 
 from zope.interface import implementer
 
-from txamqp09.broker.model import Client, Consumer, ISink, Message, Queue, Session, VirtualHost
-from txamqp09.wire.forwarding import envelope
+from txamqp09.broker.model import Client, Consumer, ISink, Message, Queue, Session, VirtualHost, origin
 from txamqp09.wire.versions import AMQP0_9_1
 
 __all__ = ["DirectSession"]
@@ -90,7 +89,7 @@ class DirectSession:
             internal exchange, 406 bad expiration).
         """
         raw = _PROPERTIES(**dict(properties or {})).encode()
-        message = Message(exchange, routing_key, envelope(exchange, routing_key), raw, body, _PROPERTIES)
+        message = Message(origin(exchange, routing_key), raw, body, _PROPERTIES)
         before = len(self._sink.returned_messages)
         self.session.publish(exchange, message, True, False)
         return len(self._sink.returned_messages) == before

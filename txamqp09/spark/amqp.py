@@ -13,6 +13,7 @@ Spark's threads call these with :func:`~txamqp09.spark.reactor.call_in_reactor`:
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Optional
 
 from twisted.internet.defer import Deferred, fail, gatherResults, succeed
@@ -20,6 +21,7 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from txamqp09.client import Channel, ClientConnection, Consumer, Message, connect
+from txamqp09.spark.deliveries import DeliveryColumns, StreamDeliveryTaker
 from txamqp09.spark.rows import STREAM_OFFSET_HEADER, Publication
 from txamqp09.wire.fields import field_text
 
@@ -64,59 +66,17 @@ def stream_offset(message: Message) -> int:
     return int(offset)
 
 
-class _Batches:
-    """Messages handed from the reactor thread to a Spark thread in batches."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self.finished = False
-        self._error: Optional[Failure] = None
-        self._waiting: Optional[Deferred[list[Message]]] = None
-        self._minimum = 1
-
-    def add(self, message: Message) -> None:
-        """Hand *message* over with the next batch."""
-        self.messages.append(message)
-        if len(self.messages) >= self._minimum:
-            self._wake()
-
-    def finish(self, error: Optional[Failure] = None) -> None:
-        """No more messages will come (*error* tells why, when it is one)."""
-        if not self.finished:
-            self.finished = True
-            self._error = error
-            self._wake()
-
-    def _wake(self) -> None:
-        waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            self._answer().chainDeferred(waiting)
-
-    def _answer(self) -> Deferred[list[Message]]:
-        if not self.messages and self._error is not None:
-            return fail(self._error)
-        taken, self.messages = self.messages, []
-        return succeed(taken)
-
-    def take(self, minimum: int = 1) -> Deferred[list[Message]]:
-        """The messages that arrived since the last take, once there are at
-        least *minimum* of them (or no more will come); an empty list once
-        finished."""
-        if len(self.messages) >= minimum or self.finished:
-            return self._answer()
-        self._minimum = minimum
-        self._waiting = Deferred()
-        return self._waiting
-
-
 class StreamRange:
     """Deliveries of a stream queue with offsets from *start* up to (not
     including) *end*, consumed with a prefetch window of *prefetch* and
-    taken *rows* at a time.
+    taken *rows* at a time as :class:`~txamqp09.spark.deliveries.DeliveryColumns`.
 
-    Offsets before *start* (a stream hands out whole chunks) are skipped;
-    once a delivery at ``end - 1`` or beyond arrived the range is complete,
-    so the read ends even when retention removed some of its messages.
+    The deliveries are read off the connection by a
+    :class:`~txamqp09.spark.deliveries.StreamDeliveryTaker`, without a
+    :class:`~txamqp09.client.Message` each. Offsets before *start* (a stream
+    hands out whole chunks) are skipped; once a delivery at ``end - 1`` or
+    beyond arrived the range is complete, so the read ends even when
+    retention removed some of its messages.
 
     Deliveries are acknowledged (which gives the broker credit for more:
     a stream keeps its messages) as they arrive, every half window, while
@@ -132,68 +92,106 @@ class StreamRange:
         self.channel = channel
         self.start = start
         self.end = end
-        self.batches = _Batches()
         #: Deliveries acknowledged at once, as they arrive.
         self.ack_every = max(1, prefetch // 2)
         #: Deliveries waiting to be taken above which arrivals are not acknowledged.
         self.held = rows + prefetch
         self.rows = rows
+        self.taker: Optional[StreamDeliveryTaker] = None
+        #: No more deliveries will be taken.
+        self.finished = start >= end
+        self._error: Optional[Failure] = None
+        self._waiting: Optional[Deferred[DeliveryColumns]] = None
         self._acknowledged_tag = 0
-        self._last: Optional[Message] = None
-        if start >= end:
-            self.batches.finish()
+        self._last_tag = 0
 
     @classmethod
     async def open(cls, url: str, queue: str, start: int, end: int, prefetch: int, rows: int) -> StreamRange:
         """Start consuming *queue* at *start*."""
         connection, channel = await open_channel(url)
         reading = cls(connection, channel, start, end, prefetch, rows)
-        if reading.batches.finished:
+        if reading.finished:
             return reading
-        channel.whenClosed().addCallback(lambda ending: reading.batches.finish(Failure(ending)))
+        channel.whenClosed().addCallback(lambda ending: reading._finish(Failure(ending)))
         await channel.basic_qos(prefetch)
-        consumer = await channel.basic_consume(queue, reading._deliver, arguments={"x-stream-offset": start})
+        tag = f"txamqp09.spark-{uuid.uuid4().hex}"
+        takers = connection.scanner.takers
+        reading.taker = StreamDeliveryTaker(
+            connection, channel.number, tag, takers[channel.number], start, end,
+            reading._arrived, lambda error: reading._finish(Failure(error)),
+        )
+        takers[channel.number] = reading.taker.take
+        consumer = await channel.basic_consume(
+            queue, _dropped, consumer_tag=tag, arguments={"x-stream-offset": start}
+        )
         consumer.onCancel(reading._cancelled)
         return reading
 
     def _cancelled(self, consumer: Consumer) -> None:
         error = RuntimeError(f"the broker cancelled the consumer of {consumer.queue!r} (was it deleted?)")
-        self.batches.finish(Failure(error))
+        self._finish(Failure(error))
 
-    def _deliver(self, message: Message) -> None:
-        if self.batches.finished:
+    def _finish(self, error: Optional[Failure] = None) -> None:
+        """No more deliveries will be taken (*error* tells why, when it is one)."""
+        if not self.finished:
+            self.finished = True
+            self._error = error
+            self._wake()
+
+    def _arrived(self, offset: int, tag: int) -> None:
+        """The taker's report of each delivery."""
+        if self.finished:
             return
-        self._last = message
-        offset = stream_offset(message)
-        if self.start <= offset < self.end:
-            self.batches.add(message)
+        self._last_tag = tag
         if offset >= self.end - 1:
-            self.batches.finish()
-        elif (
-            message.delivery_tag - self._acknowledged_tag >= self.ack_every
-            and len(self.batches.messages) < self.held
-        ):
+            self._finish()
+            return
+        waiting = len(self.taker.columns)  # type: ignore[union-attr]  # set before deliveries come
+        if tag - self._acknowledged_tag >= self.ack_every and waiting < self.held:
             self._acknowledge()
+        if waiting >= self.rows:
+            self._wake()
 
     def _acknowledge(self) -> None:
         """Acknowledge every delivery so far (one basic.ack, multiple)."""
-        last = self._last
-        if last is not None and last.delivery_tag > self._acknowledged_tag and self.channel.closed_by is None:
-            self.channel.ack(last.delivery_tag, multiple=True)
-            self._acknowledged_tag = last.delivery_tag
+        last = self._last_tag
+        if last > self._acknowledged_tag and self.channel.closed_by is None:
+            self.channel.ack(last, multiple=True)
+            self._acknowledged_tag = last
 
-    def take(self) -> Deferred[list[Message]]:
+    def _wake(self) -> None:
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self._answer().chainDeferred(waiting)
+
+    def _answer(self) -> Deferred[DeliveryColumns]:
+        columns = self.taker.take_columns() if self.taker is not None else DeliveryColumns()
+        if not len(columns) and self._error is not None:
+            return fail(self._error)
+        return succeed(columns)
+
+    def take(self) -> Deferred[DeliveryColumns]:
         """The next deliveries in the range, at least :attr:`rows` unless
-        the range ends first; an empty list once the range is complete."""
-        return self.batches.take(self.rows).addCallback(self._taken)
+        the range ends first; none once the range is complete."""
+        ready = len(self.taker.columns) if self.taker is not None else 0
+        if ready >= self.rows or self.finished:
+            taken = self._answer()
+        else:
+            taken = self._waiting = Deferred()
+        return taken.addCallback(self._taken)
 
-    def _taken(self, messages: list[Message]) -> list[Message]:
+    def _taken(self, columns: DeliveryColumns) -> DeliveryColumns:
         self._acknowledge()
-        return messages
+        return columns
 
     async def close(self) -> None:
         """Stop consuming and disconnect."""
         await self.connection.disconnect()
+
+
+def _dropped(message: Message) -> None:
+    """The consumer callback of a :class:`StreamRange`: its taker takes the
+    deliveries while the channel is open; later ones are dropped."""
 
 
 #: Seconds without deliveries after which the last chunk of a RabbitMQ

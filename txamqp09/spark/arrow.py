@@ -30,9 +30,12 @@ from txamqp09.spark.rows import (
     message_body,
 )
 
-__all__ = ["ARROW_SCHEMA", "message_batch", "BatchPublications"]
+__all__ = [
+    "ARROW_SCHEMA", "TEXT_MAP", "message_batch", "property_entries", "header_entries", "BatchPublications",
+]
 
-_TEXT = pa.map_(pa.string(), pa.string())
+#: The type of the ``properties`` and ``headers`` columns.
+TEXT_MAP = pa.map_(pa.string(), pa.string())
 
 #: :data:`~txamqp09.spark.rows.SCHEMA` as Spark gives it to Arrow (every
 #: column nullable; timestamps in microseconds, UTC).
@@ -41,8 +44,8 @@ ARROW_SCHEMA = pa.schema(
         ("body", pa.binary()),
         ("routing_key", pa.string()),
         ("exchange", pa.string()),
-        ("properties", _TEXT),
-        ("headers", _TEXT),
+        ("properties", TEXT_MAP),
+        ("headers", TEXT_MAP),
         ("offset", pa.int64()),
         ("timestamp", pa.timestamp("us", tz="UTC")),
         ("redelivered", pa.bool_()),
@@ -51,6 +54,19 @@ ARROW_SCHEMA = pa.schema(
 
 _text_properties = attrgetter(*TEXT_PROPERTIES)
 _NONE_SET = (None,) * len(TEXT_PROPERTIES)
+
+
+def property_entries(basic: Any) -> list[tuple[str, str]]:
+    """The ``properties`` column's entries of basic properties *basic*."""
+    values = _text_properties(basic)
+    if values == _NONE_SET:
+        return []
+    return [(name, str(value)) for name, value in zip(TEXT_PROPERTIES, values) if value is not None]
+
+
+def header_entries(table: Mapping[str, Any]) -> list[tuple[str, Optional[str]]]:
+    """The ``headers`` column's entries of a headers table."""
+    return [(str(name), header_text(value)) for name, value in table.items()]
 
 
 class _TextMap:
@@ -68,7 +84,7 @@ class _TextMap:
             pa.array(self.offsets, pa.int32()),
             pa.array(self.keys, pa.string()),
             pa.array(self.values, pa.string()),
-            type=_TEXT,
+            type=TEXT_MAP,
         )
 
 
@@ -87,19 +103,16 @@ def message_batch(messages: Sequence[Any]) -> pa.RecordBatch:
         exchanges.append(method.exchange)
         redelivered.append(bool(getattr(method, "redelivered", False)))
         stamps.append(basic.timestamp)
-        values = _text_properties(basic)
-        if values != _NONE_SET:
-            for name, value in zip(TEXT_PROPERTIES, values):
-                if value is not None:
-                    properties.keys.append(name)
-                    properties.values.append(str(value))
+        for name, text in property_entries(basic):
+            properties.keys.append(name)
+            properties.values.append(text)
         properties.offsets.append(len(properties.keys))
         table = basic.headers
         offset = None
         if table:
-            for name, value in table.items():
-                headers.keys.append(str(name))
-                headers.values.append(header_text(value))
+            for key, value in header_entries(table):
+                headers.keys.append(key)
+                headers.values.append(value)
             offset = table.get(STREAM_OFFSET_HEADER)
         headers.offsets.append(len(headers.keys))
         offsets.append(None if offset is None else int(offset))

@@ -111,8 +111,8 @@ def read_offset_range(options: ReadOptions, partition: OffsetRange) -> Iterator[
             options.prefetch, BATCH_ROWS,
         )
         try:
-            while messages := call_in_reactor(reading.take):
-                yield message_batch(messages)
+            while columns := call_in_reactor(reading.take):
+                yield from columns.record_batches()
         finally:
             call_in_reactor(reading.close)
 

@@ -91,6 +91,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Optional, Sequence, Un
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorFromThreads
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -121,6 +122,7 @@ __all__ = [
     "VACUUM_MIN_FREE_PAGES",
 ]
 
+_log = Logger()
 #: Free pages worth returning to the file system after a batch.
 VACUUM_MIN_FREE_PAGES = 1024
 #: Size of the write-ahead log file at which the writer checkpoints and truncates it.
@@ -831,6 +833,9 @@ class SQLiteStore:
             heappop(waiting)[2].callback(None)
 
     def _broken(self, failure: Failure) -> None:
+        """The writer stopped on an unexpected error: say so once, and fail
+        every write waiting and to come with it."""
+        _log.failure("message store {path} broke: it takes no more writes", failure, path=str(self.path))
         self._failure = failure
         with self._lock:
             self._closing = True

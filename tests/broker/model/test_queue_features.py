@@ -448,3 +448,58 @@ class DeclarationTests(SynchronousTestCase):
         dead = self.world.get("dead")
         assert dead is not None
         self.assertEqual(dead[1].properties.headers["x-death"][0]["reason"], b"delivery_limit")
+
+    def quorum_queue_with_a_dead_letter_queue(self, limit: int) -> Any:
+        """Quorum queue ``qq`` with x-delivery-limit *limit*, dead-lettering to queue ``dead``."""
+        self.world.vhost.declare_exchange("dlx", "fanout")
+        self.world.declare("dead")
+        self.world.vhost.bind_queue("dead", "dlx", "", {}, self.world.client)
+        self.world.declare(
+            "qq", {"x-queue-type": b"quorum", "x-delivery-limit": limit, "x-dead-letter-exchange": b"dlx"},
+            durable=True,
+        )
+        return self.world.vhost.queues["qq"]
+
+    def test_quorum_delivery_limit_counts_each_message_through_a_consumer(self) -> None:
+        queue = self.quorum_queue_with_a_dead_letter_queue(2)
+        self.world.publish("qq", b"poison")
+        self.world.publish("qq", b"fine")
+        consumer = self.world.session.consume(queue, "c", no_ack=False)
+        consumer.start()
+        # Each round returns every delivery made so far: both messages come
+        # back, and come again, until "poison" is over its limit of two
+        # returns; "fine" is returned twice and then acknowledged.
+        for _ in range(2):
+            tags = [tag for _, tag, _, _ in self.world.sink.deliveries[-2:]]
+            self.world.session.nack(tags[-1], multiple=True, requeue=True)
+        poison_tag, fine_tag = [tag for _, tag, _, _ in self.world.sink.deliveries[-2:]]
+        self.world.session.ack(fine_tag)
+        self.world.session.reject(poison_tag, requeue=True)
+        self.assertEqual(
+            [(body, redelivered) for _, _, redelivered, body in self.world.sink.deliveries],
+            [(b"poison", False), (b"fine", False), (b"poison", True), (b"fine", True), (b"poison", True), (b"fine", True)],
+        )
+        self.assertEqual(self.world.bodies("qq"), [])
+        self.assertEqual(self.world.bodies("dead"), [b"poison"])
+        self.assertEqual((queue.take_returns(0), queue.take_returns(1)), (0, 0), "no count outlives its message")
+
+    def test_quorum_delivery_limit_forgets_the_counts_of_dropped_messages(self) -> None:
+        queue = self.quorum_queue_with_a_dead_letter_queue(1000)
+        for index in range(200):
+            self.world.publish("qq", b"%d" % index)
+        for _ in range(3):
+            tags = []
+            while (got := self.world.get("qq", no_ack=False)) is not None:
+                tags.append(got[0])
+            self.world.session.nack(tags[-1], multiple=True, requeue=True)
+            queue.purge()
+            for index in range(200):
+                self.world.publish("qq", b"%d" % index)
+        tags = []
+        while (got := self.world.get("qq", no_ack=False)) is not None:
+            tags.append(got[0])
+        self.world.session.nack(tags[0], multiple=False, requeue=True)
+        self.assertEqual(
+            len([sequence for sequence in range(1000) if queue.take_returns(sequence)]), 1,
+            "the counts of the purged messages are forgotten",
+        )

@@ -171,7 +171,8 @@ class MemoryBudgetTests(StreamCase):
         self.assertEqual((persistence.resident_bytes, persistence.paged_bytes), (0, 0))
         fanned = message(b"both", mode=2)
         session.publish("amq.fanout", fanned, False, False)
-        self.assertEqual(fanned.holders, 1, "the classic queue still holds it")
+        assert fanned.tracking is not None
+        self.assertEqual(fanned.tracking.holders, 1, "the classic queue still holds it")
         self.assertEqual(self.consume(b"first")[1].bodies(), [b"transient", b"persistent", b"both"])
 
 

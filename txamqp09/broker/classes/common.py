@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from zope.interface import implementer
 
-from txamqp09.broker.model import Consumer, ISink, Message, Mode, Session
+from txamqp09.broker.model import Consumer, ISink, Message, Mode, Session, origin
 from txamqp09.broker.model.session import unique_name
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
-from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
@@ -255,11 +254,5 @@ def basic_message(
 ) -> Message:
     """A model message published on *channel* with basic properties *raw_properties*."""
     return Message(
-        exchange,
-        routing_key,
-        envelope(exchange, routing_key),
-        raw_properties,
-        body,
-        channel.version.properties[60],
-        channel.client,
+        origin(exchange, routing_key, channel.client), raw_properties, body, channel.version.properties[60]
     )

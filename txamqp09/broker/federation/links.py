@@ -9,6 +9,14 @@ acknowledged at the upstream by ``ack-mode``: ``on-confirm`` once the
 message is on disk here (at once for a transient one), ``on-publish`` once
 it is routed, ``no-ack`` never (the upstream forgets it as it sends it).
 
+While this broker is low on memory or disk (a resource alarm, which blocks
+its publishers), a link :meth:`holds <Link.hold>` what arrives instead of
+republishing it, as RabbitMQ's blocked publishers hold a link's messages:
+each held message keeps its consumer's callback unfinished, so the upstream
+stops at the prefetch window (``ack-mode`` other than ``no-ack``) and the
+client stops reading the upstream's socket once a thousand are held. The
+held messages are republished, in order, once every alarm has cleared.
+
 :class:`ExchangeLink` federates an exchange the way RabbitMQ 3.10 does: on
 the upstream it declares the queue ``federation: {exchange} -> {cluster
 name}`` (with ``:{exchange}`` or ``:{vhost}:{exchange}`` when the names
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections import deque
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
 from urllib.parse import quote, urlsplit
@@ -45,7 +54,9 @@ from txamqp09.broker.federation.headers import (
     should_forward,
 )
 from txamqp09.broker.federation.upstreams import Upstream
-from txamqp09.broker.model import Binding, Client, Consumer, Exchange, ISink, Message, Queue, Session, VirtualHost
+from txamqp09.broker.model import (
+    Binding, Client, Consumer, Exchange, ISink, Message, Queue, Session, VirtualHost, origin,
+)
 from txamqp09.broker.model.routing import freeze
 from txamqp09.client import Channel, ChannelClosed, ChannelState, ClientConnection, ClientError, connect
 from txamqp09.client import Consumer as ClientConsumer
@@ -53,7 +64,6 @@ from txamqp09.client import Message as ClientMessage
 from txamqp09.links.link import LinkDown, connect_first, describe
 from txamqp09.links.uri import LinkUri, LocalAddress, redacted
 from txamqp09.wire.errors import AMQPError
-from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 
 __all__ = ["ExchangeLink", "Link", "QueueLink", "upstream_queue_name"]
@@ -117,7 +127,7 @@ class LocalPublisher:
 
         :raises AMQPError: as basic.publish would (no such exchange...).
         """
-        message = Message(exchange, routing_key, envelope(exchange, routing_key), raw_properties, body, _PROPERTIES)
+        message = Message(origin(exchange, routing_key), raw_properties, body, _PROPERTIES)
         before = self.session.stored_sequence
         self.session.publish(exchange, message, False, False)
         persistence = self.vhost.persistence
@@ -168,6 +178,8 @@ class Link:
         self._attempts = 0
         self._retry: Optional[IDelayedCall] = None
         self._stopped = False
+        #: While held: what arrived since, each with the Deferred its consumer waits for.
+        self._held: Optional[deque[tuple[ClientMessage, Deferred[None]]]] = None
 
     @property
     def connection_name(self) -> str:
@@ -274,6 +286,32 @@ class Link:
 
     # -- moving messages ----------------------------------------------------------
 
+    def hold(self) -> None:
+        """Keep what arrives from now on, unacknowledged, until :meth:`release`
+        (the broker blocks its publishers)."""
+        if self._held is None:
+            self._held = deque()
+
+    def release(self) -> None:
+        """Republish what was held, in order, and take messages again."""
+        held, self._held = self._held, None
+        for message, waiting in held or ():
+            # An upstream that acknowledges delivers again what a closed
+            # channel left unacknowledged; one that does not has forgotten it.
+            if message.channel.state is ChannelState.OPEN or self.upstream.ack_mode == "no-ack":
+                self.delivered(message)
+            waiting.callback(None)
+
+    def _arrived(self, message: ClientMessage) -> Optional[Deferred[None]]:
+        """A message from the upstream: republished now, or held (its
+        consumer's callback unfinished until the link is released)."""
+        if self._held is None:
+            self.delivered(message)
+            return None
+        waiting: Deferred[None] = Deferred()
+        self._held.append((message, waiting))
+        return waiting
+
     def properties_with(self, message: ClientMessage, headers: Mapping[str, Any]) -> bytes:
         """*message*'s content properties with *headers* (and without its
         ``user_id`` unless the upstream is trusted with it), encoded."""
@@ -315,7 +353,7 @@ class Link:
         no_ack = self.upstream.ack_mode == "no-ack"
         if not no_ack:
             await channel.basic_qos(self.upstream.prefetch_count)
-        return await channel.basic_consume(queue, self.delivered, no_ack=no_ack, **arguments)
+        return await channel.basic_consume(queue, self._arrived, no_ack=no_ack, **arguments)
 
     def delivered(self, message: ClientMessage) -> None:
         """A message from the upstream."""

@@ -17,6 +17,11 @@ and looks at those alone; and each queue link consumes or pauses as its
 queue tells it that consumers came or went, or messages started or stopped
 waiting (:attr:`~txamqp09.broker.model.Queue.state_watchers`).
 
+While the broker is low on memory or disk (its resource alarms), every
+link :meth:`holds <txamqp09.broker.federation.links.Link.hold>` what
+arrives, as the broker's blocked publishers wait, and republishes it once
+the alarms have cleared.
+
 Each broker names itself by the global parameter ``cluster_name`` (as
 ``rabbitmqctl set_cluster_name`` sets it on RabbitMQ), else by its node
 name; links write it into the headers that stop messages going round a
@@ -31,6 +36,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, gatherResults
 
+from txamqp09.broker.alarms import ResourceAlarms
 from txamqp09.broker.federation.links import ExchangeLink, Link, QueueLink
 from txamqp09.broker.federation.upstreams import UPSTREAM, UPSTREAM_SET, Upstream, upstreams_for
 from txamqp09.broker.model import Exchange, Queue, VirtualHost
@@ -62,11 +68,14 @@ class FederationService(Service):
     :param node: the node name (the cluster name when none is set).
     :param local: where this broker listens for AMQP, once it does (for
         upstream URIs without a host: this broker itself).
+    :param alarms: the broker's resource alarms (none ever raised if omitted).
     """
 
     def __init__(self, config: RuntimeConfig, reactor: Any, node: str,
-                 local: Callable[[], Optional[LocalAddress]] = lambda: None) -> None:
+                 local: Callable[[], Optional[LocalAddress]] = lambda: None,
+                 alarms: Optional[ResourceAlarms] = None) -> None:
         self.config = config
+        self.alarms = alarms if alarms is not None else ResourceAlarms()
         self.local = local
         self.reactor = reactor
         self.node = node
@@ -82,9 +91,18 @@ class FederationService(Service):
 
     def startService(self) -> None:
         super().startService()
+        self.alarms.subscribe(self._alarms_changed)
         for component in _WATCHED:
             self.config.components.watch(component, self)
         self.look()
+
+    def _alarms_changed(self, active: frozenset[str]) -> None:
+        """Hold every link's messages while an alarm is up; release them after."""
+        for link in self.links.values():
+            if active:
+                link.hold()
+            else:
+                link.release()
 
     def parameter_set(self, vhost: str, name: str, value: Any) -> None:
         """A policy, upstream or set is new or changed: act on it at once."""
@@ -98,6 +116,7 @@ class FederationService(Service):
 
     def stopService(self) -> Deferred[Any]:
         super().stopService()
+        self.alarms.unsubscribe(self._alarms_changed)
         for component in _WATCHED:
             self.config.components.unwatch(component, self)
         self._watch([])
@@ -144,6 +163,8 @@ class FederationService(Service):
         else:
             made = QueueLink(self.reactor, vhost, entity, upstream, policy, lambda: self.cluster_name, self.local)
         self.links[key] = made
+        if self.alarms.active():
+            made.hold()
         made.start()
 
     def _watch(self, vhosts: Iterable[VirtualHost]) -> None:

@@ -14,7 +14,7 @@ from txamqp09.broker.model.exchange import (
     HeadersExchange,
     TopicExchange,
 )
-from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.message import Message, Origin, origin
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.broker.model.session import Client, ISink, Mode, Session
 from txamqp09.broker.model.store import Persistence
@@ -33,6 +33,7 @@ __all__ = [
     "HeadersExchange",
     "Message",
     "Mode",
+    "Origin",
     "Persistence",
     "Prefetch",
     "Queue",
@@ -40,4 +41,5 @@ __all__ = [
     "ISink",
     "TopicExchange",
     "VirtualHost",
+    "origin",
 ]

@@ -218,7 +218,7 @@ class DirectExchange(Exchange):
             del self._routes[binding.routing_key]
 
     def route(self, message: Message) -> Destinations:
-        return self._routes.get(message.routing_key, ())
+        return self._routes.get(message.origin[1], ())  # the routing key
 
 
 class FanoutExchange(Exchange):
@@ -264,7 +264,7 @@ class TopicExchange(Exchange):
         self._cache.clear()
 
     def route(self, message: Message) -> Destinations:
-        key = message.routing_key
+        key = message.origin[1]  # the routing key
         found = self._cache.get(key)
         if found is None:
             if len(self._cache) >= self.CACHE_SIZE:

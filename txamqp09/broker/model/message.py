@@ -16,19 +16,20 @@ from txamqp09.wire.errors import AMQPSyntaxError, PreconditionFailed
 from txamqp09.wire.forwarding import envelope
 
 __all__ = [
-    "Message", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "USER_ID_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
+    "Message", "Origin", "Tracking", "origin", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "USER_ID_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
     "SPILLED",
 ]
 
 #: Message.paging: the message is not under the memory budget (a transient
-#: message published while the broker was within its budget).
+#: message published while the broker was within its budget): it has no
+#: :class:`Tracking` record.
 UNTRACKED = 0
-#: Message.paging: the body is in memory, counted against the memory budget.
+#: Tracking.paging: the body is in memory, counted against the memory budget.
 RESIDENT = 1
-#: Message.paging: the body is on disk only, in the message store (a
+#: Tracking.paging: the body is on disk only, in the message store (a
 #: persistent message whose every queue is durable).
 PAGED_OUT = 2
-#: Message.paging: a copy of the body is in the store's spill area; the body
+#: Tracking.paging: a copy of the body is in the store's spill area; the body
 #: is dropped from memory once that copy is on disk.
 SPILLED = 3
 
@@ -95,66 +96,125 @@ def message_ttl(message: Message) -> Optional[int]:
     )
 
 
+#: Where a message comes from: (exchange, routing key, the two as the wire
+#: encodes them, the publishing client or None). Messages published with the
+#: same exchange and routing key on one channel share one such tuple.
+Origin = tuple[str, str, bytes, Any]
+
+
+#: Origins without a publisher (restored, dead-lettered, federated
+#: messages...) by exchange and routing key, shared by the messages alike.
+_ORIGINS: dict[tuple[str, str], Origin] = {}
+#: Origins :data:`_ORIGINS` holds at most before it starts over.
+_ORIGINS_KEPT = 1024
+
+
+def origin(exchange: str, routing_key: str, publisher: Any = None) -> Origin:
+    """The :data:`Origin` of a message *publisher* published to *exchange*
+    with *routing_key* (one tuple for the messages without a publisher alike)."""
+    if publisher is not None:
+        return (exchange, routing_key, envelope(exchange, routing_key), publisher)
+    names = (exchange, routing_key)
+    found = _ORIGINS.get(names)
+    if found is None:
+        if len(_ORIGINS) >= _ORIGINS_KEPT:
+            _ORIGINS.clear()
+        found = _ORIGINS[names] = (exchange, routing_key, envelope(exchange, routing_key), None)
+    return found
+
+
+class Tracking:
+    """A message's place under the memory budget and in the message store
+    (only messages the budget tracks have one).
+
+    :ivar store_id: its id in the message store, once written or spilled
+        there (0: neither).
+    :ivar paging: :data:`RESIDENT`, :data:`PAGED_OUT` or :data:`SPILLED`.
+    :ivar holders: how many queues hold it (ready or delivered and
+        unacknowledged).
+    """
+
+    __slots__ = ("store_id", "paging", "holders")
+
+    def __init__(self, store_id: int, paging: int, holders: int) -> None:
+        self.store_id = store_id
+        self.paging = paging
+        self.holders = holders
+
+    def __repr__(self) -> str:
+        return f"<Tracking store_id={self.store_id} paging={self.paging} holders={self.holders}>"
+
+
 class Message:
     """One published message, shared by every queue it is routed to.
 
-    :ivar exchange: the exchange it was published to.
-    :ivar routing_key: the routing key it was published with.
-    :ivar envelope: exchange and routing key as the wire encodes them (two
-        shortstrs), ready to end a deliver, get-ok or return method.
+    A queued message is one of the broker's largest costs at scale, so it
+    keeps few slots: what messages from one publisher share sits in one
+    :data:`Origin` tuple, and what only tracked messages need in a
+    :class:`Tracking` record.
+
+    :ivar origin: exchange, routing key, their wire encoding (two shortstrs,
+        ready to end a deliver, get-ok or return method) and publisher.
     :ivar raw_properties: the content header's property flags and list.
     :ivar body: the message body, or None while it is paged out (on disk only).
     :ivar size: the body size in bytes (what prefetch-size and length limits
         count), also while the body is paged out.
-    :ivar publisher: the client that published it (for ``no-local``).
-    :ivar store_id: its id in the message store, once written or spilled
-        there (0: neither).
-    :ivar paging: :data:`UNTRACKED`, :data:`RESIDENT`, :data:`PAGED_OUT` or
-        :data:`SPILLED`.
-    :ivar holders: while tracked, how many queues hold it (ready or
-        delivered and unacknowledged).
+    :ivar tracking: its :class:`Tracking` record while the memory budget
+        tracks it, else None.
     """
 
     __slots__ = (
-        "exchange",
-        "routing_key",
-        "envelope",
+        "origin",
         "raw_properties",
         "body",
         "size",
-        "publisher",
-        "store_id",
-        "paging",
-        "holders",
+        "tracking",
         "_properties",
-        "__weakref__",
     )
 
     body: Optional[bytes]
+    tracking: Optional[Tracking]
 
     def __init__(
-        self,
-        exchange: str,
-        routing_key: str,
-        envelope: bytes,
-        raw_properties: bytes,
-        body: bytes,
-        properties_class: type[Properties],
-        publisher: Any = None,
+        self, origin: Origin, raw_properties: bytes, body: bytes, properties_class: type[Properties],
     ) -> None:
-        self.exchange = exchange
-        self.routing_key = routing_key
-        self.envelope = envelope
+        self.origin = origin
         self.raw_properties = raw_properties
         self.body = body
         self.size = len(body)
-        self.publisher = publisher
-        self.store_id = 0
-        self.paging = 0  # UNTRACKED
-        self.holders = 0
+        self.tracking = None
         #: The content-property class until the properties are decoded, then
-        #: the decoded properties (one slot for both: 16 bytes less per message).
+        #: the decoded properties (one slot for both).
         self._properties: Union[type[Properties], Properties] = properties_class
+
+    # The hot path reads origin[1] (routing), origin[2] (deliver) and
+    # origin[3] (no-local) in place: a property costs a Python call.
+
+    @property
+    def exchange(self) -> str:
+        """The exchange it was published to."""
+        return self.origin[0]
+
+    @property
+    def routing_key(self) -> str:
+        """The routing key it was published with."""
+        return self.origin[1]
+
+    @property
+    def envelope(self) -> bytes:
+        """Exchange and routing key as the wire encodes them (two shortstrs)."""
+        return self.origin[2]
+
+    @property
+    def publisher(self) -> Any:
+        """The client that published it (for ``no-local``), or None."""
+        return self.origin[3]
+
+    @property
+    def paging(self) -> int:
+        """:data:`UNTRACKED`, or its :attr:`Tracking.paging`."""
+        tracking = self.tracking
+        return UNTRACKED if tracking is None else tracking.paging
 
     @property
     def properties(self) -> Properties:
@@ -177,10 +237,7 @@ class Message:
         """A new message with this body, published to *exchange* with
         *routing_key* and *raw_properties* (the body must be in memory)."""
         assert self.body is not None, "read a paged-out body back before copying the message"
-        return Message(
-            exchange, routing_key, envelope(exchange, routing_key),
-            raw_properties, self.body, self.properties_class,
-        )
+        return Message(origin(exchange, routing_key), raw_properties, self.body, self.properties_class)
 
     @property
     def headers(self) -> dict[str, Any]:

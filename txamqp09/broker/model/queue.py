@@ -30,7 +30,6 @@ existed. With arguments:
 from __future__ import annotations
 
 from itertools import islice
-from weakref import WeakKeyDictionary
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
 
 from txamqp09.broker.model.arguments import (
@@ -54,11 +53,14 @@ if TYPE_CHECKING:
     from txamqp09.broker.model.session import Session
     from txamqp09.broker.model.vhost import VirtualHost
 
-__all__ = ["Prefetch", "Consumer", "Delivery", "Queue", "Entry", "Overflow"]
+__all__ = ["Prefetch", "Consumer", "CountedDelivery", "Delivery", "Queue", "Entry", "Overflow"]
 
 #: A ready message in a queue: (sequence number, message, redelivered,
 #: deadline in clock seconds or None when it does not expire).
 Entry = tuple[int, Message, bool, Optional[float]]
+#: Return counts of ready messages a queue keeps beyond twice their number
+#: before it forgets those of messages no longer ready.
+_RETURNS_SLACK = 64
 #: Paged-out bodies read back at a time when a queue reaches them.
 PAGE_IN_BATCH = 256
 #: Ready messages looked at, from the head, for bodies to read back at a time.
@@ -128,6 +130,22 @@ class Delivery:
                 limit.release(size)
 
 
+class CountedDelivery(Delivery):
+    """A delivery from a quorum queue, which counts returns for ``x-delivery-limit``.
+
+    :ivar returns: how often its message came back to the queue before.
+    """
+
+    __slots__ = ("returns",)
+
+    def __init__(
+        self, queue: Queue, sequence: int, message: Message, consumer: Optional[Consumer],
+        deadline: Optional[float] = None,
+    ) -> None:
+        super().__init__(queue, sequence, message, consumer, deadline)
+        self.returns = queue.take_returns(sequence)
+
+
 class Consumer:
     """A subscription of a session to a queue (basic.consume).
 
@@ -176,7 +194,7 @@ class Consumer:
             return self.session.sending
         if not self.session.sending:
             return False
-        if self.no_local and message.publisher is self.session.client:
+        if self.no_local and message.origin[3] is self.session.client:  # the publisher
             return False
         return self.fits(message)
 
@@ -194,6 +212,14 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
+
+
+class QuorumConsumer(Consumer):
+    """A consumer of a quorum queue: its deliveries count returns."""
+
+    __slots__ = ()
+
+    delivery_type = CountedDelivery
 
 
 def consumer_priority(arguments: Mapping[str, Any], queue: Queue) -> int:
@@ -306,9 +332,10 @@ class Queue:
         self._expiry_call: Optional[Call] = None
         self._expiry_at = 0.0
         self._idle_call: Optional[Call] = None
-        #: How often each message was returned, for x-delivery-limit
-        #: (forgotten with the message; made at the first return).
-        self._returns: Optional[WeakKeyDictionary[Message, int]] = None
+        #: How often each ready message (by sequence number) was returned, for
+        #: x-delivery-limit; its next delivery takes the count along (see
+        #: :class:`CountedDelivery`). Made at the first return.
+        self._returns: Optional[dict[int, int]] = None
         #: Itself as a one-element route (the default exchange's result).
         self.route: tuple[Queue] = (self,)
         #: Sequence numbers taken by messages restored at start-up.
@@ -623,7 +650,7 @@ class Queue:
         if self.deleted:
             self.discard(delivery.message for delivery in deliveries)
             return
-        if self.settings.delivery_limit is not None:
+        if self.settings.delivery_limit is not None and self.settings.queue_type == QUORUM:
             deliveries = self._within_delivery_limit(deliveries)
         entries = sorted((d.sequence, d.message, True, d.deadline) for d in deliveries)
         if not entries:
@@ -638,14 +665,35 @@ class Queue:
         assert limit is not None
         kept: list[Delivery] = []
         exhausted: list[Delivery] = []
-        if self._returns is None:
-            self._returns = WeakKeyDictionary()
+        counts = self._returns
+        if counts is None:
+            counts = self._returns = {}
+        elif len(counts) > 2 * len(self.messages) + _RETURNS_SLACK:
+            # Forget the counts of messages dropped while ready.
+            ready = {entry[0] for entry in self.messages}
+            counts = self._returns = {sequence: n for sequence, n in counts.items() if sequence in ready}
         for delivery in deliveries:
-            returns = self._returns[delivery.message] = self._returns.get(delivery.message, 0) + 1
-            (exhausted if returns > limit else kept).append(delivery)
+            assert isinstance(delivery, CountedDelivery), "a quorum queue's deliveries count returns"
+            returns = delivery.returns + 1
+            if returns > limit:
+                exhausted.append(delivery)
+            else:
+                counts[delivery.sequence] = returns
+                kept.append(delivery)
         if exhausted:
             self.drop([delivery.message for delivery in exhausted], DELIVERY_LIMIT)
         return kept
+
+    def take_returns(self, sequence: int) -> int:
+        """How often the ready message *sequence* was returned (counted by
+        quorum queues only), as it is delivered again."""
+        counts = self._returns
+        return counts.pop(sequence, 0) if counts is not None else 0
+
+    @property
+    def delivery_type(self) -> type[Delivery]:
+        """What a basic.get from this queue is kept as until it is settled."""
+        return CountedDelivery if self.settings.queue_type == QUORUM else Delivery
 
     def purge(self) -> int:
         """Drop every ready message; how many there were."""
@@ -791,7 +839,8 @@ class Queue:
 
         :raises PreconditionFailed: an invalid argument (406).
         """
-        return Consumer(
+        consumer_type = QuorumConsumer if self.settings.queue_type == QUORUM else Consumer
+        return consumer_type(
             tag, self, session, no_ack=no_ack, no_local=no_local, exclusive=exclusive,
             limits=limits, priority=consumer_priority(arguments, self), arguments=arguments,
         )

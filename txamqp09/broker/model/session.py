@@ -423,12 +423,12 @@ class Session:
         if no_ack:
             stats.get_no_ack += 1
             counters.get_no_ack += 1
-            if message.paging:
+            if message.tracking is not None:
                 queue.discard((message,))
             return self.issue_tag(None), redelivered, message
         stats.get += 1
         counters.get += 1
-        return self.issue_tag(Delivery(queue, sequence, message, None, deadline)), redelivered, message
+        return self.issue_tag(queue.delivery_type(queue, sequence, message, None, deadline)), redelivered, message
 
     # -- delivery tags -------------------------------------------------------
 
@@ -465,7 +465,7 @@ class Session:
         if consumer.no_ack:
             self.stats.deliver_no_ack += 1
             queue.stats.deliver_no_ack += 1
-            if message.paging:
+            if message.tracking is not None:
                 queue.discard((message,))
         else:
             self.stats.deliver += 1
@@ -491,7 +491,7 @@ class Session:
             raise self._unknown(tag)
         self.stats.ack += 1
         delivery.queue.stats.ack += 1
-        if delivery.message.paging:
+        if delivery.message.tracking is not None:
             delivery.queue.discard((delivery.message,))
         consumer = delivery.consumer
         if consumer is not None:
@@ -570,7 +570,7 @@ class Session:
             self.stats.ack += len(deliveries)
             for queue, settled in by_queue.items():
                 queue.stats.ack += len(settled)
-                queue.discard([delivery.message for delivery in settled if delivery.message.paging])
+                queue.discard([delivery.message for delivery in settled if delivery.message.tracking is not None])
         else:
             self.stats.reject += len(deliveries)
             for queue, settled in by_queue.items():

@@ -37,7 +37,7 @@ budget too (:attr:`Persistence.stream_bytes`), and while the broker is above
 it streams keep in memory only what is not on disk yet.
 
 A message is tracked from its publish until the last queue holding it lets
-it go (:attr:`~.message.Message.holders`); then a spilled copy is deleted.
+it go (:attr:`~.message.Tracking.holders`); then a spilled copy is deleted.
 A queue reaching paged-out messages reads the next
 :data:`~.queue.PAGE_IN_BATCH` bodies back from the store at once (for every
 queue that holds them: a body is in memory once). At start-up only the first
@@ -58,8 +58,8 @@ from txamqp09.broker.model.message import (
     PAGED_OUT,
     RESIDENT,
     SPILLED,
-    UNTRACKED,
     Message,
+    Tracking,
     delivery_mode,
 )
 from txamqp09.broker.model.arguments import STREAM
@@ -155,7 +155,7 @@ class Persistence:
         """Write *message* for the *queues* that keep messages, if it is
         persistent, and track it under the memory budget.
 
-        Gives a written message its :attr:`~Message.store_id`.
+        Gives a written message its :attr:`~.message.Tracking.store_id`.
 
         :returns: the store's sequence number, or 0 when nothing was written.
         :raises AMQPSyntaxError: the message's property bytes are malformed.
@@ -166,9 +166,9 @@ class Persistence:
             (queue.vhost.name, queue.name) for queue in queues
             if queue.stored and queue.settings.queue_type != STREAM
         ]
-        sequence = 0
+        sequence = message_id = 0
         if kept and delivery_mode(message.raw_properties) == PERSISTENT:
-            message.store_id = message_id = self.next_message_id
+            message_id = self.next_message_id
             self.next_message_id = message_id + 1
             clock = queues[0].vhost.clock
             sequence = self.store.publish(
@@ -181,7 +181,7 @@ class Persistence:
             )
         elif not self.over_budget:
             return 0
-        self._track(message, len(queues), spill=not sequence or len(kept) < len(queues), sequence=sequence)
+        self._track(message, message_id, len(queues), spill=not sequence or len(kept) < len(queues), sequence=sequence)
         return sequence
 
     def remove(self, queue: Queue, messages: Iterable[Message]) -> None:
@@ -190,14 +190,15 @@ class Persistence:
         unspilled = []
         stored = queue.stored and queue.settings.queue_type != STREAM
         for message in messages:
-            if not message.paging:
+            tracking = message.tracking
+            if tracking is None:
                 continue
-            if stored and message.store_id:
-                ids.append(message.store_id)
-            message.holders -= 1
-            if not message.holders:
-                if message.paging == SPILLED:
-                    unspilled.append(message.store_id)
+            if stored and tracking.store_id:
+                ids.append(tracking.store_id)
+            tracking.holders -= 1
+            if not tracking.holders:
+                if tracking.paging == SPILLED:
+                    unspilled.append(tracking.store_id)
                 self._untrack(message)
         if ids and not queue.deleted:
             self.store.remove(queue.vhost.name, queue.name, ids)
@@ -236,21 +237,21 @@ class Persistence:
         self._weigh()
         self._page_out()
 
-    def _track(self, message: Message, holders: int, spill: bool, sequence: int) -> None:
-        """Count a message held by *holders* queues against the budget;
-        above it, page it out (*spill*: by writing a copy of its body)."""
-        message.paging = RESIDENT
-        message.holders = holders
+    def _track(self, message: Message, store_id: int, holders: int, spill: bool, sequence: int) -> None:
+        """Count a message held by *holders* queues (written as *store_id*,
+        or 0) against the budget; above it, page it out (*spill*: by writing
+        a copy of its body)."""
+        tracking = message.tracking = Tracking(store_id, RESIDENT, holders)
         self.resident_bytes += message.size
         self._weigh()
         if self.over_budget:
             if spill:
-                if not message.store_id:
-                    message.store_id = self.next_message_id
+                if not tracking.store_id:
+                    tracking.store_id = self.next_message_id
                     self.next_message_id += 1
                 assert message.body is not None
-                sequence = self.store.spill(message.store_id, message.body)
-                message.paging = SPILLED
+                sequence = self.store.spill(tracking.store_id, message.body)
+                tracking.paging = SPILLED
             self._to_page_out.append((sequence, message))
             self._page_out()
 
@@ -261,10 +262,11 @@ class Persistence:
         durable = store.durable_sequence
         while waiting and waiting[0][0] <= durable and self.over_budget:
             sequence, message = waiting.popleft()
-            if message.paging and message.body is not None and not store.failed_between(sequence - 1, sequence):
+            tracking = message.tracking
+            if tracking is not None and message.body is not None and not store.failed_between(sequence - 1, sequence):
                 message.body = None
-                if message.paging == RESIDENT:
-                    message.paging = PAGED_OUT
+                if tracking.paging == RESIDENT:
+                    tracking.paging = PAGED_OUT
                 self.resident_bytes -= message.size
                 self.paged_bytes += message.size
                 self._weigh()
@@ -276,34 +278,37 @@ class Persistence:
             self.resident_bytes -= message.size
         else:
             self.paged_bytes -= message.size
-        message.paging = UNTRACKED
+        message.tracking = None
         self._weigh()
 
     def page_in(self, messages: Sequence[Message]) -> None:
         """Read the bodies of paged-out *messages* back from the store."""
         if not messages:
             return
-        bodies = self.store.read([message.store_id for message in messages])
-        unspilled = []
+        trackings: list[Tracking] = []
         for message in messages:
-            message.body = bodies[message.store_id]
-            if message.paging == SPILLED:
-                unspilled.append(message.store_id)
-            message.paging = RESIDENT
+            assert message.tracking is not None, "only a tracked message is paged out"
+            trackings.append(message.tracking)
+        bodies = self.store.read([tracking.store_id for tracking in trackings])
+        unspilled = []
+        for message, tracking in zip(messages, trackings):
+            message.body = bodies[tracking.store_id]
+            if tracking.paging == SPILLED:
+                unspilled.append(tracking.store_id)
+            tracking.paging = RESIDENT
             self.paged_bytes -= message.size
             self.resident_bytes += message.size
         self._weigh()
         if unspilled:
             self.store.unspill(unspilled)
 
-    def restored(self, message: Message) -> None:
-        """Count a message recovered at start-up (its body read or left on disk)."""
-        message.holders = 1
+    def restored(self, message: Message, store_id: int) -> None:
+        """Count a message recovered at start-up as *store_id* (its body read or left on disk)."""
         if message.body is None:
-            message.paging = PAGED_OUT
+            message.tracking = Tracking(store_id, PAGED_OUT, 1)
             self.paged_bytes += message.size
         else:
-            message.paging = RESIDENT
+            message.tracking = Tracking(store_id, RESIDENT, 1)
             self.resident_bytes += message.size
             self._weigh()
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, cast
 
 from txamqp09.broker.model.arguments import STREAM, refused_argument
 from txamqp09.broker.model.policy import queue_arguments
-from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.message import Message, Origin
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.store.chunks import CHUNK_BYTES, LogChunk, chunk_holding
 from txamqp09.store.interface import LogSegment
@@ -215,9 +215,9 @@ def _size_argument(arguments: Mapping[str, Any], name: str, what: str, least: in
 _PROPERTIES = AMQP0_9_1.properties[60]
 
 
-#: Envelopes of the messages read from logs -> (exchange, routing key, the
-#: envelope), so that messages alike share their names.
-_NAMES: dict[bytes, tuple[str, str, bytes]] = {}
+#: Envelopes of the messages read from logs -> their :data:`.message.Origin`,
+#: so that messages alike share their names.
+_NAMES: dict[bytes, Origin] = {}
 #: Properties of the messages read from logs -> where their
 #: ``x-stream-offset`` value goes (see :meth:`LongHeader.split`).
 _SPLITS: dict[bytes, tuple[bytes, bytes]] = {}
@@ -226,15 +226,16 @@ _NAMES_KEPT = 1024
 _OFFSET_VALUE = struct.Struct(">q")
 
 
-def _names(envelope: bytes) -> tuple[str, str, bytes]:
-    """The exchange and routing key a log's *envelope* (two shortstrs) holds."""
+def _names(envelope: bytes) -> Origin:
+    """The origin of a log's message with *envelope* (two shortstrs: the
+    exchange and routing key; no publisher)."""
     names = _NAMES.get(envelope)
     if names is None:
         if len(_NAMES) >= _NAMES_KEPT:
             _NAMES.clear()
         key_at = 1 + envelope[0]
         names = _NAMES[envelope] = (
-            envelope[1:key_at].decode("utf-8"), envelope[key_at + 1 :].decode("utf-8"), envelope,
+            envelope[1:key_at].decode("utf-8"), envelope[key_at + 1 :].decode("utf-8"), envelope, None,
         )
     return names
 
@@ -383,7 +384,7 @@ class StreamQueue(Queue):
         self.next_offset = offset + 1
         now = int(self._seconds() * 1000)
         timestamp = self._last_timestamp = max(now, self._last_timestamp)
-        if message.paging:
+        if message.tracking is not None:
             self._release(message)
         body: bytes = message.body  # type: ignore[assignment]  # in memory (see _release)
         size = message.size
@@ -407,7 +408,7 @@ class StreamQueue(Queue):
         store = self._store
         sequence = chunk.sequence
         if store is not None and sequence > store.durable_sequence:
-            publisher = message.publisher
+            publisher = message.origin[3]
             if publisher is not None and publisher.log_sequence < sequence:
                 publisher.log_sequence = sequence
             uncommitted = self._uncommitted
@@ -583,9 +584,7 @@ class StreamQueue(Queue):
         envelope, properties, body, _ = chunk.message(position - chunk.first)
         names = _NAMES.get(envelope) or _names(envelope)
         head, tail = _SPLITS.get(properties) or _split(properties)
-        message = reader.held = Message(
-            names[0], names[1], names[2], head + _OFFSET_VALUE.pack(position) + tail, body, _PROPERTIES
-        )
+        message = reader.held = Message(names, head + _OFFSET_VALUE.pack(position) + tail, body, _PROPERTIES)
         reader.held_offset = position
         return message
 

@@ -25,7 +25,7 @@ from txamqp09.broker.model.exchange import (
 from txamqp09.broker.dialects import RABBITMQ, Dialect
 from txamqp09.broker.model.arguments import CLASSIC, STREAM, field_type
 from txamqp09.broker.model.clock import Clock
-from txamqp09.broker.model.message import Message
+from txamqp09.broker.model.message import Message, origin
 from txamqp09.broker.model.policy import PolicySet
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.routing import freeze
@@ -47,7 +47,6 @@ from txamqp09.store.interface import (
     StoredMessage,
 )
 from txamqp09.wire.fields import field_text
-from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.versions import AMQP0_9_1
 from txamqp09.wire.errors import (
     AccessRefused,
@@ -99,7 +98,7 @@ class DefaultExchange(DirectExchange):
         self._queues = queues
 
     def route(self, message: Message) -> Sequence[Queue]:
-        queue = self._queues.get(message.routing_key)
+        queue = self._queues.get(message.origin[1])  # the routing key
         return queue.route if queue is not None else ()
 
 
@@ -683,13 +682,11 @@ def _restored(
     properties_class = AMQP0_9_1.properties[60]
     for record in records:
         message = Message(
-            record.exchange, record.routing_key, envelope(record.exchange, record.routing_key),
-            record.raw_properties,
-            record.body or b"", properties_class,
+            origin(record.exchange, record.routing_key), record.raw_properties, record.body or b"",
+            properties_class,
         )
         message.body, message.size = record.body, record.size
-        message.store_id = record.message_id
-        persistence.restored(message)
+        persistence.restored(message, record.message_id)
         yield message, record.redelivered, record.published
 
 
