@@ -225,3 +225,198 @@ class ContentStateTests(SynchronousTestCase):
             self.refusal(assembler.header, self.header),
             "expected content body, got non content body frame instead",
         )
+
+
+class RecordingPieceTaker:
+    """A :class:`~txamqp09.wire.frames.PieceTaker` that writes down what it gets in *log*."""
+
+    def __init__(self, log: list[tuple[str, object]], accept: bool = True) -> None:
+        self.log = log
+        self.accept = accept
+        self.pieces: list[object] = []
+
+    def startPieces(self, size: int) -> bool:
+        if self.accept:
+            self.log.append(("start", size))
+        return self.accept
+
+    def takePiece(self, piece: bytes | bytearray | memoryview) -> None:
+        self.pieces.append(piece)
+        self.log.append(("piece", bytes(piece)))
+
+    def endPieces(self) -> None:
+        self.log.append(("end", None))
+
+
+def frames_seen(log: list[tuple[str, object]]) -> list[tuple[int, bytes]]:
+    """The frames in *log*, whichever way they came: (type, payload)."""
+    frames: list[tuple[int, bytes]] = []
+    pieces: list[bytes] = []
+    for kind, value in log:
+        if kind == "piece":
+            pieces.append(value)  # type: ignore[arg-type]
+        elif kind == "end":
+            frames.append((FRAME_BODY, b"".join(pieces)))
+            pieces = []
+        elif kind == "frame":
+            frames.append(value)  # type: ignore[arg-type]
+    return frames
+
+
+class PieceTakerTests(SynchronousTestCase):
+    """Large body frames reach a channel's piece taker as they arrive."""
+
+    def setUp(self) -> None:
+        self.log: list[tuple[str, object]] = []
+        self.scanner = FrameScanner(lambda t, channel, payload: self.log.append(("frame", (t, payload))), 1 << 20)
+        self.taker = RecordingPieceTaker(self.log)
+        self.scanner.piece_takers[1] = self.taker
+        self.large = bytes(range(256)) * 160  # 40 KiB
+        self.frames = [
+            (FRAME_METHOD, b"publish"),
+            (FRAME_BODY, self.large),
+            (FRAME_BODY, self.large[::-1]),
+            (FRAME_BODY, b"small"),
+            (FRAME_BODY, self.large + b"!"),
+            (FRAME_METHOD, b"next"),
+        ]
+        self.data = b"".join(raw_frame(t, 1, payload) for t, payload in self.frames)
+
+    def feed(self, data: bytes, size: int) -> None:
+        for at in range(0, len(data), size):
+            self.scanner.scan(data[at : at + size])
+
+    def test_every_block_size(self) -> None:
+        """Whatever the blocks the input arrives in, the frames are whole and in order."""
+        for size in (1, 7, 8, 9, 1000, 4096, 16383, 16384, 40967, 40968, 40969, 65536, len(self.data)):
+            self.log.clear()
+            self.feed(self.data, size)
+            self.assertEqual(frames_seen(self.log), self.frames, f"blocks of {size} bytes")
+            self.assertEqual(self.scanner.buffered, 0)
+
+    def test_every_split(self) -> None:
+        """Input cut in two anywhere around the frames' boundaries."""
+        boundaries, at = [], 0
+        for _, payload in self.frames:
+            boundaries.append(at)
+            at += len(payload) + 8
+        for boundary in boundaries[1:]:
+            for cut in range(boundary - 9, boundary + 10):
+                self.log.clear()
+                self.scanner.scan(self.data[:cut])
+                self.scanner.scan(self.data[cut:])
+                self.assertEqual(frames_seen(self.log), self.frames, f"cut at {cut}")
+
+    def test_large_frames_come_in_pieces(self) -> None:
+        """A frame not all in the buffer goes in pieces; small ones and whole ones do not."""
+        self.feed(self.data, 4096)
+        starts = [value for kind, value in self.log if kind == "start"]
+        self.assertEqual(starts, [len(self.large), len(self.large), len(self.large) + 1])
+        self.log.clear()
+        self.scanner.scan(self.data)
+        self.assertEqual([kind for kind, _ in self.log], ["frame"] * 6)
+
+    def test_pieces_of_received_bytes_are_views(self) -> None:
+        """Pieces of received bytes are views of them (no copy) where they are
+        at least a quarter of the block; pieces of a bytearray are copies."""
+        frame = raw_frame(FRAME_BODY, 1, self.large)
+        self.scanner.scan(frame[:100])
+        self.scanner.scan(frame[100:30000])
+        self.scanner.scan(frame[30000:])
+        self.assertEqual([type(piece) for piece in self.taker.pieces], [bytes, memoryview, memoryview])
+        self.taker.pieces.clear()
+        block = frame[:100]
+        self.scanner.scan(block)
+        self.scanner.scan(bytearray(frame[100:30000]))
+        self.scanner.scan(frame[30000:] + HEARTBEAT_FRAME * 8000)  # the piece is less than a quarter of the block
+        self.assertEqual([type(piece) for piece in self.taker.pieces], [bytes, bytes, bytes])
+
+    def test_next_frame_in_the_block_goes_in_pieces(self) -> None:
+        """A large frame that starts in the block where the previous one ended
+        is passed on from that block too, not through the buffer."""
+        first, second = raw_frame(FRAME_BODY, 1, self.large), raw_frame(FRAME_BODY, 1, self.large[::-1])
+        self.scanner.scan(first[:100])
+        self.scanner.scan(first[100:] + second[:30000])
+        self.scanner.scan(second[30000:])
+        self.assertEqual([type(piece) for piece in self.taker.pieces], [bytes, memoryview, memoryview, memoryview])
+        self.assertEqual(frames_seen(self.log), [(FRAME_BODY, self.large), (FRAME_BODY, self.large[::-1])])
+        self.assertEqual(self.scanner.buffered, 0)
+
+    def test_declined_frames_are_taken_whole(self) -> None:
+        """A frame the piece taker declines is buffered and handled whole."""
+        self.taker.accept = False
+        self.feed(self.data, 4096)
+        self.assertEqual([kind for kind, _ in self.log], ["frame"] * 6)
+        self.assertEqual(frames_seen(self.log), self.frames)
+
+    def test_frame_end_checked(self) -> None:
+        """A frame whose size field lies is a frame error; the frame is not ended."""
+        broken = raw_frame(FRAME_BODY, 1, self.large)[:-1] + b"\x00" + raw_frame(FRAME_METHOD, 1, b"m")
+        with self.assertRaises(FrameError):
+            self.feed(broken, 4096)
+        self.assertNotIn(("end", None), self.log)
+
+    def test_oversized_frame_after_a_piece(self) -> None:
+        """A frame after one passed in pieces, in the same block, is still held to frame_max."""
+        scanner = FrameScanner(lambda *frame: None, 65536)
+        scanner.piece_takers[1] = self.taker
+        first = raw_frame(FRAME_BODY, 1, self.large)
+        scanner.scan(first[:1000])
+        with self.assertRaises(FrameError):
+            scanner.scan(first[1000:] + struct.pack(">BHI", FRAME_BODY, 1, 70000) + b"x" * 30000)
+
+    def test_pause_in_a_frame(self) -> None:
+        """What arrives while paused in the middle of a frame waits, and goes on after resume()."""
+        self.scanner.scan(self.data[:20000])
+        self.scanner.pause()
+        self.scanner.scan(self.data[20000:60000])
+        self.scanner.resume()
+        self.scanner.scan(b"")
+        self.scanner.scan(self.data[60000:])
+        self.assertEqual(frames_seen(self.log), self.frames)
+
+    def test_pause_from_the_end_of_a_frame(self) -> None:
+        """A pause made when a frame ends holds the frames after it in the same block."""
+        taker = self.taker
+
+        class Pausing(RecordingPieceTaker):
+            def endPieces(self) -> None:
+                taker.endPieces()
+                scanner.pause()
+
+        scanner = self.scanner
+        scanner.piece_takers[1] = Pausing(self.log)
+        first = 8 + 7 + len(b"publish") + 100
+        scanner.scan(self.data[:first])
+        scanner.scan(self.data[first:])
+        self.assertEqual(frames_seen(self.log), self.frames[:2])
+        scanner.resume()
+        scanner.scan(b"")  # the rest is buffered whole: no piece ends to pause at
+        self.assertEqual(frames_seen(self.log), self.frames)
+
+    def test_stop_in_a_frame(self) -> None:
+        """After stop() in the middle of a frame, nothing more is taken."""
+        self.scanner.scan(self.data[:20000])
+        self.scanner.stop()
+        self.scanner.scan(self.data[20000:])
+        self.assertNotIn(("end", None), self.log)
+        self.assertEqual(self.scanner.buffered, 0)
+
+    def test_channel_error_at_the_end_of_a_frame(self) -> None:
+        """A channel-level error of a frame's end goes to the channel-error handler; scanning goes on."""
+        errors: list[tuple[int, ChannelLevelError]] = []
+
+        class Refusing(RecordingPieceTaker):
+            def endPieces(self) -> None:
+                raise PreconditionFailed("refused")
+
+        scanner = FrameScanner(
+            lambda t, channel, payload: self.log.append(("frame", (t, payload))), 1 << 20,
+            channel_error=lambda channel, error: errors.append((channel, error)),
+        )
+        scanner.piece_takers[1] = Refusing(self.log)
+        frames = raw_frame(FRAME_BODY, 1, self.large) + raw_frame(FRAME_METHOD, 1, b"after")
+        scanner.scan(frames[:1000])
+        scanner.scan(frames[1000:])
+        self.assertEqual([(channel, error.reply_code) for channel, error in errors], [(1, 406)])
+        self.assertEqual(self.log[-1], ("frame", (FRAME_METHOD, b"after")))

@@ -43,6 +43,7 @@ from txamqp09.wire.frames import (
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
+    BodyLike,
     ContentState,
     encoded_content_frames,
     tag_frame,
@@ -318,6 +319,39 @@ class Publisher:
             self._body = None
             self._connection.bodyReleased(body.held - size, dropped=False)
             self._published(body.take())
+
+    # -- large body frames in pieces ------------------------------------------
+
+    def startPieces(self, size: int) -> bool:
+        """The scanner's :class:`~txamqp09.wire.frames.PieceTaker`: a body
+        frame of *size* bytes begins; taken in pieces when it fits the
+        pending basic.publish (else :meth:`take` gets it whole, and its error)."""
+        if self._raw_properties is None or size > self._remaining:
+            return False
+        self._remaining -= size
+        if self._body is None:
+            self._body = BodyBuffer(self._remaining + size)
+            self._connection.readLarge()
+        return True
+
+    def takePiece(self, piece: BodyLike) -> None:
+        """The next piece of the body frame under way, kept as it is."""
+        body = self._body
+        if body is not None:  # else the channel closed in the middle of the frame
+            body.append(piece)
+            self._connection.bodyBuffered(len(piece))
+
+    def endPieces(self) -> None:
+        """The body frame under way is complete: the message is, when it was its last."""
+        body = self._body
+        if body is None:
+            return
+        if not self._remaining:
+            self._body = None
+            self._connection.bodyReleased(body.held, dropped=False)
+            self._published(body.take())
+        if self._gate.armed:
+            self._gate.contentReceived()
 
     def _published(self, body: bytes) -> None:
         content = self.content

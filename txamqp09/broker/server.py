@@ -79,6 +79,9 @@ DEFAULT_HIGH_WATERMARK = 512 * 1024 * 1024
 PAUSED_PROBE_INTERVAL = 2.0
 #: Bytes of unfinished messages one connection may hold across its channels, by default.
 DEFAULT_PARTIAL_CONTENT_MAX = 256 * 1024 * 1024
+#: The most bytes one system call sends, and reads on a connection that
+#: carries large bodies (Twisted's defaults: 128 KiB and 64 KiB).
+LARGE_IO_SIZE = 1024 * 1024
 
 #: The hold the ready bytes throttle puts on a connection's reading.
 _WATERMARK_HOLD = "high watermark"
@@ -267,6 +270,9 @@ class ServerConnection(AMQPConnection):
         self.connected_at = self.clock.seconds()
         self.broker.churn.connection_created += 1
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
+        if hasattr(self.transport, "SEND_LIMIT"):
+            # A large delivery leaves in a few system calls, not one per 128 KiB.
+            self.transport.SEND_LIMIT = LARGE_IO_SIZE
         if hasattr(self.transport, "setTcpNoDelay"):
             # Output is already gathered per read: Nagle would only add delay.
             self.transport.setTcpNoDelay(True)
@@ -535,10 +541,12 @@ class ServerConnection(AMQPConnection):
         """*channel* is open: its frames go to its publisher first."""
         self.channels[channel.number] = channel
         self.scanner.takers[channel.number] = channel.publisher.take
+        self.scanner.piece_takers[channel.number] = channel.publisher
         self.broker.churn.channel_created += 1
 
     def _forgetChannel(self, number: int) -> None:
         self.scanner.takers.pop(number, None)
+        self.scanner.piece_takers.pop(number, None)
         channel = self.channels.pop(number, None)
         if channel is not None:
             self.broker.churn.channel_closed += 1
@@ -604,6 +612,14 @@ class ServerConnection(AMQPConnection):
             )
         if self.memory is not None:
             self.memory.buffered(size)
+
+    def readLarge(self) -> None:
+        """The client sends large bodies: read up to :data:`LARGE_IO_SIZE`
+        bytes at a time from now on (the frame scanner passes their frames
+        on in the pieces read, so larger reads cost no copies)."""
+        transport = self.transport
+        if transport is not None and getattr(transport, "bufferSize", LARGE_IO_SIZE) < LARGE_IO_SIZE:
+            transport.bufferSize = LARGE_IO_SIZE  # type: ignore[attr-defined]
 
     def bodyReleased(self, size: int, dropped: bool) -> None:
         """A channel no longer holds *size* bytes of an unfinished body: the
@@ -730,6 +746,7 @@ class ServerConnection(AMQPConnection):
         channels = list(self.channels.values())
         self.channels.clear()
         self.scanner.takers.clear()  # in place: a running scan holds this dict
+        self.scanner.piece_takers.clear()
         self.broker.churn.channel_closed += len(channels)
         for channel in channels:
             channel.close(interrupted=True)

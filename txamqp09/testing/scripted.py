@@ -67,6 +67,7 @@ class ScriptedClient:
     :param host: the client's address as the server sees it.
     :param handshake: log in as guest on ``/`` and open channel 1; if false,
         nothing is sent yet.
+    :param frame_max: the frame_max the client answers in ``connection.tune-ok``.
     """
 
     def __init__(
@@ -78,8 +79,10 @@ class ScriptedClient:
         capabilities: Optional[dict[str, Any]] = None,
         host: str = "127.0.0.1",
         handshake: bool = True,
+        frame_max: int = 4096,
     ) -> None:
         self.version = version
+        self.frame_max = frame_max
         #: The generated module of the version (``spec.QueueDeclare`` ...).
         self.spec: Any = version.spec
         self.transport = StringTransport(peerAddress=IPv4Address("TCP", host, 40000))
@@ -99,7 +102,7 @@ class ScriptedClient:
             client_properties=properties, mechanism="PLAIN", response=b"\x00guest\x00guest",
             locale="en_US"))
         self.expect(0, "connection.tune")
-        self.send(0, self.spec.ConnectionTuneOk(channel_max=0, frame_max=4096, heartbeat=heartbeat))
+        self.send(0, self.spec.ConnectionTuneOk(channel_max=0, frame_max=frame_max, heartbeat=heartbeat))
         self.send(0, self.spec.ConnectionOpen(virtual_host="/"))
         self.expect(0, "connection.open-ok")
         self.open(1)
@@ -119,7 +122,7 @@ class ScriptedClient:
     def publish_bytes(self, channel: int, routing_key: str, body: bytes, exchange: str = "", **fields: Any) -> bytes:
         """The frames of :meth:`publish`, not sent."""
         method = self.spec.BasicPublish(exchange=exchange, routing_key=routing_key, **fields)
-        return content_frames(channel, method, self.spec.BasicProperties(), body, 4096)
+        return content_frames(channel, method, self.spec.BasicProperties(), body, self.frame_max)
 
     def open(self, channel: int) -> None:
         """Open *channel* and check the server's ``channel.open-ok``."""

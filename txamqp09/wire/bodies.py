@@ -8,8 +8,9 @@ that announces 127 MiB and sends 1 MiB costs 1 MiB, and the whole map goes
 back to the system the moment the body is complete or dropped. Gathering
 such a body as a list of frame-sized pieces would leave the C allocator
 with thousands of mid-size blocks, which it keeps after they are freed.
-Smaller bodies are gathered as a list of pieces (each costs what arrived)
-and joined: their memory is reused by the next ones, where a map per body
+Smaller bodies are gathered as a list of pieces (each costs what arrived;
+a piece the frame scanner passed on as a view of a received block is kept
+as it is, not copied) and joined: their memory is reused by the next ones, where a map per body
 would cost fresh pages, faulted in and zeroed, for each (the broker has the
 C allocator keep such blocks and trims them once they are no longer
 reused, see :mod:`txamqp09.broker.memory`).
@@ -26,7 +27,7 @@ __all__ = ["MAPPED_BODY_SIZE", "BodyBuffer"]
 #: (glibc's largest bound for allocations of their own).
 MAPPED_BODY_SIZE = 32 * 1024 * 1024
 
-Buffer = Union[bytes, bytearray]
+Buffer = Union[bytes, bytearray, memoryview]
 #: A private anonymous map: the system's shared memory (the default of an
 #: anonymous map) costs more per page to fault in and to give back.
 _PRIVATE = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
@@ -57,6 +58,15 @@ class BodyBuffer:
             return
         with memoryview(buf) as view:
             self._map.write(view[start:end])
+
+    def append(self, piece: Buffer) -> None:
+        """Append *piece*, which is the buffer's to keep (no copy of it is made
+        unless the body is gathered in a map)."""
+        self.held += len(piece)
+        if self._map is None:
+            self._parts.append(piece)
+        else:
+            self._map.write(piece)
 
     def take(self) -> bytes:
         """The body (once every frame is in); the buffer is empty afterwards."""

@@ -4,8 +4,10 @@ A frame is a 7-byte header (type octet, channel short, payload size long), the
 payload, and the frame-end octet 0xCE. :class:`FrameScanner` is the one frame
 loop of broker and client: it parses frames out of one :class:`bytearray` with
 an offset, hands the hot path's frames in place to per-channel takers and
-every other frame, copied once, to a general handler. :class:`FrameReader`
-wraps it as an iterator for tools and tests.
+every other frame, copied once, to a general handler; large body frames go
+to per-channel piece takers as the pieces that arrived, without passing
+through that buffer. :class:`FrameReader` wraps it as an iterator for tools
+and tests.
 
 The builders (:func:`method_frame`, :func:`content_frames`,
 :func:`encoded_content_frames`, :func:`tag_frame`) are the only code that
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import TYPE_CHECKING, Callable, Generic, Iterator, Mapping, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Generic, Iterator, Mapping, Optional, Protocol, TypeVar, Union
 
 from txamqp09.wire.base import CONTENT_HEADER, Method, Properties, properties_error
 from txamqp09.wire.errors import (
@@ -55,6 +57,8 @@ __all__ = [
     "Frame",
     "FrameHandler",
     "FrameTaker",
+    "PieceTaker",
+    "PIECES_FROM",
     "FrameScanner",
     "FrameReader",
     "method_frame",
@@ -103,6 +107,43 @@ FrameTaker = Callable[[int, bytearray, int, int], bool]
 #: What the scanner calls when handling a frame raised a channel-level error.
 ChannelErrorHandler = Callable[[int, ChannelLevelError], None]
 
+#: Body frames of at least this many payload bytes go to a channel's
+#: :class:`PieceTaker` as they arrive (smaller ones are scanned whole).
+PIECES_FROM = 16 * 1024
+
+
+class PieceTaker(Protocol):
+    """A channel's receiver of large body frames in the pieces that arrived.
+
+    The scanner offers a body frame of at least :data:`PIECES_FROM` payload
+    bytes to the channel's piece taker as soon as its header is in; if
+    taken, the payload goes to :meth:`takePiece` piece by piece, as received
+    (without being gathered in the scanner's buffer), and :meth:`endPieces`
+    follows once the frame-end octet is checked.
+    """
+
+    def startPieces(self, size: int) -> bool:
+        """A body frame of *size* payload bytes begins: whether to take it in
+        pieces (False: it is buffered and handed to the frame taker whole,
+        which answers a frame that does not fit with the right error)."""
+
+    def takePiece(self, piece: BodyLike) -> None:
+        """The next piece of the frame's payload. The piece is the taker's
+        to keep: the scanner never changes it afterwards."""
+
+    def endPieces(self) -> None:
+        """The frame is complete (its frame-end octet checked)."""
+
+
+def _piece(data: BodyLike, start: int, end: int) -> BodyLike:
+    """``data[start:end]`` to keep: a view of received :class:`bytes` that it
+    covers at least a quarter of (so that it pins no more than four times its
+    size), else a copy (a bytearray changes, a small view would pin a large
+    block)."""
+    if type(data) is bytes and (end - start) * 4 >= len(data):
+        return memoryview(data)[start:end]
+    return bytes(memoryview(data)[start:end])
+
 
 class FrameScanner:
     """Parses frames out of one :class:`bytearray` with an offset.
@@ -130,11 +171,19 @@ class FrameScanner:
     :param channel_error: if given, a channel-level error raised while a
         frame is handled is passed to it (with the channel number) and
         scanning goes on; otherwise the error ends the scan.
+
+    A body frame of :data:`PIECES_FROM` payload bytes or more on a channel
+    with a *piece taker* (see :attr:`piece_takers`) that is not all in the
+    buffer goes to that taker piece by piece: what the frame still lacks is
+    handed over from each received block as it arrives, a view of the block
+    where it is :class:`bytes` (see :class:`PieceTaker`), and so are the body
+    frames that follow it in the same block. The frames of a large body are
+    thus never copied into the buffer and out again.
     """
 
     __slots__ = (
-        "_buffer", "frame_max", "reserved_types", "_handler", "takers", "channel_error",
-        "halted", "_stopped",
+        "_buffer", "frame_max", "reserved_types", "_handler", "takers", "piece_takers",
+        "channel_error", "halted", "_stopped", "_piece_taker", "_piece_channel", "_piece_due",
     )
 
     def __init__(
@@ -150,6 +199,13 @@ class FrameScanner:
         self._handler = handler
         #: The hot-path receivers, by channel number.
         self.takers: dict[int, FrameTaker] = {}
+        #: The receivers of large body frames in pieces, by channel number.
+        self.piece_takers: dict[int, PieceTaker] = {}
+        #: The piece taker of the body frame under way, its channel, and the
+        #: payload bytes it still lacks (its frame-end octet follows them).
+        self._piece_taker: Optional[PieceTaker] = None
+        self._piece_channel = 0
+        self._piece_due = 0
         #: Where channel-level errors go (None: they end the scan).
         self.channel_error = channel_error
         #: Frames are not handled now (paused or stopped): checked after each frame.
@@ -165,6 +221,7 @@ class FrameScanner:
         """Handle no more frames, from the one after the current one on, ever."""
         self.halted = self._stopped = True
         self._buffer.clear()
+        self._piece_taker = None
 
     def pause(self) -> None:
         """Handle no more frames until :meth:`resume`, from the one after
@@ -187,6 +244,18 @@ class FrameScanner:
             if not self._stopped:
                 buf += data
             return
+        if self._piece_taker is not None:
+            if buf:  # received while paused in the middle of the frame
+                data = bytes(buf) + data
+                buf.clear()
+            used = self._passPieces(data)
+            if used == len(data):
+                return
+            data = memoryview(data)[used:]
+            if self.halted:
+                if not self._stopped:
+                    buf += data
+                return
         buf += data
         size = len(buf)
         pos = 0
@@ -205,6 +274,11 @@ class FrameScanner:
                 if end >= size:
                     if frame_type > FRAME_BODY or not frame_type:
                         self._check_type(frame_type, channel, length)
+                    elif frame_type == FRAME_BODY and length >= PIECES_FROM and self._startPieces(channel, length):
+                        # The rest of the buffer is the payload's first piece.
+                        pos = size
+                        self._piece_due = end - size
+                        self._takePiece(channel, buf, start, size)
                     break
                 if buf[end] != FRAME_END:
                     raise FrameError(
@@ -227,6 +301,61 @@ class FrameScanner:
                     return
         finally:
             del buf[:pos]
+
+    def _startPieces(self, channel: int, size: int) -> bool:
+        """Whether *channel*'s piece taker takes the body frame of *size* payload bytes."""
+        taker = self.piece_takers.get(channel)
+        if taker is None or size + FRAME_OVERHEAD > self.frame_max or not taker.startPieces(size):
+            return False
+        self._piece_taker = taker
+        self._piece_channel = channel
+        return True
+
+    def _takePiece(self, channel: int, data: BodyLike, start: int, end: int) -> None:
+        """Hand ``data[start:end]`` to the piece taker under way."""
+        if end > start:
+            taker = self._piece_taker
+            assert taker is not None
+            taker.takePiece(_piece(data, start, end))
+
+    def _passPieces(self, data: BodyLike) -> int:
+        """Pass *data* to the body frame under way in pieces, and the body
+        frames that follow it in *data* to their piece takers; how many
+        bytes of *data* that used (the rest goes through the buffer)."""
+        size = len(data)
+        pos = 0
+        unpack_header = _HEADER.unpack_from
+        while True:
+            channel, due = self._piece_channel, self._piece_due
+            if size - pos <= due:
+                self._takePiece(channel, data, pos, size)
+                self._piece_due = due - (size - pos)
+                return size
+            self._takePiece(channel, data, pos, pos + due)
+            pos += due
+            if data[pos] != FRAME_END:
+                raise FrameError(
+                    f"frame-end octet is {data[pos]:#04x}, not 0xce: the "
+                    "frame's size field does not match its contents"
+                )
+            pos += 1
+            taker = self._piece_taker
+            assert taker is not None
+            self._piece_taker = None
+            self._piece_due = 0
+            try:
+                taker.endPieces()
+            except ChannelLevelError as error:
+                if self.channel_error is None:
+                    raise
+                self.channel_error(channel, error)
+            if self.halted or size - pos < 7:
+                return pos
+            frame_type, channel, length = unpack_header(data, pos)
+            if frame_type != FRAME_BODY or length < PIECES_FROM or not self._startPieces(channel, length):
+                return pos
+            pos += 7
+            self._piece_due = length
 
     def _check_type(self, frame_type: int, channel: int, length: int) -> None:
         """Refuse a frame that is not method, header or body by its header alone."""

@@ -1,0 +1,160 @@
+"""Large message bodies: frames passed on in the pieces read, kept whole, sent back intact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import gatherResults, inlineCallbacks
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.broker.test_restart import BrokerProcessTestCase
+from txamqp09.broker.server import LARGE_IO_SIZE
+from txamqp09.testing.scripted import ScriptedClient, server_factory
+from txamqp09.wire import bodies
+from txamqp09.wire.frames import FRAME_BODY
+
+FRAME_MAX = 131072
+BODY_MAX = FRAME_MAX - 8
+
+
+def body_of(size: int, seed: int = 0) -> bytes:
+    """*size* bytes that differ from one position to the next (a misplaced piece shows)."""
+    pattern = bytes((seed + n * 7) % 251 for n in range(251 * 4))
+    return (pattern * (size // len(pattern) + 1))[:size]
+
+
+def body_bytes_before(data: bytes, cut: int) -> int:
+    """How many body bytes the frames in *data* carry before offset *cut*."""
+    count = at = 0
+    while at < cut:
+        size = int.from_bytes(data[at + 3 : at + 7], "big")
+        if data[at] == FRAME_BODY:
+            count += max(0, min(cut, at + 7 + size) - (at + 7))
+        at += 8 + size
+    return count
+
+
+class PiecesThroughTheBrokerTests(SynchronousTestCase):
+    """Bodies published in large frames, read in blocks of every size, are delivered as sent."""
+
+    def setUp(self) -> None:
+        self.peer = ScriptedClient(server_factory(Clock()), frame_max=FRAME_MAX)
+        self.peer.send(1, self.peer.spec.QueueDeclare(queue="q"))
+        self.peer.expect(1, "queue.declare-ok")
+        self.peer.send(1, self.peer.spec.BasicConsume(queue="q", consumer_tag="c", no_ack=True))
+        self.peer.expect(1, "basic.consume-ok")
+        self.bodies = [body_of(300 * 1024, 1), body_of(BODY_MAX, 2), body_of(1024 * 1024 + 3, 3), body_of(20000, 4)]
+        self.data = b"".join(self.peer.publish_bytes(1, "q", body) for body in self.bodies)
+
+    def feed(self, data: bytes, size: int) -> None:
+        for at in range(0, len(data), size):
+            self.peer.feed(data[at : at + size])
+
+    def test_every_block_size(self) -> None:
+        for size in (1000, 16384, 65536, 65537, BODY_MAX, FRAME_MAX + 1, LARGE_IO_SIZE, len(self.data)):
+            self.feed(self.data, size)
+            self.assertEqual(self.peer.deliveries(), self.bodies, f"blocks of {size} bytes")
+            self.assertEqual(self.peer.server.partial_bytes, 0)
+
+    def test_every_split_around_the_frames(self) -> None:
+        """Input cut in two within a few bytes of each frame boundary of a three-frame body."""
+        body = body_of(2 * BODY_MAX + 100, 5)
+        data = self.peer.publish_bytes(1, "q", body)
+        boundaries, at = [], 0
+        while at < len(data):
+            boundaries.append(at)
+            at += 8 + int.from_bytes(data[at + 3 : at + 7], "big")
+        for boundary in boundaries[1:]:
+            for cut in range(boundary - 9, boundary + 10):
+                self.peer.feed(data[:cut])
+                self.peer.feed(data[cut:])
+                self.assertEqual(self.peer.deliveries(), [body], f"cut at {cut}")
+
+    def test_deliveries_in_the_consumer_frame_max(self) -> None:
+        """A body received in 128 KiB frames goes to a 4 KiB consumer in 4 KiB frames."""
+        consumer = ScriptedClient(self.peer.server.factory)
+        consumer.send(1, consumer.spec.BasicConsume(queue="q", consumer_tag="small", no_ack=True))
+        consumer.expect(1, "basic.consume-ok")
+        self.peer.send(1, self.peer.spec.BasicCancel(consumer_tag="c"))
+        self.peer.expect(1, "basic.cancel-ok")
+        body = body_of(300 * 1024, 6)
+        self.feed(self.peer.publish_bytes(1, "q", body), 65536)
+        frames = consumer.frames()
+        sizes = {len(payload) for frame_type, _, payload in frames if frame_type == FRAME_BODY}
+        self.assertEqual(max(sizes), 4088)
+        self.assertEqual(b"".join(payload for frame_type, _, payload in frames if frame_type == FRAME_BODY), body)
+
+    def test_mapped_body(self) -> None:
+        """A body gathered in a memory map takes its pieces as well."""
+        self.patch(bodies, "MAPPED_BODY_SIZE", 256 * 1024)
+        self.feed(self.data, 65536)
+        self.assertEqual(self.peer.deliveries(), self.bodies)
+
+    def test_reads_grow(self) -> None:
+        """A connection that sends large bodies is read in larger blocks."""
+        self.peer.transport.bufferSize = 65536  # type: ignore[attr-defined]
+        self.feed(self.peer.publish_bytes(1, "q", body_of(20000)), 65536)
+        self.assertEqual(self.peer.transport.bufferSize, 65536)  # type: ignore[attr-defined]
+        self.feed(self.data, 65536)
+        self.assertEqual(self.peer.transport.bufferSize, LARGE_IO_SIZE)  # type: ignore[attr-defined]
+
+    def test_unfinished_body_counted(self) -> None:
+        """The bytes of a body under way count as unfinished, in pieces too,
+        until the message is complete."""
+        body = body_of(1024 * 1024)
+        data = self.peer.publish_bytes(1, "q", body)
+        self.peer.feed(data[:500000])
+        self.assertEqual(self.peer.server.partial_bytes, body_bytes_before(data, 500000))
+        self.peer.feed(data[500000:])
+        self.assertEqual(self.peer.server.partial_bytes, 0)
+        self.assertEqual(self.peer.deliveries(), [body])
+
+    def test_unfinished_body_limit(self) -> None:
+        """A body under way in pieces is held to the connection's limit of unfinished bytes."""
+        self.peer.server.partial_content_max = 300000
+        self.peer.feed(self.peer.publish_bytes(1, "q", body_of(1024 * 1024))[:400000])
+        close = self.peer.expect(0, "connection.close")
+        self.assertEqual(close.reply_code, 506)
+
+    def test_channel_closed_in_a_frame(self) -> None:
+        """The broker closing a channel in the middle of a frame passed in pieces
+        drops that body; the channel's frames are ignored until close-ok."""
+        data = self.peer.publish_bytes(1, "q", body_of(300 * 1024))
+        self.peer.feed(data[:100000])
+        self.peer.server.channelError(1, bodies_error())
+        self.peer.expect(1, "channel.close")
+        self.peer.feed(data[100000:])
+        self.assertEqual(self.peer.server.partial_bytes, 0)
+        self.peer.send(1, self.peer.spec.ChannelCloseOk())
+        self.peer.open(1)
+        self.feed(self.data, 65536)
+        self.peer.send(1, self.peer.spec.QueueDeclare(queue="q", passive=True))
+        self.assertEqual(self.peer.expect(1, "queue.declare-ok").message_count, len(self.bodies))
+        self.assertFalse(self.peer.disconnected)
+
+
+def bodies_error() -> Any:
+    """A channel-level error the broker closes a channel with."""
+    from txamqp09.wire.errors import PreconditionFailed
+
+    return PreconditionFailed("closed by the test")
+
+
+class LargePersistentBodiesTests(BrokerProcessTestCase):
+    """Large persistent bodies, read by a real broker from TCP, survive a restart."""
+
+    @inlineCallbacks
+    def test_survive_restart(self) -> Any:
+        data_dir = self.mktemp()
+        broker = yield self.started(data_dir)
+        channel = yield self.channel(broker)
+        yield channel.queue_declare("q", durable=True)
+        yield channel.confirm_select()
+        sent = [body_of(size, n) for n, size in enumerate((BODY_MAX, 3 * BODY_MAX + 1, 2 * 1024 * 1024 + 17, 70000))]
+        yield gatherResults([
+            channel.basic_publish(body, routing_key="q", properties={"delivery_mode": 2}) for body in sent
+        ])
+        yield broker.stop()
+        messages = yield self.restarted_contents(data_dir)
+        self.assertEqual([message.body for message in messages], sent)
