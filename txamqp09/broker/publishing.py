@@ -43,9 +43,11 @@ from txamqp09.wire.frames import (
     FRAME_HEADER,
     FRAME_METHOD,
     FRAME_OVERHEAD,
+    PIECES_FROM,
     BodyLike,
     ContentState,
     encoded_content_frames,
+    encoded_content_parts,
     tag_frame,
     unexpected_frame,
 )
@@ -390,9 +392,17 @@ class Publisher:
     # -- the session's sink ----------------------------------------------------
 
     def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
-        """basic.deliver with its content, in one write."""
+        """basic.deliver with its content, in one write (a large body's frames
+        as views of it, see :meth:`~txamqp09.broker.server.ServerConnection.writeParts`)."""
         # Queues read a paged-out body back before they hand the message out.
         body: bytes = message.body  # type: ignore[assignment]
+        if len(body) >= PIECES_FROM and not self._output.held:
+            self._connection.writeParts(encoded_content_parts(
+                self.number, BASIC_CLASS, self._deliver_prefixes[consumer.tag],
+                _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.origin[2],
+                message.raw_properties, body, self._body_max,
+            ))
+            return
         frames = encoded_content_frames(
             self.number, BASIC_CLASS, self._deliver_prefixes[consumer.tag],
             _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.origin[2],  # the envelope
