@@ -159,6 +159,18 @@ class HttpTests(ManagementTestCase):
             self.assertEqual(answer.headers["www-authenticate"], 'Basic realm="RabbitMQ Management"')
 
     @inlineCallbacks
+    def test_authorization_headers_that_are_not_a_login(self) -> Any:
+        """Another scheme is answered as no credentials; Basic credentials
+        that do not decode are a bad request without a body (RabbitMQ's)."""
+        for header, status, challenge in [("Digest username=guest", 401, 'Basic realm="RabbitMQ Management"'),
+                                          ("Basic !!!", 400, None), ("Basic Z3Vlc3Q=", 400, None)]:
+            answer = yield self.broker.request("GET", "/api/whoami", user=None, headers={"Authorization": header})
+            self.assertEqual((answer.status, answer.raw, answer.headers.get("www-authenticate")),
+                             (status, b"", challenge), header)
+        answer = yield self.broker.request("GET", "/api/whoami", user=None, headers={"Authorization": "Bearer t"})
+        self.assertEqual((answer.status, answer.body), (401, {"error": "not_authorized", "reason": "Login failed"}))
+
+    @inlineCallbacks
     def test_a_user_without_management_tags_is_not_authorised(self) -> Any:
         self.broker.add_user("plain", "p")
         answer = yield self.broker.request("GET", "/api/whoami", user="plain", password="p")

@@ -260,12 +260,17 @@ class KeyComparisonTests(TestCase):
     def test_login_refusals(self) -> Any:
         """Wrong or missing credentials: the same status, body and challenge
         (or none) as RabbitMQ."""
-        for user, password in [("guest", "wrong"), ("nobody", "x"), (None, "")]:
+        for user, password, headers in [("guest", "wrong", None), ("nobody", "x", None), (None, "", None),
+                                         (None, "", {"Authorization": "Digest username=guest"}),
+                                         (None, "", {"Authorization": "Basic !!!"}),
+                                         (None, "", {"Authorization": "Basic Z3Vlc3Q="}),
+                                         (None, "", {"Authorization": "Bearer t"})]:
             answers = []
             for target in (self.theirs, self.ours):
-                answer = yield http_request(target.url, "GET", "/api/whoami", user=user, password=password)
+                answer = yield http_request(target.url, "GET", "/api/whoami", user=user, password=password,
+                                            headers=headers)
                 answers.append((answer.status, answer.body, answer.headers.get("www-authenticate")))
-            self.assertEqual(answers[1], answers[0], (user, password))
+            self.assertEqual(answers[1], answers[0], (user, password, headers))
 
     @inlineCallbacks
     def test_error_bodies(self) -> Any:

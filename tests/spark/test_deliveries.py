@@ -152,6 +152,49 @@ class StreamDeliveryTakerTests(TestCase):
             ))
         self.assertRows(deliveries)
 
+    def test_properties_of_each_delivery(self) -> None:
+        """Properties that differ in every delivery (message ids, types,
+        timestamps), some set in some deliveries only."""
+        from datetime import datetime, timezone
+
+        deliveries = [
+            deliver(LONG + number, b"%d" % number, message_id=f"id-{number}" * (number % 3),
+                    type=None if number % 2 else "t\u00e9",
+                    timestamp=datetime.fromtimestamp(number * 1000, timezone.utc) if number % 4 else None,
+                    delivery_mode=number % 3 or None, priority=None if number % 5 else number % 10,
+                    user_id="" if number % 7 == 0 else None)
+            for number in range(40)
+        ]
+        self.assertRows(deliveries)
+
+    def test_malformed_properties(self) -> None:
+        """Properties that do not decode fail the batch with 502 syntax-error,
+        as the generic decoder does: text that is not UTF-8, a timestamp
+        beyond what Python holds, a short string longer than the
+        properties, a byte after the last property."""
+        from txamqp09.wire.errors import AMQPSyntaxError
+
+        import struct
+        from datetime import datetime, timezone
+
+        text = frames([deliver(LONG, message_id="\u00e9\u00e9")])
+        stamp = frames([deliver(LONG, timestamp=datetime.fromtimestamp(12345, timezone.utc))])
+        string = frames([deliver(LONG, app_id="m")])
+        method, properties, body = deliver(LONG, app_id="m")
+        trailing = content_frames(1, method, properties.encode() + b"m", body, FRAME_MIN_SIZE)
+        for data in (
+            text.replace("\u00e9\u00e9".encode(), b"\xff\xfe\xff\xfe"),
+            stamp.replace(struct.pack(">Q", 12345), b"\x7f" * 8),
+            string.replace(b"\x01m", b"\x09m"),
+            trailing,
+        ):
+            reader = _Reader()
+            reader.scanner.scan(data)
+            columns = reader.taker.take_columns()
+            self.assertEqual(len(columns), 1)
+            with self.assertRaises(AMQPSyntaxError):
+                list(columns.record_batches())
+
     def test_only_the_offset(self) -> None:
         """No property but the headers table, which holds only the offset."""
         self.assertRows([deliver(LONG + number) for number in range(5)])
@@ -218,19 +261,19 @@ class StreamDeliveryTakerTests(TestCase):
             reader.scanner.scan(longer)
 
     def test_layouts_kept(self) -> None:
-        """Alternating layouts are both kept: each delivery decoded once per layout."""
+        """Alternating headers tables are both kept: each decoded once."""
         reader = _Reader()
         deliveries = [deliver(LONG + number, headers={"kind": "a"} if number % 2 else {"kind": 7, "more": "b"})
                       for number in range(10)]
         self.assertEqual(reader.rows(frames(deliveries)), expected(deliveries))
-        self.assertEqual(len(reader.taker._layouts), 2)
+        self.assertEqual(len(reader.taker._tables), 2)
 
     @wire_settings
     @given(st.data())
     def test_any_deliveries(self, data: st.DataObject) -> None:
         """Any properties, headers, bodies, frame sizes and reads."""
         codec = AMQP0_9_1.tables
-        count = data.draw(st.integers(0, 6))
+        count = data.draw(st.integers(0, 12))
         base = data.draw(st.sampled_from([0, LONG, -5]))
         deliveries = []
         for number in range(count):

@@ -42,7 +42,9 @@ The pieces:
   ``"administrator"``. A user without it gets RabbitMQ's 401
   ``not_authorised`` body. Wrong credentials get 401 ``not_authorized``
   ("Login failed") and a ``WWW-Authenticate`` challenge; a request without
-  credentials gets the challenge without a body (as RabbitMQ 3.10 answers both).
+  credentials (or with another scheme than Basic or Bearer) gets the
+  challenge without a body, Basic credentials that do not decode a 400
+  without a body (as RabbitMQ 3.10 answers each).
 * Per-vhost rights are the handler's job: :meth:`ApiRequest.vhost` checks
   that the vhost exists and that the user may see it;
   :meth:`ApiRequest.check` checks a configure/write/read permission on a

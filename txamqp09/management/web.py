@@ -14,8 +14,10 @@ answered with a 500 body naming the error.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
-from typing import Any
+from typing import Any, Optional
 
 from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
@@ -46,6 +48,8 @@ __all__ = ["ManagementResource", "make_router", "make_site"]
 _CHALLENGE = {"WWW-Authenticate": 'Basic realm="RabbitMQ Management"'}
 #: RabbitMQ's answer to a request without credentials: the challenge, no body.
 _UNAUTHENTICATED = Reply(401, None, _CHALLENGE)
+#: RabbitMQ's answer to Basic credentials it cannot decode.
+_MALFORMED = Reply(400)
 
 
 def make_router() -> Router:
@@ -56,6 +60,24 @@ def make_router() -> Router:
     for module in MODULES:
         module.register(router)
     return router
+
+
+def _refused_before_login(request: Request) -> Optional[Reply]:
+    """RabbitMQ's answer when *request* does not try to log in: no
+    ``Authorization`` header, or one of a scheme other than Basic or Bearer
+    (401, the challenge, no body); a Basic one that is not base64 of
+    ``user:password`` (400, no body). None when it tries."""
+    header = request.getHeader(b"authorization")
+    scheme, _, value = (header or b"").strip().partition(b" ")
+    if scheme.lower() == b"bearer":
+        return None
+    if scheme.lower() != b"basic":
+        return _UNAUTHENTICATED
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True)
+    except binascii.Error:
+        return _MALFORMED
+    return None if b":" in decoded else _MALFORMED
 
 
 def _from_amqp(error: AMQPError) -> ApiError:
@@ -96,8 +118,9 @@ class ManagementResource(Resource):
         method = request.method.decode("ascii", "replace")
         path = request.path.decode("utf-8", "replace")
         handler, tag, args = self.router.resolve(method, split_path(path))
-        if not request.requestHeaders.hasHeader(b"authorization"):
-            return succeed(_UNAUTHENTICATED)
+        before_login = _refused_before_login(request)
+        if before_login is not None:
+            return succeed(before_login)
         name = request.getUser().decode("utf-8", "replace")
         password = request.getPassword().decode("utf-8", "replace")
         peer = PeerInfo(request.getClientAddress())

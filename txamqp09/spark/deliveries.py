@@ -4,26 +4,28 @@ columns, without a client :class:`~txamqp09.client.Message` per delivery.
 :class:`StreamDeliveryTaker` is the frame taker (see
 :class:`~txamqp09.wire.frames.FrameScanner`) of the channel that consumes a
 stream for the data source. It takes the consumer's basic.deliver frames
-with their content frames in place, and for each delivery in the range it
-reads keeps no more than its stream offset and body size, appends the body
-to one buffer, and notes which envelope and properties it came with.
+with their content frames in place. Of each delivery in the range it keeps
+the encoded properties, the body (appended to one buffer), and the stream
+offset, which it reads from the properties' headers table.
 
 Deliveries of one stream mostly differ from the one before only in their
-delivery tag, their ``x-stream-offset`` header's value and their body. So
-the taker compares each method frame with the last envelope (consumer tag,
-then the same redelivered flag, exchange and routing key after the delivery
-tag) and each content header with the last properties *layout*: the same
-encoded properties except the eight bytes of the offset's value. Only a
-delivery that differs is decoded in full (with the version's generated
-decoders); the layouts of decoded properties are kept (at most
-:data:`LAYOUTS_KEPT`). Comparing bytes outside the value is exact: a long-long
-value cannot change how the rest of the properties parse.
+delivery tag, their ``x-stream-offset`` header's value, their body, and
+properties such as a message id. So the taker compares each method frame
+with the last envelope (consumer tag, then the same redelivered flag,
+exchange and routing key after the delivery tag), and each headers table
+with the last table *layout*: the same encoded table except the eight bytes
+of the offset's value. Only a delivery that differs is decoded (with the
+version's generated decoders); the layouts of decoded tables are kept (at
+most :data:`LAYOUTS_KEPT`). Comparing bytes outside the value is exact: a
+long-long value cannot change how the rest of the table parses.
 
 :class:`DeliveryColumns` holds the deliveries taken since the last batch and
 builds the record batch (in :data:`~txamqp09.spark.arrow.ARROW_SCHEMA`, with
 the values :func:`~txamqp09.spark.arrow.message_batch` gives) column by
-column with Arrow and numpy: bodies from the one buffer, the other columns
-from the few distinct envelopes and layouts, indexed per row.
+column with Arrow and numpy: bodies from the one buffer; the properties
+other than the headers decoded for all deliveries at once, field by field
+(:func:`property_columns`); the other columns from the few distinct
+envelopes and table layouts, indexed per row.
 
 Needs pyarrow and numpy (the ``spark`` extra).
 """
@@ -31,7 +33,7 @@ Needs pyarrow and numpy (the ``spark`` extra).
 from __future__ import annotations
 
 import struct
-from datetime import datetime
+from datetime import datetime, timezone
 from itertools import accumulate
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 
@@ -40,32 +42,45 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txamqp09.spark.arrow import ARROW_SCHEMA, TEXT_MAP, header_entries, property_entries
-from txamqp09.spark.rows import STREAM_OFFSET_HEADER
+from txamqp09.spark.rows import STREAM_OFFSET_HEADER, TEXT_PROPERTIES
 from txamqp09.wire.base import CONTENT_HEADER, Properties, decode_method, properties_error
-from txamqp09.wire.errors import AMQPSyntaxError, FrameError, PreconditionFailed, UnexpectedFrame
+from txamqp09.wire.errors import FrameError, PreconditionFailed, UnexpectedFrame
 from txamqp09.wire.fields import encode_shortstr
 from txamqp09.wire.frames import BASIC_CLASS, FRAME_BODY, FRAME_HEADER, FRAME_METHOD, FrameTaker
 
-__all__ = ["DeliveryColumns", "StreamDeliveryTaker", "NotAStream", "LAYOUTS_KEPT"]
+__all__ = ["DeliveryColumns", "StreamDeliveryTaker", "NotAStream", "LAYOUTS_KEPT", "property_columns"]
 
 #: Class and method ids of basic.deliver at the start of its frame payload.
 _DELIVER_IDS = bytes((0, BASIC_CLASS, 0, 60))
 _TAG = struct.Struct(">Q")
+_TABLE_SIZE = struct.Struct(">I")
 #: The offset header's name and type (long-long) in an encoded header table.
 _OFFSET_ENTRY = encode_shortstr(STREAM_OFFSET_HEADER) + b"l"
 _OFFSET_VALUE = struct.Struct(">q")
 #: Bytes of a content header payload before its properties.
 _PROPERTIES_AT = CONTENT_HEADER.size
-#: Distinct property layouts kept for comparison (then forgotten at once).
+#: Property flags of the basic class's first three properties, in every
+#: version: content-type and content-encoding (short strings), then headers.
+_CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS = 0x8000, 0x4000, 0x2000
+#: Distinct table layouts kept for comparison (then forgotten at once).
 LAYOUTS_KEPT = 1024
 #: The most body bytes of one record batch (Arrow binary offsets are 32-bit).
 _BATCH_BYTES = 2**31 - 1
+#: The latest timestamp (in seconds) Python's datetime holds: 9999-12-31 23:59:59 UTC.
+_LAST_SECOND = int(datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp())
+_TIMESTAMP = ARROW_SCHEMA.field("timestamp").type
 
 _METHOD, _HEADER, _BODY = range(3)
 
 
 class NotAStream(ValueError):
     """A delivery without an ``x-stream-offset`` header: the queue is no stream."""
+
+
+def _not_a_stream() -> NotAStream:
+    return NotAStream(
+        f"a delivery has no {STREAM_OFFSET_HEADER} header: is queue a stream queue? (option queueType)"
+    )
 
 
 class Envelope(NamedTuple):
@@ -79,55 +94,44 @@ class Envelope(NamedTuple):
     tail: bytes
 
 
-class Layout:
-    """The properties of deliveries encoded alike but for their offset.
+class TableLayout:
+    """Headers tables encoded alike but for their offset's value.
 
-    :ivar size: the content header payload's size (-1: the offset's place
-        is unknown, the properties are decoded for each delivery).
-    :ivar head: the encoded properties up to the offset's value.
-    :ivar tail: the encoded properties after it.
-    :ivar fields: reads class id, body size and offset from a content header payload.
-    :ivar properties: the ``properties`` column's entries.
+    :ivar size: the encoded table's size without its length (-1: the
+        offset's place is unknown, the table is decoded for each delivery).
+    :ivar head: the encoded table (without its length) up to the offset's value.
+    :ivar tail: the encoded table after it.
+    :ivar value_at: where the value is in the table.
     :ivar headers: the ``headers`` column's entries, the offset's value None.
     :ivar offset_entry: the offset's place among :attr:`headers`.
-    :ivar timestamp: the ``timestamp`` column's value.
     """
 
-    __slots__ = ("size", "head", "tail", "fields", "properties", "headers", "offset_entry", "timestamp")
+    __slots__ = ("size", "head", "tail", "value_at", "headers", "offset_entry")
 
-    def __init__(self, decoded: Properties, raw: bytes, value_at: int) -> None:
-        table = getattr(decoded, "headers", None) or {}
-        self.properties = property_entries(decoded)
+    def __init__(self, table: dict[str, Any], raw: bytes, value_at: int) -> None:
         self.headers = [(name, None if name == STREAM_OFFSET_HEADER else text)
                         for name, text in header_entries(table)]
         self.offset_entry = list(table).index(STREAM_OFFSET_HEADER)
-        self.timestamp: Optional[datetime] = getattr(decoded, "timestamp", None)
+        self.value_at = value_at
         if value_at < 0:
             self.size, self.head, self.tail = -1, b"", b""
-            self.fields = CONTENT_HEADER
         else:
-            self.size = _PROPERTIES_AT + len(raw)
-            self.head, self.tail = raw[:value_at], raw[value_at + 8 :]
-            self.fields = struct.Struct(f">H2xQ{value_at}xq")
+            self.size, self.head, self.tail = len(raw), raw[:value_at], raw[value_at + 8 :]
 
 
-def _value_at(cls: type[Properties], raw: bytes, decoded: Properties, offset: int) -> int:
-    """Where the eight bytes of the offset's value are in *raw* (-1: not
-    found as a long-long): the place whose change changes only the offset."""
-    table = decoded.headers  # type: ignore[attr-defined]
+def _value_at(decode: Callable[[bytes], dict[str, Any]], raw: bytes, table: dict[str, Any], offset: int) -> int:
+    """Where the eight bytes of the offset's value are in the encoded table
+    *raw* (-1: not found as a long-long): the place whose change changes
+    the offset and nothing else."""
     position = raw.find(_OFFSET_ENTRY)
     while position >= 0:
         at = position + len(_OFFSET_ENTRY)
         if raw[at : at + 8] == _OFFSET_VALUE.pack(offset):
-            changed = raw[:at] + _OFFSET_VALUE.pack(offset ^ 1) + raw[at + 8 :]
             try:
-                other = cls.decode(changed, 0)
+                other = decode(raw[:at] + _OFFSET_VALUE.pack(offset ^ 1) + raw[at + 8 :])
             except Exception:
                 other = None
-            if (other is not None
-                    and other.headers == {**table, STREAM_OFFSET_HEADER: offset ^ 1}  # type: ignore[attr-defined]
-                    and property_entries(other) == property_entries(decoded)
-                    and other.timestamp == decoded.timestamp):  # type: ignore[attr-defined]
+            if other == {**table, STREAM_OFFSET_HEADER: offset ^ 1}:
                 return at
         position = raw.find(_OFFSET_ENTRY, position + 1)
     return -1
@@ -140,61 +144,68 @@ class DeliveryColumns:
     :ivar sizes: each delivery's body size.
     :ivar data: the bodies, one after the other (possibly followed by the
         part of the next body received so far).
+    :ivar properties: each delivery's encoded properties.
     :ivar envelopes: (first row, envelope) each time the envelope changed.
-    :ivar layouts: (first row, layout) each time the layout changed.
+    :ivar tables: (first row, layout) each time the headers table's layout changed.
     """
 
-    __slots__ = ("offsets", "sizes", "data", "envelopes", "layouts")
+    __slots__ = ("offsets", "sizes", "data", "properties", "envelopes", "tables", "properties_class")
 
-    def __init__(self, data: Optional[bytearray] = None) -> None:
+    def __init__(self, properties_class: Optional[type[Properties]] = None, data: Optional[bytearray] = None) -> None:
+        #: The class of the properties (needed once there are rows).
+        self.properties_class = properties_class
         self.offsets: list[int] = []
         self.sizes: list[int] = []
         self.data = bytearray() if data is None else data
+        self.properties: list[bytes] = []
         self.envelopes: list[tuple[int, Envelope]] = []
-        self.layouts: list[tuple[int, Layout]] = []
+        self.tables: list[tuple[int, TableLayout]] = []
 
     def __len__(self) -> int:
         return len(self.offsets)
 
     def record_batches(self) -> Iterator[pa.RecordBatch]:
         """The rows as record batches in :data:`ARROW_SCHEMA` (one, unless
-        the bodies exceed what one binary column can hold)."""
+        the bodies exceed what one binary column can hold).
+
+        :raises AMQPSyntaxError: a delivery's properties are malformed.
+        """
         rows = len(self.offsets)
         if not rows:
             return
         ends = np.fromiter(accumulate(self.sizes), np.int64, rows)
         starts = ends - np.asarray(self.sizes, np.int64)
+        envelopes, envelope_rows = _distinct(self.envelopes, rows)
+        tables, table_rows = _distinct(self.tables, rows)
+        assert self.properties_class is not None, "rows come from a taker, which names the class"
+        properties, stamps = property_columns(self.properties_class, self.properties)
+        offsets = pa.array(np.asarray(self.offsets, np.int64))
+        columns = [
+            None,
+            pa.array([envelope.routing_key for envelope in envelopes], pa.string()).take(envelope_rows),
+            pa.array([envelope.exchange for envelope in envelopes], pa.string()).take(envelope_rows),
+            properties,
+            _headers(tables, table_rows, offsets),
+            offsets,
+            stamps,
+            pa.array([envelope.redelivered for envelope in envelopes], pa.bool_()).take(envelope_rows),
+        ]
         first = 0
         while first < rows:
-            last = int(np.searchsorted(ends, starts[first] + _BATCH_BYTES, "right"))
-            last = max(last, first + 1)
-            yield self._batch(first, last, int(starts[first]), ends[first:last] - starts[first])
+            last = max(first + 1, int(np.searchsorted(ends, starts[first] + _BATCH_BYTES, "right")))
+            columns[0] = self._bodies(int(starts[first]), ends[first:last] - starts[first])
+            yield pa.RecordBatch.from_arrays(
+                [columns[0], *(column.slice(first, last - first) for column in columns[1:])],  # type: ignore[union-attr]
+                schema=ARROW_SCHEMA,
+            )
             first = last
 
-    def _batch(self, first: int, last: int, data_start: int, ends: np.ndarray) -> pa.RecordBatch:
-        rows = last - first
-        body_offsets = np.zeros(rows + 1, np.int32)
+    def _bodies(self, data_start: int, ends: np.ndarray) -> pa.Array:
+        """The body column of the rows whose bodies end at *ends* (counted from *data_start*)."""
+        body_offsets = np.zeros(len(ends) + 1, np.int32)
         body_offsets[1:] = ends
-        data = memoryview(self.data)[data_start : data_start + int(ends[-1]) if rows else data_start]
-        bodies = pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(body_offsets), pa.py_buffer(data)])
-        envelopes, envelope_rows = _distinct(self.envelopes, len(self.offsets))
-        layouts, layout_rows = _distinct(self.layouts, len(self.offsets))
-        envelope_rows, layout_rows = envelope_rows[first:last], layout_rows[first:last]
-        offsets = pa.array(np.asarray(self.offsets[first:last], np.int64))
-        return pa.RecordBatch.from_arrays(
-            [
-                bodies,
-                pa.array([envelope.routing_key for envelope in envelopes], pa.string()).take(envelope_rows),
-                pa.array([envelope.exchange for envelope in envelopes], pa.string()).take(envelope_rows),
-                _entries_map([layout.properties for layout in layouts]).take(layout_rows),
-                _headers(layouts, layout_rows, offsets),
-                offsets,
-                pa.array([layout.timestamp for layout in layouts], ARROW_SCHEMA.field("timestamp").type)
-                .take(layout_rows),
-                pa.array([envelope.redelivered for envelope in envelopes], pa.bool_()).take(envelope_rows),
-            ],
-            schema=ARROW_SCHEMA,
-        )
+        data = memoryview(self.data)[data_start : data_start + int(ends[-1])]
+        return pa.Array.from_buffers(pa.binary(), len(ends), [None, pa.py_buffer(body_offsets), pa.py_buffer(data)])
 
 
 def _distinct(runs: Sequence[tuple[int, Any]], rows: int) -> tuple[list[Any], np.ndarray]:
@@ -224,7 +235,7 @@ def _entries_map(rows: Sequence[Sequence[tuple[str, Optional[str]]]]) -> pa.MapA
     )
 
 
-def _headers(layouts: Sequence[Layout], layout_rows: np.ndarray, offsets: pa.Array) -> pa.MapArray:
+def _headers(layouts: Sequence[TableLayout], layout_rows: np.ndarray, offsets: pa.Array) -> pa.MapArray:
     """The ``headers`` column: each row's layout's entries, the offset's
     value being the row's offset as text."""
     counts = np.asarray([len(layout.headers) for layout in layouts], np.int64)
@@ -235,11 +246,9 @@ def _headers(layouts: Sequence[Layout], layout_rows: np.ndarray, offsets: pa.Arr
     # Each entry of each row: its place among all layouts' entries.
     template = np.repeat(entry_starts[layout_rows] - row_starts[:-1], row_counts) + np.arange(entries)
     # The offset's entry takes its text from after the layouts' entries.
-    template_entries = int(counts.sum())
     values = template.copy()
-    rows = len(layout_rows)
     offset_entries = np.asarray([layout.offset_entry for layout in layouts], np.int64)
-    values[row_starts[:-1] + offset_entries[layout_rows]] = template_entries + np.arange(rows)
+    values[row_starts[:-1] + offset_entries[layout_rows]] = int(counts.sum()) + np.arange(len(layout_rows))
     names = pa.array([name for layout in layouts for name, _ in layout.headers], pa.string())
     texts = pa.concat_arrays([
         pa.array([text for layout in layouts for _, text in layout.headers], pa.string()),
@@ -247,6 +256,125 @@ def _headers(layouts: Sequence[Layout], layout_rows: np.ndarray, offsets: pa.Arr
     ])
     return pa.MapArray.from_arrays(
         pa.array(row_starts, pa.int32()), names.take(template), texts.take(values), type=TEXT_MAP
+    )
+
+
+def property_columns(cls: type[Properties], encoded: Sequence[bytes]) -> tuple[pa.MapArray, pa.Array]:
+    """The ``properties`` and ``timestamp`` columns of basic properties
+    *encoded* (flags and property lists) of class *cls*.
+
+    The properties are decoded field by field for all rows at once; when a
+    row does not decode that way (malformed, or text that is not UTF-8),
+    every row is decoded by *cls* instead, which raises its error.
+
+    :raises AMQPSyntaxError: a row's properties are malformed.
+    """
+    columns = _decoded_together(cls, encoded)
+    if columns is not None:
+        return columns
+    decoded = []
+    for raw in encoded:
+        try:
+            decoded.append(cls.decode(raw, 0))
+        except Exception as exc:
+            raise properties_error(cls, exc) from None
+    return (
+        _entries_map([property_entries(properties) for properties in decoded]),
+        pa.array([getattr(properties, "timestamp", None) for properties in decoded], _TIMESTAMP),
+    )
+
+
+def _big_endian(data: np.ndarray, at: np.ndarray, size: int) -> np.ndarray:
+    """The unsigned big-endian integers of *size* bytes at each of *at*."""
+    value = np.zeros(len(at), np.uint64)
+    for byte in range(size):
+        value = (value << np.uint64(8)) | data[at + byte]
+    return value
+
+
+def _decoded_together(cls: type[Properties], encoded: Sequence[bytes]) -> Optional[tuple[pa.MapArray, pa.Array]]:
+    """:func:`property_columns` decoding all rows at once; None when a row
+    does not decode that way."""
+    rows = len(encoded)
+    lengths = np.fromiter(map(len, encoded), np.int64, rows)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    # Eight bytes more, so that a read past the last row's end stays inside.
+    data = np.frombuffer(b"".join(encoded) + bytes(8), np.uint8)
+    flags = (data[starts].astype(np.int64) << 8) | data[starts + 1]
+    valid = (lengths >= 2) & (flags & 3 == 0)
+    position = starts + 2
+    texts: dict[str, pa.Array] = {}
+    present: dict[str, np.ndarray] = {}
+    stamps = pa.nulls(rows, _TIMESTAMP)
+    for index, (name, kind) in enumerate(cls.FIELDS):
+        set_here = flags & (0x8000 >> index) != 0
+        if not set_here.any():
+            continue
+        if kind == "shortstr":
+            size = np.where(set_here, data[position], 0).astype(np.int64)
+            texts[name] = _gathered_text(data, position + 1, size)
+            step = np.where(set_here, 1 + size, 0)
+        elif kind == "octet":
+            texts[name] = pc.cast(pa.array(data[position]), pa.string())
+            step = set_here.astype(np.int64)
+        elif kind == "table":
+            step = np.where(set_here, 4 + _big_endian(data, position, 4).astype(np.int64), 0)
+        elif kind == "timestamp":
+            seconds = _big_endian(data, position, 8)
+            valid &= ~set_here | (seconds <= _LAST_SECOND)
+            micros = np.where(set_here, np.minimum(seconds, _LAST_SECOND).astype(np.int64) * 1_000_000, 0)
+            stamps = pa.array(micros, pa.int64(), mask=~set_here).cast(_TIMESTAMP)
+            step = np.where(set_here, 8, 0)
+        else:
+            return None
+        present[name] = set_here
+        position = position + step
+        valid &= position <= ends
+        position = np.minimum(position, ends)
+    valid &= position == ends
+    if not valid.all():
+        return None
+    try:
+        for text in texts.values():
+            text.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    return _text_map(rows, [(name, present[name], texts[name]) for name in TEXT_PROPERTIES if name in texts]), stamps
+
+
+def _gathered_text(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    """A string array of the *sizes* bytes of *data* at each of *starts*."""
+    offsets = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    total = int(offsets[-1])
+    picked = data[np.repeat(starts - offsets[:-1], sizes) + np.arange(total)]
+    return pa.Array.from_buffers(
+        pa.string(), len(sizes), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(picked)]
+    )
+
+
+def _text_map(rows: int, fields: Sequence[tuple[str, np.ndarray, pa.Array]]) -> pa.MapArray:
+    """A ``map<string,string>`` array: for each row, an entry (name, text)
+    of each of *fields* (name, which rows have it, every row's text) it has."""
+    counts = np.zeros(rows, np.int64)
+    for _, present, _ in fields:
+        counts += present
+    row_starts = np.concatenate(([0], np.cumsum(counts)))
+    names = np.zeros(int(row_starts[-1]), np.int64)
+    picks = np.zeros(int(row_starts[-1]), np.int64)
+    filled = row_starts[:-1].copy()
+    for number, (_, present, _) in enumerate(fields):
+        at = filled[present]
+        names[at] = number
+        picks[at] = number * rows + np.flatnonzero(present)
+        filled += present
+    texts = pa.concat_arrays([text for _, _, text in fields]) if fields else pa.array([], pa.string())
+    return pa.MapArray.from_arrays(
+        pa.array(row_starts, pa.int32()),
+        pa.array([name for name, _, _ in fields], pa.string()).take(names),
+        texts.take(picks),
+        type=TEXT_MAP,
     )
 
 
@@ -286,18 +414,20 @@ class StreamDeliveryTaker:
         self.end = end
         self._arrived = arrived
         self._failed = failed
-        self.columns = DeliveryColumns()
+        self._properties_class: type[Properties] = connection.version.properties[BASIC_CLASS]
+        self.columns = DeliveryColumns(self._properties_class)
         #: Where in :attr:`columns`' data the bodies of complete deliveries end.
         self._complete = 0
         self._state = _METHOD
         self._envelope = Envelope("", "", False, -1, b"")
         self._envelope_noted: Optional[Envelope] = None
-        self._layout: Optional[Layout] = None
-        self._layout_noted: Optional[Layout] = None
-        self._layouts: dict[tuple[bytes, bytes], Layout] = {}
+        self._table: Optional[TableLayout] = None
+        self._table_noted: Optional[TableLayout] = None
+        self._tables: dict[tuple[bytes, bytes], TableLayout] = {}
         self._tag = 0
-        self._offset = 0
+        self._offset: Optional[int] = None
         self._size = 0
+        self._properties = b""
         self._keep = False
         self._remaining = 0
 
@@ -327,22 +457,15 @@ class StreamDeliveryTaker:
                 return self._fallback(frame_type, buf, start, end)
             envelope = self._envelope
             if end - start != envelope.size or not buf.endswith(envelope.tail, start, end):
-                envelope = self._newEnvelope(bytes(buf[start:end]))
+                self._newEnvelope(bytes(buf[start:end]))
             self._tag = _TAG.unpack_from(buf, start + len(self._prefix))[0]
             self._state = _HEADER
             return True
         if frame_type != FRAME_HEADER:
             raise self._unexpected(f"content header for class {BASIC_CLASS}")
-        layout = self._layout
-        if (
-            layout is not None
-            and end - start == layout.size
-            and buf.startswith(layout.head, start + _PROPERTIES_AT)
-            and buf.endswith(layout.tail, start, end)
-        ):
-            class_id, size, offset = layout.fields.unpack_from(buf, start)
-        else:
-            class_id, size, offset, layout = self._header(bytes(buf[start:end]))
+        if end - start < _PROPERTIES_AT + 2:
+            raise FrameError(f"content header of {end - start} bytes is too short")
+        class_id, _, size = CONTENT_HEADER.unpack_from(buf, start)
         if class_id != BASIC_CLASS:
             raise UnexpectedFrame(f"content header for class {class_id} follows basic.deliver")
         if size > self._connection.max_body_size:
@@ -350,14 +473,43 @@ class StreamDeliveryTaker:
                 f"basic.deliver: message body of {size} bytes exceeds the maximum of "
                 f"{self._connection.max_body_size} bytes", BASIC_CLASS, 60,
             )
+        offset = self._read_offset(buf, start + _PROPERTIES_AT, end)
         self._offset = offset
         self._size = self._remaining = size
-        self._keep = layout is not None and self.start <= offset < self.end
+        keep = self._keep = offset is not None and self.start <= offset < self.end
+        if keep:
+            self._properties = bytes(buf[start + _PROPERTIES_AT : end])
         if size:
             self._state = _BODY
         else:
             self._delivered()
         return True
+
+    def _read_offset(self, buf: bytearray, properties: int, end: int) -> Optional[int]:
+        """The offset in the properties from *properties* to *end* of *buf*
+        (None: it has none, reported to *failed*)."""
+        flags = buf[properties] << 8 | buf[properties + 1]
+        at = properties + 2
+        try:
+            if flags & _CONTENT_TYPE:
+                at += 1 + buf[at]
+            if flags & _CONTENT_ENCODING:
+                at += 1 + buf[at]
+            size = _TABLE_SIZE.unpack_from(buf, at)[0] if flags & _HEADERS else -1
+        except (IndexError, struct.error):
+            size = -1
+        table_at = at + 4
+        if size < 0 or table_at + size > end:
+            return self._decodeProperties(bytes(buf[properties:end]))
+        layout = self._table
+        if (
+            layout is not None
+            and size == layout.size
+            and buf.startswith(layout.head, table_at)
+            and buf.endswith(layout.tail, table_at, table_at + size)
+        ):
+            return int(_OFFSET_VALUE.unpack_from(buf, table_at + layout.value_at)[0])
+        return self._newTable(bytes(buf[table_at : table_at + size]))
 
     def _delivered(self) -> None:
         """A delivery is complete: a row if in the range, then *arrived*."""
@@ -365,79 +517,85 @@ class StreamDeliveryTaker:
         if self._keep:
             columns = self.columns
             rows = len(columns.offsets)
-            if self._layout is not self._layout_noted:
-                columns.layouts.append((rows, self._layout))  # type: ignore[arg-type]  # kept: it has one
-                self._layout_noted = self._layout
+            if self._table is not self._table_noted:
+                columns.tables.append((rows, self._table))  # type: ignore[arg-type]  # kept: it has one
+                self._table_noted = self._table
             if self._envelope is not self._envelope_noted:
                 columns.envelopes.append((rows, self._envelope))
                 self._envelope_noted = self._envelope
-            columns.offsets.append(self._offset)
+            columns.offsets.append(self._offset)  # type: ignore[arg-type]  # kept: it has one
             columns.sizes.append(self._size)
+            columns.properties.append(self._properties)
             self._complete = len(columns.data)
-        self._arrived(self._offset, self._tag)
+        if self._offset is not None:
+            self._arrived(self._offset, self._tag)
 
     def _unexpected(self, expected: str) -> UnexpectedFrame:
         return UnexpectedFrame(f"expected {expected}, got another frame instead",
                                hint="a frame of another kind arrived inside a basic.deliver's content")
 
-    def _newEnvelope(self, payload: bytes) -> Envelope:
+    def _newEnvelope(self, payload: bytes) -> None:
         """Decode a basic.deliver unlike the last one."""
-        assert self._connection.version is not None
         method = decode_method(self._connection.version.methods, payload)
-        tag_end = len(self._prefix) + _TAG.size
-        envelope = self._envelope = Envelope(
+        self._envelope = Envelope(
             method.exchange, method.routing_key, bool(method.redelivered),  # type: ignore[attr-defined]
-            len(payload), payload[tag_end:],
+            len(payload), payload[len(self._prefix) + _TAG.size :],
         )
-        return envelope
 
-    def _header(self, payload: bytes) -> tuple[int, int, int, Optional[Layout]]:
-        """Class id, body size, offset and layout of a content header unlike
-        the last one (layout None: the delivery has no offset)."""
-        if len(payload) < _PROPERTIES_AT + 2:
-            raise FrameError(f"content header of {len(payload)} bytes is too short")
-        class_id, _, size = CONTENT_HEADER.unpack_from(payload)
-        if class_id != BASIC_CLASS:
-            return class_id, size, 0, None
-        raw = payload[_PROPERTIES_AT:]
-        known = self._known(raw)
-        if known is not None:
-            self._layout = known
-            return (*known.fields.unpack_from(payload), known)
-        assert self._connection.version is not None
-        cls = self._connection.version.properties[BASIC_CLASS]
+    def _decodeProperties(self, raw: bytes) -> Optional[int]:
+        """The offset of properties whose headers table the taker did not
+        find: decoded in full, which raises the error of malformed ones."""
+        cls = self._properties_class
         try:
             decoded = cls.decode(raw, 0)
         except Exception as exc:
             raise properties_error(cls, exc) from None
-        offset = (getattr(decoded, "headers", None) or {}).get(STREAM_OFFSET_HEADER)
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            self._failed(NotAStream(
-                f"a delivery has no {STREAM_OFFSET_HEADER} header: is queue a stream queue? (option queueType)"
-            ))
-            return class_id, size, 0, None
-        layout = Layout(decoded, raw, _value_at(cls, raw, decoded, offset))
-        if layout.size >= 0:
-            if len(self._layouts) >= LAYOUTS_KEPT:
-                self._layouts.clear()
-            self._layouts[layout.head, layout.tail] = layout
-        self._layout = layout
-        return class_id, size, offset, layout
+        table = getattr(decoded, "headers", None)
+        if table is None:
+            self._failed(_not_a_stream())
+            return None
+        return self._newTable(self._connection.version.tables.encode_table(table)[4:])
 
-    def _known(self, raw: bytes) -> Optional[Layout]:
-        """The kept layout of properties *raw*, if one matches them."""
+    def _newTable(self, raw: bytes) -> Optional[int]:
+        """The offset in headers table *raw* (without its length), unlike the last one."""
+        known = self._known(raw)
+        if known is not None:
+            self._table = known
+            return int(_OFFSET_VALUE.unpack_from(raw, known.value_at)[0])
+        codec = self._connection.version.tables
+
+        def decode(table: bytes) -> dict[str, Any]:
+            return codec.decode_table(_TABLE_SIZE.pack(len(table)) + table, 0)[0]
+
+        try:
+            table = decode(raw)
+        except Exception as exc:
+            raise properties_error(self._properties_class, exc) from None
+        offset = table.get(STREAM_OFFSET_HEADER)
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            self._failed(_not_a_stream())
+            return None
+        layout = self._table = TableLayout(table, raw, _value_at(decode, raw, table, offset))
+        if layout.size >= 0:
+            if len(self._tables) >= LAYOUTS_KEPT:
+                self._tables.clear()
+            self._tables[layout.head, layout.tail] = layout
+        return offset
+
+    def _known(self, raw: bytes) -> Optional[TableLayout]:
+        """The kept layout of headers table *raw*, if one matches it."""
         position = raw.find(_OFFSET_ENTRY)
         if position < 0:
             return None
         at = position + len(_OFFSET_ENTRY)
-        return self._layouts.get((raw[:at], raw[at + 8 :]))
+        return self._tables.get((raw[:at], raw[at + 8 :]))
 
     def take_columns(self) -> DeliveryColumns:
         """The rows so far; later rows go to new columns (which keep the
         part of a body received so far)."""
         columns = self.columns
-        self.columns = DeliveryColumns(columns.data[self._complete :])
+        self.columns = DeliveryColumns(self._properties_class, columns.data[self._complete :])
         del columns.data[self._complete :]
         self._complete = 0
-        self._layout_noted = self._envelope_noted = None
+        self._table_noted = self._envelope_noted = None
         return columns
