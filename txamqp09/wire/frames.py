@@ -513,6 +513,7 @@ def encoded_content_frames(
     properties: bytes,
     body: BodyLike,
     body_max: int,
+    several: Optional[Callable[[list[BodyLike]], bytes]] = None,
 ) -> bytes:
     """A content method's frames, from its encoded parts: the hot paths' builder.
 
@@ -523,6 +524,9 @@ def encoded_content_frames(
     :param class_id: the class of the content header.
     :param properties: the encoded properties (flags and property list).
     :param body_max: the largest body frame payload (frame_max less 8).
+    :param several: if given, a body of several frames is not joined: the
+        frames' parts (see :func:`encoded_content_parts`) go to it, and what
+        it returns is returned (the small bodies' path pays nothing for it).
     """
     size = len(body)
     method_frame = _HEADER.pack(FRAME_METHOD, channel, len(head) + len(middle) + len(tail))
@@ -536,7 +540,8 @@ def encoded_content_frames(
             (method_frame, head, middle, tail, header, properties,
              _BODY_FRAME.pack(FRAME_END, FRAME_BODY, channel, size), body, _END)
         )
-    return b"".join(encoded_content_parts(channel, class_id, head, middle, tail, properties, body, body_max))
+    parts = encoded_content_parts(channel, class_id, head, middle, tail, properties, body, body_max)
+    return b"".join(parts) if several is None else several(parts)
 
 
 def encoded_content_parts(
