@@ -339,11 +339,14 @@ class BrowserTestCase(SynchronousTestCase):
 
     def wait_shown(self, fragment: str) -> None:
         """Wait until the page whose #fragment matches *fragment* (a regular
-        expression) has shown its first answers."""
-        self.wait_for(
-            lambda browser: re.fullmatch(fragment, browser.execute_script("return document.body.dataset.shown || ''")),
-            f"no page {fragment} filled in",
-        )
+        expression) has shown its first answers (a page still waiting for
+        them has no mark at all, which no pattern matches)."""
+
+        def shown(browser: Any) -> Any:
+            mark = browser.execute_script("return document.body.dataset.shown")
+            return mark is not None and re.fullmatch(fragment, mark)
+
+        self.wait_for(shown, f"no page {fragment} filled in")
 
     def log_in(self, user: str = "guest", password: str = "guest") -> None:
         """Log in through the log-in form and wait for the application."""

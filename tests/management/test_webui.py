@@ -309,6 +309,51 @@ class ManyQueuesTests(BrowserTestCase):
         self.text_of("#queues-summary", r"^2 of 2 matching")
 
 
+#: Holds the UI's requests of /api/overview until ``window.releaseOverview()``;
+#: ``window.overviewAsked`` counts them, and ``window.overviewRead`` turns
+#: true in the first task after the UI has read a released answer (every
+#: step the UI takes with it, promise callbacks, has run by then).
+HOLD_OVERVIEW = """
+const send = window.fetch;
+const held = [];
+window.overviewAsked = 0;
+window.overviewRead = false;
+window.releaseOverview = () => held.splice(0).forEach((release) => release());
+window.fetch = (url, init) => {
+  if (!String(url).startsWith("/api/overview")) return send(url, init);
+  window.overviewAsked += 1;
+  return new Promise((release) => held.push(release)).then(() => send(url, init)).then((answer) => {
+    const read = answer.text.bind(answer);
+    answer.text = () => read().then((body) => {
+      setTimeout(() => { window.overviewRead = true; }, 0);
+      return body;
+    });
+    return answer;
+  });
+};
+"""
+
+
+class NavigationTests(BrowserTestCase):
+    """Moving between pages while answers are under way."""
+
+    def test_a_page_left_before_its_first_answer_leaves_the_next_page_shown(self) -> None:
+        # A user without the monitoring tag: the Overview asks /api/overview only.
+        self.broker.api("PUT", "/api/users/viewer", {"password": "pw", "tags": "management"})
+        self.open()
+        self.browser.execute_script(HOLD_OVERVIEW)
+        self.type_into("#login-user", "viewer")
+        self.type_into("#login-password", "pw")
+        self.element("#login-submit").click()
+        self.text_of("#current-user", "^viewer$")
+        self.wait_for(lambda browser: browser.execute_script("return window.overviewAsked"), "no overview asked for")
+        self.browser.execute_script("location.hash = '#/queues'")
+        self.wait_shown("/queues")
+        self.browser.execute_script("window.releaseOverview()")
+        self.wait_for(lambda browser: browser.execute_script("return window.overviewRead"), "the overview never read")
+        self.assertEqual(self.browser.execute_script("return document.body.dataset.shown"), "/queues")
+
+
 class AdminTests(BrowserTestCase):
     """The Admin page: users, definitions; what a management-only user sees."""
 

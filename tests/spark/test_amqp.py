@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from txamqp09.spark.amqp import StreamRange
 
 
-class StreamRangeTests(TestCase):
+class _BrokerTestCase(TestCase):
+    """Cases with this project's broker in this process."""
+
     timeout = 30
     skip = arrow_missing()
 
@@ -30,6 +32,9 @@ class StreamRangeTests(TestCase):
         connection = await connect(reactor, self.broker.url)
         self.addCleanup(connection.disconnect)
         return await connection.channel()
+
+
+class StreamRangeTests(_BrokerTestCase):
 
     async def stream(self, messages: int) -> str:
         """A stream queue holding *messages* messages, bodies b"0", b"1"..."""
@@ -93,6 +98,71 @@ class StreamRangeTests(TestCase):
         finally:
             await reading.close()
         self.assertIn("queueType", str(raised.exception))
+
+
+class DrainTests(_BrokerTestCase):
+    async def queue(self, messages: int) -> Channel:
+        """Queue "work" holding *messages* messages: bodies b"0", b"1"...,
+        every third with headers, every other with a message id."""
+        channel = await self.channel()
+        await channel.queue_declare("work")
+        for number in range(messages):
+            channel.basic_publish(
+                b"%d" % number, routing_key="work",
+                properties={"headers": {"n": number, "x-stream-offset": 7} if number % 3 == 0 else None,
+                            "message_id": None if number % 2 else f"id-{number}"},
+            )
+        await channel.basic_qos(0)
+        return channel
+
+    async def drain(self, limit: int, rows: int, acknowledge: bool = True) -> list[list[dict[str, object]]]:
+        """The rows of each take of a drain of "work"."""
+        from txamqp09.spark.amqp import Drain
+
+        draining = await Drain.open(self.broker.url, "work", limit, rows)
+        takes = []
+        try:
+            while columns := await draining.take():
+                takes.append([row for batch in columns.record_batches() for row in batch.to_pylist()])
+            if acknowledge:
+                await draining.acknowledge()
+        finally:
+            await draining.close()
+        return takes
+
+    @inline
+    async def test_takes_up_to_the_limit(self) -> None:
+        """A drain takes *limit* messages in order, in takes of at least
+        *rows* (but the last); acknowledged, they leave the queue."""
+        channel = await self.queue(30)
+        takes = await self.drain(20, rows=7)
+        self.assertTrue(all(len(take) >= 7 for take in takes[:-1]), [len(take) for take in takes])
+        rows = [row for take in takes for row in take]
+        self.assertEqual([row["body"] for row in rows], [b"%d" % number for number in range(20)])
+        self.assertEqual(rows[3]["headers"], [("n", "3"), ("x-stream-offset", "7")])
+        self.assertEqual(rows[3]["offset"], 7)
+        self.assertEqual((rows[1]["headers"], rows[1]["offset"], rows[1]["properties"]), ([], None, []))
+        self.assertEqual(rows[2]["properties"], [("message_id", "id-2")])
+        self.assertEqual((rows[0]["exchange"], rows[0]["routing_key"], rows[0]["redelivered"]), ("", "work", False))
+        declared = await channel.queue_declare("work", passive=True)
+        self.assertEqual(declared.message_count, 10)
+
+    @inline
+    async def test_ends_when_empty(self) -> None:
+        """A limit beyond what the queue holds ends with what it has."""
+        channel = await self.queue(5)
+        rows = [row for take in await self.drain(1000, rows=100) for row in take]
+        self.assertEqual([row["body"] for row in rows], [b"%d" % number for number in range(5)])
+        self.assertEqual((await channel.queue_declare("work", passive=True)).message_count, 0)
+
+    @inline
+    async def test_unacknowledged_come_again(self) -> None:
+        """Messages of a drain that did not acknowledge go back, marked redelivered."""
+        await self.queue(4)
+        await self.drain(3, rows=10, acknowledge=False)
+        rows = [row for take in await self.drain(10, rows=10) for row in take]
+        self.assertEqual([(row["body"], row["redelivered"]) for row in rows],
+                         [(b"0", True), (b"1", True), (b"2", True), (b"3", False)])
 
 class FewerCollectionsTests(TestCase):
     def test_threshold_raised_inside_and_restored_after(self) -> None:

@@ -71,22 +71,32 @@ def frames(deliveries: list[tuple[Any, Any, bytes]], frame_max: int = FRAME_MIN_
 class _Reader:
     """A taker on channel 1 of a frame scanner, and what it reported."""
 
-    def __init__(self, start: int = 0, end: int = 2**63 - 1) -> None:
-        from txamqp09.spark.deliveries import StreamDeliveryTaker
+    def __init__(self, start: int = 0, end: int = 2**63 - 1, gets: bool = False) -> None:
+        from txamqp09.spark.deliveries import DeliveryTaker, GetTaker, StreamDeliveryTaker
 
         self.connection = _Connection()
-        self.arrived: list[tuple[int, int]] = []
+        self.arrived: list[tuple[Optional[int], int]] = []
         self.failures: list[Exception] = []
         self.other: list[tuple[int, bytes]] = []
-        self.taker = StreamDeliveryTaker(
-            self.connection, 1, TAG, self._fallback, start, end,
-            lambda offset, tag: self.arrived.append((offset, tag)), self.failures.append,
-        )
+        self.emptied = 0
+        self.taker: DeliveryTaker
+        if gets:
+            self.taker = GetTaker(self.connection, 1, self._fallback,
+                                  lambda offset, tag: self.arrived.append((offset, tag)), self._emptied,
+                                  self.failures.append)
+        else:
+            self.taker = StreamDeliveryTaker(
+                self.connection, 1, TAG, self._fallback, start, end,
+                lambda offset, tag: self.arrived.append((offset, tag)), self.failures.append,
+            )
         self.scanner = FrameScanner(lambda kind, channel, payload: self.other.append((kind, payload)), 1 << 20)
         self.scanner.takers[1] = self.taker.take
 
     def _fallback(self, frame_type: int, buf: bytearray, start: int, end: int) -> bool:
         return False
+
+    def _emptied(self) -> None:
+        self.emptied += 1
 
     def rows(self, data: bytes, pieces: int = 1) -> list[dict[str, Any]]:
         """The rows of *data*'s deliveries, fed in *pieces* parts with a take after each."""
@@ -292,3 +302,35 @@ class StreamDeliveryTakerTests(TestCase):
         reader = _Reader(start=-2**63)
         pieces = data.draw(st.integers(1, 9))
         self.assertEqual(reader.rows(frames(deliveries, FRAME_MIN_SIZE), pieces), expected(deliveries))
+
+
+class GetTakerTests(TestCase):
+    skip = arrow_missing()
+
+    @wire_settings
+    @given(st.data())
+    def test_any_messages(self, data: st.DataObject) -> None:
+        """basic.get-ok with any properties (headers or none, an offset
+        header or none), bodies and message counts, between get-empty
+        answers, as message_batch gives them."""
+        codec = AMQP0_9_1.tables
+        answers = []
+        messages = []
+        for number in range(data.draw(st.integers(0, 10))):
+            if data.draw(st.booleans()):
+                answers.append(method_frame(1, spec.BasicGetEmpty()))
+                continue
+            properties = data.draw(properties_strategy(spec.BasicProperties, codec))
+            method = spec.BasicGetOk(
+                delivery_tag=number + 1, redelivered=data.draw(st.booleans()),
+                exchange=data.draw(st.sampled_from(["", "amq.topic"])), routing_key="k",
+                message_count=data.draw(st.integers(0, 2**32 - 1)),
+            )
+            message = (method, properties, data.draw(st.binary(max_size=5000)))
+            messages.append(message)
+            answers.append(frames([message]))
+        reader = _Reader(gets=True)
+        self.assertEqual(reader.rows(b"".join(answers), data.draw(st.integers(1, 5))), expected(messages))
+        self.assertEqual(reader.emptied, len(answers) - len(messages))
+        self.assertEqual([tag for _, tag in reader.arrived], [method.delivery_tag for method, _, _ in messages])
+        self.assertEqual(reader.failures, [])

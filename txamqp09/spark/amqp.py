@@ -7,7 +7,7 @@ Spark's threads call these with :func:`~txamqp09.spark.reactor.call_in_reactor`:
 * :func:`stream_tail` learns the offset a stream queue's next message gets;
 * :class:`QueueFeed` consumes a classic queue and holds its deliveries
   unacknowledged until :meth:`QueueFeed.ack_through`;
-* :func:`get_messages` takes up to a number of messages from a classic queue;
+* :class:`Drain` takes up to a number of messages from a classic queue;
 * :class:`Publisher` publishes with publisher confirms.
 """
 
@@ -21,15 +21,16 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from txamqp09.client import Channel, ClientConnection, Consumer, Message, connect
-from txamqp09.spark.deliveries import DeliveryColumns, StreamDeliveryTaker
+from txamqp09.spark.deliveries import DeliveryColumns, GetTaker, StreamDeliveryTaker
 from txamqp09.spark.rows import STREAM_OFFSET_HEADER, Publication
 from txamqp09.wire.fields import field_text
+from txamqp09.wire.frames import method_frame
 
 __all__ = [
     "StreamRange",
     "stream_tail",
     "QueueFeed",
-    "get_messages",
+    "Drain",
     "acknowledge",
     "Publisher",
     "open_channel",
@@ -393,10 +394,116 @@ class Publisher:
         return self.published
 
 
-async def get_messages(channel: Channel, queue: str, limit: int) -> tuple[list[Message], bool]:
-    """Up to *limit* messages taken from *queue*, unacknowledged, with
-    *limit* basic.get requests sent at once; and whether the queue answered
-    empty to any of them."""
-    answers = await gatherResults([channel.basic_get(queue) for _ in range(limit)])
-    taken = [message for message in answers if message is not None]
-    return taken, len(taken) < limit
+class Drain:
+    """Takes up to *limit* messages from a classic queue with basic.get,
+    *rows* at a time as :class:`~txamqp09.spark.deliveries.DeliveryColumns`,
+    unacknowledged until :meth:`acknowledge`.
+
+    The answers are read off the connection by a
+    :class:`~txamqp09.spark.deliveries.GetTaker`, without a
+    :class:`~txamqp09.client.Message` each. Up to :attr:`window` basic.get
+    requests are outstanding (sent :attr:`chunk` in one write as answers
+    come), so the broker keeps answering while the Spark thread works on a
+    batch; no more are sent once one was answered empty.
+    """
+
+    #: basic.get requests sent in one write.
+    chunk = 250
+    #: The most requests outstanding.
+    window = 1000
+
+    def __init__(self, connection: ClientConnection, channel: Channel, queue: str, limit: int, rows: int) -> None:
+        self.connection = connection
+        self.channel = channel
+        self.limit = limit
+        self.rows = rows
+        self.requested = 0
+        self.answered = 0
+        self.emptied = False
+        self._request_frame = method_frame(channel.number, channel.build("basic.get", queue=queue, no_ack=False))
+        self._last_tag = 0
+        self._error: Optional[Failure] = None
+        self._waiting: Optional[Deferred[DeliveryColumns]] = None
+        takers = connection.scanner.takers
+        self.taker = GetTaker(
+            connection, channel.number, takers[channel.number], self._arrived, self._emptied,
+            lambda error: self._fail(Failure(error)),
+        )
+        takers[channel.number] = self.taker.take
+
+    @classmethod
+    async def open(cls, url: str, queue: str, limit: int, rows: int) -> Drain:
+        """Start taking messages from *queue*."""
+        connection, channel = await open_channel(url)
+        draining = cls(connection, channel, queue, limit, rows)
+        channel.whenClosed().addCallback(lambda ending: draining._fail(Failure(ending)))
+        draining._request()
+        return draining
+
+    @property
+    def finished(self) -> bool:
+        """No more messages will come: every request was answered and no
+        more will be sent, or the channel ended."""
+        return self._error is not None or (
+            self.answered == self.requested and (self.emptied or self.requested == self.limit)
+        )
+
+    def _request(self) -> None:
+        """Send more requests while fewer than :attr:`window` are outstanding."""
+        while not self.emptied and self.requested < self.limit and self.requested - self.answered < self.window:
+            count = min(self.chunk, self.limit - self.requested)
+            self.connection.write(self._request_frame * count)
+            self.requested += count
+
+    def _arrived(self, offset: Optional[int], tag: int) -> None:
+        self._last_tag = tag
+        self._answered()
+
+    def _emptied(self) -> None:
+        self.emptied = True
+        self._answered()
+
+    def _answered(self) -> None:
+        self.answered += 1
+        if self.requested - self.answered <= self.window - self.chunk:
+            self._request()
+        if len(self.taker.columns) >= self.rows or self.finished:
+            self._wake()
+
+    def _fail(self, error: Failure) -> None:
+        if self._error is None:
+            self._error = error
+            self._wake()
+
+    def _wake(self) -> None:
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self._answer().chainDeferred(waiting)
+
+    def _answer(self) -> Deferred[DeliveryColumns]:
+        if self._error is not None:
+            return fail(self._error)
+        return succeed(self.taker.take_columns())
+
+    def take(self) -> Deferred[DeliveryColumns]:
+        """The next messages, at least :attr:`rows` unless the drain ends
+        first; none once it has ended.
+
+        :raises ChannelClosed: (as the Deferred's failure) the channel or
+            connection ended.
+        """
+        if len(self.taker.columns) >= self.rows or self.finished:
+            return self._answer()
+        self._waiting = Deferred()
+        return self._waiting
+
+    async def acknowledge(self) -> None:
+        """Acknowledge every message taken and wait until the broker has
+        processed that (a basic.qos round trip after it on the same channel)."""
+        if self._last_tag:
+            self.channel.ack(self._last_tag, multiple=True)
+            await self.channel.basic_qos(0)
+
+    async def close(self) -> None:
+        """Disconnect: the broker requeues whatever is unacknowledged."""
+        await self.connection.disconnect()

@@ -48,10 +48,16 @@ from txamqp09.wire.errors import FrameError, PreconditionFailed, UnexpectedFrame
 from txamqp09.wire.fields import encode_shortstr
 from txamqp09.wire.frames import BASIC_CLASS, FRAME_BODY, FRAME_HEADER, FRAME_METHOD, FrameTaker
 
-__all__ = ["DeliveryColumns", "StreamDeliveryTaker", "NotAStream", "LAYOUTS_KEPT", "property_columns"]
+__all__ = [
+    "DeliveryColumns", "DeliveryTaker", "StreamDeliveryTaker", "GetTaker", "NotAStream", "LAYOUTS_KEPT",
+    "property_columns",
+]
 
 #: Class and method ids of basic.deliver at the start of its frame payload.
 _DELIVER_IDS = bytes((0, BASIC_CLASS, 0, 60))
+#: Those of basic.get-ok and basic.get-empty.
+_GET_OK_IDS = bytes((0, BASIC_CLASS, 0, 71))
+_GET_EMPTY_IDS = bytes((0, BASIC_CLASS, 0, 72))
 _TAG = struct.Struct(">Q")
 _TABLE_SIZE = struct.Struct(">I")
 #: The offset header's name and type (long-long) in an encoded header table.
@@ -97,26 +103,42 @@ class Envelope(NamedTuple):
 class TableLayout:
     """Headers tables encoded alike but for their offset's value.
 
+    An *exact* layout (a classic queue's deliveries) stands for one table
+    as it is, offset included (:attr:`fixed_offset`).
+
     :ivar size: the encoded table's size without its length (-1: the
         offset's place is unknown, the table is decoded for each delivery).
     :ivar head: the encoded table (without its length) up to the offset's value.
     :ivar tail: the encoded table after it.
-    :ivar value_at: where the value is in the table.
+    :ivar value_at: where the value is in the table (-1: exact layouts).
     :ivar headers: the ``headers`` column's entries, the offset's value None.
-    :ivar offset_entry: the offset's place among :attr:`headers`.
+    :ivar offset_entry: the offset's place among :attr:`headers` (-1: exact layouts).
+    :ivar fixed_offset: the offset of an exact layout's table, if it has one.
     """
 
-    __slots__ = ("size", "head", "tail", "value_at", "headers", "offset_entry")
+    __slots__ = ("size", "head", "tail", "value_at", "headers", "offset_entry", "fixed_offset")
 
-    def __init__(self, table: dict[str, Any], raw: bytes, value_at: int) -> None:
+    def __init__(self, table: dict[str, Any], raw: bytes, value_at: int, exact: bool = False) -> None:
+        self.value_at = value_at
+        self.fixed_offset: Optional[int] = None
+        if exact:
+            self.headers = header_entries(table)
+            self.offset_entry = -1
+            offset = table.get(STREAM_OFFSET_HEADER)
+            self.fixed_offset = None if offset is None else int(offset)
+            self.size, self.head, self.tail = len(raw), raw, b""
+            return
         self.headers = [(name, None if name == STREAM_OFFSET_HEADER else text)
                         for name, text in header_entries(table)]
         self.offset_entry = list(table).index(STREAM_OFFSET_HEADER)
-        self.value_at = value_at
         if value_at < 0:
             self.size, self.head, self.tail = -1, b"", b""
         else:
             self.size, self.head, self.tail = len(raw), raw[:value_at], raw[value_at + 8 :]
+
+
+#: The layout of deliveries without a headers table.
+NO_TABLE = TableLayout({}, b"", -1, exact=True)
 
 
 def _value_at(decode: Callable[[bytes], dict[str, Any]], raw: bytes, table: dict[str, Any], offset: int) -> int:
@@ -140,7 +162,7 @@ def _value_at(decode: Callable[[bytes], dict[str, Any]], raw: bytes, table: dict
 class DeliveryColumns:
     """Deliveries taken since the last batch, in the form the record batch is built from.
 
-    :ivar offsets: each delivery's stream offset.
+    :ivar offsets: each delivery's stream offset (None: it has none).
     :ivar sizes: each delivery's body size.
     :ivar data: the bodies, one after the other (possibly followed by the
         part of the next body received so far).
@@ -154,7 +176,7 @@ class DeliveryColumns:
     def __init__(self, properties_class: Optional[type[Properties]] = None, data: Optional[bytearray] = None) -> None:
         #: The class of the properties (needed once there are rows).
         self.properties_class = properties_class
-        self.offsets: list[int] = []
+        self.offsets: list[Optional[int]] = []
         self.sizes: list[int] = []
         self.data = bytearray() if data is None else data
         self.properties: list[bytes] = []
@@ -179,7 +201,7 @@ class DeliveryColumns:
         tables, table_rows = _distinct(self.tables, rows)
         assert self.properties_class is not None, "rows come from a taker, which names the class"
         properties, stamps = property_columns(self.properties_class, self.properties)
-        offsets = pa.array(np.asarray(self.offsets, np.int64))
+        offsets = pa.array(self.offsets, pa.int64())
         columns = [
             None,
             pa.array([envelope.routing_key for envelope in envelopes], pa.string()).take(envelope_rows),
@@ -237,7 +259,7 @@ def _entries_map(rows: Sequence[Sequence[tuple[str, Optional[str]]]]) -> pa.MapA
 
 def _headers(layouts: Sequence[TableLayout], layout_rows: np.ndarray, offsets: pa.Array) -> pa.MapArray:
     """The ``headers`` column: each row's layout's entries, the offset's
-    value being the row's offset as text."""
+    value being the row's offset as text (unless the layout is exact)."""
     counts = np.asarray([len(layout.headers) for layout in layouts], np.int64)
     entry_starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     row_counts = counts[layout_rows]
@@ -247,8 +269,9 @@ def _headers(layouts: Sequence[TableLayout], layout_rows: np.ndarray, offsets: p
     template = np.repeat(entry_starts[layout_rows] - row_starts[:-1], row_counts) + np.arange(entries)
     # The offset's entry takes its text from after the layouts' entries.
     values = template.copy()
-    offset_entries = np.asarray([layout.offset_entry for layout in layouts], np.int64)
-    values[row_starts[:-1] + offset_entries[layout_rows]] = int(counts.sum()) + np.arange(len(layout_rows))
+    offset_entries = np.asarray([layout.offset_entry for layout in layouts], np.int64)[layout_rows]
+    stamped = np.flatnonzero(offset_entries >= 0)
+    values[row_starts[stamped] + offset_entries[stamped]] = int(counts.sum()) + stamped
     names = pa.array([name for layout in layouts for name, _ in layout.headers], pa.string())
     texts = pa.concat_arrays([
         pa.array([text for layout in layouts for _, text in layout.headers], pa.string()),
@@ -378,40 +401,45 @@ def _text_map(rows: int, fields: Sequence[tuple[str, np.ndarray, pa.Array]]) -> 
     )
 
 
-class StreamDeliveryTaker:
-    """The frame taker of a channel consuming a stream for the data source.
+class DeliveryTaker:
+    """The frame taker of a channel that reads messages for the data source.
 
-    It takes the basic.deliver frames of consumer *consumer_tag* and their
-    content; any other frame between deliveries goes to *fallback* (the
-    channel's ordinary taker), and a frame that does not fit a delivery
-    under way is 505 unexpected-frame.
+    It takes the content methods whose payload starts with *prefix* (the
+    class and method ids, and the consumer tag of a basic.deliver), with
+    their content; any other frame between them goes to :meth:`other`
+    (*fallback*, the channel's ordinary taker, unless a subclass takes it),
+    and a frame that does not fit a message under way is 505 unexpected-frame.
 
-    Deliveries with offsets from *start* up to (not including) *end* become
-    rows of :attr:`columns`; *arrived* is called after each delivery with
-    its offset and delivery tag. A delivery without an offset calls
-    *failed* with :class:`NotAStream` and is dropped.
+    Each message becomes a row of :attr:`columns` (in a stream's range: see
+    :class:`StreamDeliveryTaker`); *arrived* is called after each with its
+    offset and delivery tag.
 
     :param connection: the channel's connection (its version and body limit).
     :param number: the channel's number.
+    :param trailer: bytes at the end of the method's payload that may differ
+        between messages alike (get-ok's message count).
     """
+
+    #: Whether rows need a stream offset (and only a range of them is kept).
+    streaming = False
+    start = -(2**63)
+    end = 2**63
 
     def __init__(
         self,
         connection: Any,
         number: int,
-        consumer_tag: str,
+        prefix: bytes,
         fallback: FrameTaker,
-        start: int,
-        end: int,
-        arrived: Callable[[int, int], None],
+        arrived: Callable[[Optional[int], int], None],
         failed: Callable[[Exception], None],
+        trailer: int = 0,
     ) -> None:
         self._connection = connection
         self._number = number
-        self._prefix = _DELIVER_IDS + encode_shortstr(consumer_tag)
+        self._prefix = prefix
+        self._trailer = trailer
         self._fallback = fallback
-        self.start = start
-        self.end = end
         self._arrived = arrived
         self._failed = failed
         self._properties_class: type[Properties] = connection.version.properties[BASIC_CLASS]
@@ -420,6 +448,7 @@ class StreamDeliveryTaker:
         self._complete = 0
         self._state = _METHOD
         self._envelope = Envelope("", "", False, -1, b"")
+        self._tag_end = len(prefix) + _TAG.size
         self._envelope_noted: Optional[Envelope] = None
         self._table: Optional[TableLayout] = None
         self._table_noted: Optional[TableLayout] = None
@@ -454,9 +483,9 @@ class StreamDeliveryTaker:
                 or not buf.startswith(self._prefix, start)
                 or not self._connection.takesDeliveries(self._number)
             ):
-                return self._fallback(frame_type, buf, start, end)
+                return self.other(frame_type, buf, start, end)
             envelope = self._envelope
-            if end - start != envelope.size or not buf.endswith(envelope.tail, start, end):
+            if end - start != envelope.size or not buf.startswith(envelope.tail, start + self._tag_end):
                 self._newEnvelope(bytes(buf[start:end]))
             self._tag = _TAG.unpack_from(buf, start + len(self._prefix))[0]
             self._state = _HEADER
@@ -476,7 +505,7 @@ class StreamDeliveryTaker:
         offset = self._read_offset(buf, start + _PROPERTIES_AT, end)
         self._offset = offset
         self._size = self._remaining = size
-        keep = self._keep = offset is not None and self.start <= offset < self.end
+        keep = self._keep = not self.streaming or offset is not None and self.start <= offset < self.end
         if keep:
             self._properties = bytes(buf[start + _PROPERTIES_AT : end])
         if size:
@@ -500,6 +529,9 @@ class StreamDeliveryTaker:
             size = -1
         table_at = at + 4
         if size < 0 or table_at + size > end:
+            if not self.streaming and not flags & _HEADERS:
+                self._table = NO_TABLE
+                return None
             return self._decodeProperties(bytes(buf[properties:end]))
         layout = self._table
         if (
@@ -508,6 +540,8 @@ class StreamDeliveryTaker:
             and buf.startswith(layout.head, table_at)
             and buf.endswith(layout.tail, table_at, table_at + size)
         ):
+            if layout.value_at < 0:
+                return layout.fixed_offset
             return int(_OFFSET_VALUE.unpack_from(buf, table_at + layout.value_at)[0])
         return self._newTable(bytes(buf[table_at : table_at + size]))
 
@@ -523,11 +557,11 @@ class StreamDeliveryTaker:
             if self._envelope is not self._envelope_noted:
                 columns.envelopes.append((rows, self._envelope))
                 self._envelope_noted = self._envelope
-            columns.offsets.append(self._offset)  # type: ignore[arg-type]  # kept: it has one
+            columns.offsets.append(self._offset)
             columns.sizes.append(self._size)
             columns.properties.append(self._properties)
             self._complete = len(columns.data)
-        if self._offset is not None:
+        if self._offset is not None or not self.streaming:
             self._arrived(self._offset, self._tag)
 
     def _unexpected(self, expected: str) -> UnexpectedFrame:
@@ -539,7 +573,7 @@ class StreamDeliveryTaker:
         method = decode_method(self._connection.version.methods, payload)
         self._envelope = Envelope(
             method.exchange, method.routing_key, bool(method.redelivered),  # type: ignore[attr-defined]
-            len(payload), payload[len(self._prefix) + _TAG.size :],
+            len(payload), payload[self._tag_end : len(payload) - self._trailer],
         )
 
     def _decodeProperties(self, raw: bytes) -> Optional[int]:
@@ -552,7 +586,9 @@ class StreamDeliveryTaker:
             raise properties_error(cls, exc) from None
         table = getattr(decoded, "headers", None)
         if table is None:
-            self._failed(_not_a_stream())
+            self._table = NO_TABLE
+            if self.streaming:
+                self._failed(_not_a_stream())
             return None
         return self._newTable(self._connection.version.tables.encode_table(table)[4:])
 
@@ -561,6 +597,8 @@ class StreamDeliveryTaker:
         known = self._known(raw)
         if known is not None:
             self._table = known
+            if known.value_at < 0:
+                return known.fixed_offset
             return int(_OFFSET_VALUE.unpack_from(raw, known.value_at)[0])
         codec = self._connection.version.tables
 
@@ -571,19 +609,28 @@ class StreamDeliveryTaker:
             table = decode(raw)
         except Exception as exc:
             raise properties_error(self._properties_class, exc) from None
+        if not self.streaming:
+            layout = self._table = self._keptLayout(TableLayout(table, raw, -1, exact=True))
+            return layout.fixed_offset
         offset = table.get(STREAM_OFFSET_HEADER)
         if not isinstance(offset, int) or isinstance(offset, bool):
             self._failed(_not_a_stream())
             return None
-        layout = self._table = TableLayout(table, raw, _value_at(decode, raw, table, offset))
+        self._table = self._keptLayout(TableLayout(table, raw, _value_at(decode, raw, table, offset)))
+        return offset
+
+    def _keptLayout(self, layout: TableLayout) -> TableLayout:
+        """*layout*, kept for comparison when it can be."""
         if layout.size >= 0:
             if len(self._tables) >= LAYOUTS_KEPT:
                 self._tables.clear()
             self._tables[layout.head, layout.tail] = layout
-        return offset
+        return layout
 
     def _known(self, raw: bytes) -> Optional[TableLayout]:
         """The kept layout of headers table *raw*, if one matches it."""
+        if not self.streaming:
+            return self._tables.get((raw, b""))
         position = raw.find(_OFFSET_ENTRY)
         if position < 0:
             return None
@@ -599,3 +646,69 @@ class StreamDeliveryTaker:
         self._complete = 0
         self._table_noted = self._envelope_noted = None
         return columns
+
+    def other(self, frame_type: int, buf: bytearray, start: int, end: int) -> bool:
+        """A frame between messages that is not one of them: the fallback's."""
+        return self._fallback(frame_type, buf, start, end)
+
+
+class StreamDeliveryTaker(DeliveryTaker):
+    """The frame taker of a channel consuming a stream for the data source:
+    the basic.deliver frames of consumer *consumer_tag*.
+
+    Deliveries with offsets from *start* up to (not including) *end* become
+    rows; *arrived* is called after each delivery with its offset and
+    delivery tag. A delivery without an offset calls *failed* with
+    :class:`NotAStream` and is dropped.
+    """
+
+    streaming = True
+
+    def __init__(
+        self,
+        connection: Any,
+        number: int,
+        consumer_tag: str,
+        fallback: FrameTaker,
+        start: int,
+        end: int,
+        arrived: Callable[[int, int], None],
+        failed: Callable[[Exception], None],
+    ) -> None:
+        super().__init__(
+            connection, number, _DELIVER_IDS + encode_shortstr(consumer_tag), fallback,
+            arrived, failed,  # type: ignore[arg-type]  # streaming: offsets are ints
+        )
+        self.start = start
+        self.end = end
+
+
+class GetTaker(DeliveryTaker):
+    """The frame taker of a channel that takes messages from a classic
+    queue with basic.get: its basic.get-ok frames with their content become
+    rows (*arrived* is called after each with no offset and its delivery
+    tag), and *emptied* is called for each basic.get-empty.
+    """
+
+    def __init__(
+        self,
+        connection: Any,
+        number: int,
+        fallback: FrameTaker,
+        arrived: Callable[[Optional[int], int], None],
+        emptied: Callable[[], None],
+        failed: Callable[[Exception], None],
+    ) -> None:
+        # get-ok ends with the queue's message count.
+        super().__init__(connection, number, _GET_OK_IDS, fallback, arrived, failed, trailer=4)
+        self._emptied = emptied
+
+    def other(self, frame_type: int, buf: bytearray, start: int, end: int) -> bool:
+        if (
+            frame_type == FRAME_METHOD
+            and buf.startswith(_GET_EMPTY_IDS, start)
+            and self._connection.takesDeliveries(self._number)
+        ):
+            self._emptied()
+            return True
+        return self._fallback(frame_type, buf, start, end)

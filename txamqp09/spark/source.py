@@ -35,7 +35,6 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from txamqp09.client import Message
 from txamqp09.spark import amqp
 from txamqp09.spark.options import ReadOptions, WriteOptions
 from txamqp09.spark.reactor import call_in_reactor, fewer_collections
@@ -46,8 +45,6 @@ __all__ = ["AMQPDataSource"]
 
 #: Rows published per call into the reactor.
 _PUBLISH_CHUNK = 500
-#: basic.get requests sent at once by a batch read of a classic queue.
-_DRAIN_CHUNK = 200
 #: Messages per Arrow record batch a read yields (fewer at the end of its partition).
 BATCH_ROWS = 5000
 #: Seconds a Trigger.AvailableNow read of a classic queue waits for the
@@ -194,26 +191,13 @@ def drain(options: ReadOptions, limit: int) -> Iterator[pa.RecordBatch]:
     """Record batches of at most *limit* messages taken from a classic
     queue, acknowledged once the last batch was taken."""
     with fewer_collections():
-        connection, channel = call_in_reactor(amqp.open_channel, options.url)
+        draining = call_in_reactor(amqp.Drain.open, options.url, options.queue, limit, BATCH_ROWS)
         try:
-            remaining = limit
-            batch: list[Message] = []
-            last = None
-            emptied = False
-            while remaining and not emptied:
-                messages, emptied = call_in_reactor(
-                    amqp.get_messages, channel, options.queue, min(remaining, _DRAIN_CHUNK)
-                )
-                remaining -= len(messages)
-                batch += messages
-                if batch and (len(batch) >= BATCH_ROWS or emptied or not remaining):
-                    last = batch[-1]
-                    yield message_batch(batch)
-                    batch = []
-            if last is not None:
-                call_in_reactor(amqp.acknowledge, [last])
+            while columns := call_in_reactor(draining.take):
+                yield from columns.record_batches()
+            call_in_reactor(draining.acknowledge)
         finally:
-            call_in_reactor(connection.disconnect)
+            call_in_reactor(draining.close)
 
 
 async def _ready_messages(url: str, queue: str) -> int:

@@ -251,6 +251,25 @@ class ReadingTests(StreamCase):
         session.flow(True)
         self.assertEqual(sink.offsets(), [5])
 
+    def test_a_full_transport_does_not_hold_back_what_acks_make_room_for(self) -> None:
+        session, sink = self.consume(b"first", prefetch=2)
+        self.client.set_writable(False)
+        session.ack(sink.tags()[0])
+        self.assertEqual(sink.offsets(), [0, 1, 2], "the room an ack made is used at once")
+        session.ack(sink.tags()[-1], multiple=True)
+        self.assertEqual(sink.offsets(), [0, 1, 2, 3, 4])
+        self.assertEqual(len(session.unacked), 2, "the prefetch count still bounds what is unsettled")
+
+    def test_flow_holds_a_stream_consumer_whose_transport_is_full(self) -> None:
+        session, sink = self.consume(b"first", prefetch=2)
+        self.client.set_writable(False)
+        session.flow(False)
+        session.ack(sink.tags()[0])
+        self.assertEqual(sink.offsets(), [0, 1])
+        session.flow(True)
+        self.client.set_writable(True)
+        self.assertEqual(sink.offsets(), [0, 1, 2])
+
     def test_a_closed_channel_forgets_its_deliveries(self) -> None:
         session, sink = self.consume(b"first", prefetch=2)
         session.close()

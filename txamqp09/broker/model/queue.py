@@ -196,6 +196,10 @@ class Consumer:
             return False
         if self.no_local and message.origin[3] is self.session.client:  # the publisher
             return False
+        return self.fits(message)
+
+    def fits(self, message: Message) -> bool:
+        """Whether *message* fits every prefetch window of this consumer."""
         size = message.size
         for limit in self.limits:
             if not limit.room(size):

@@ -70,11 +70,12 @@ function route() {
     return;
   }
   const [match, , factory] = found;
-  current = factory(...match.slice(1).map(decodeURIComponent));
+  const shown = current = factory(...match.slice(1).map(decodeURIComponent));
   fill(page, current.element);
   refresh().then(() => {
-    // Marks the page as filled in with its first answers (tests wait on it).
-    document.body.dataset.shown = fragment;
+    // Marks the page as filled in with its first answers (tests wait on
+    // it), unless another page replaced it while they were under way.
+    if (current === shown) document.body.dataset.shown = fragment;
   });
   const seconds = refreshSeconds();
   if (seconds > 0) timer = setInterval(refresh, seconds * 1000);
