@@ -1,5 +1,5 @@
-"""A stream queue's deliveries read off the connection straight into Arrow
-columns, without a client :class:`~txamqp09.client.Message` per delivery.
+"""Messages read off the connection straight into Arrow columns, without
+a client :class:`~txamqp09.client.Message` per message.
 
 :class:`StreamDeliveryTaker` is the frame taker (see
 :class:`~txamqp09.wire.frames.FrameScanner`) of the channel that consumes a
@@ -7,6 +7,8 @@ stream for the data source. It takes the consumer's basic.deliver frames
 with their content frames in place. Of each delivery in the range it keeps
 the encoded properties, the body (appended to one buffer), and the stream
 offset, which it reads from the properties' headers table.
+:class:`GetTaker` does the same with the basic.get-ok answers of a batch
+read of a classic queue (whose headers tables are compared whole).
 
 Deliveries of one stream mostly differ from the one before only in their
 delivery tag, their ``x-stream-offset`` header's value, their body, and
