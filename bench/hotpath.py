@@ -30,6 +30,7 @@ counts one instruction per byte under cachegrind)::
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
@@ -38,6 +39,7 @@ from twisted.internet.testing import StringTransport
 from txamqp09.broker.memory import tune_allocator
 from txamqp09.broker.server import ServerFactory
 from txamqp09.wire import _amqp0_9_1 as spec
+from txamqp09.wire.base import Method
 from txamqp09.wire.frames import content_frames, method_frame
 from txamqp09.wire.versions import AMQP0_9_1
 
@@ -60,16 +62,7 @@ def main(count: int, body_size: int = 16, read_size: int = 0) -> None:
     )
     server = ServerFactory(Clock()).buildProtocol(None)
     server.makeConnection(transport)
-    server.dataReceived(AMQP0_9_1.header)
-    for number, method in [
-        (0, spec.ConnectionStartOk(client_properties={}, mechanism="PLAIN", response=b"\0guest\0guest", locale="en_US")),
-        (0, spec.ConnectionTuneOk(channel_max=0, frame_max=131072, heartbeat=0)),
-        (0, spec.ConnectionOpen(virtual_host="/")),
-        (1, spec.ChannelOpen()),
-        (1, spec.QueueDeclare(queue="q")),
-        (1, spec.BasicConsume(queue="q", consumer_tag="c", no_ack=True)),
-    ]:
-        server.dataReceived(method_frame(number, method))
+    open_channel(server, spec.QueueDeclare(queue="q"), spec.BasicConsume(queue="q", consumer_tag="c", no_ack=True))
     frames = content_frames(1, spec.BasicPublish(routing_key="q"), spec.BasicProperties(), b"x" * body_size, 131072)
     if read_size:
         tune_allocator()  # as the broker does: large blocks are reused, not mapped anew
@@ -83,6 +76,20 @@ def main(count: int, body_size: int = 16, read_size: int = 0) -> None:
     for _ in range(count // BATCH):
         server.dataReceived(batch)
         transport.clear()
+
+
+def open_channel(server: Any, *methods: Method) -> None:
+    """Connect as guest on 0-9-1 to *server* (a connected server protocol),
+    open channel 1 and send *methods* on it."""
+    server.dataReceived(AMQP0_9_1.header)
+    for number, method in [
+        (0, spec.ConnectionStartOk(client_properties={}, mechanism="PLAIN", response=b"\0guest\0guest", locale="en_US")),
+        (0, spec.ConnectionTuneOk(channel_max=0, frame_max=131072, heartbeat=0)),
+        (0, spec.ConnectionOpen(virtual_host="/")),
+        (1, spec.ChannelOpen()),
+        *((1, method) for method in methods),
+    ]:
+        server.dataReceived(method_frame(number, method))
 
 
 if __name__ == "__main__":

@@ -32,13 +32,13 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
+from hotpath import open_channel
 from txamqp09.broker.model import Broker
 from txamqp09.broker.model.store import Persistence
 from txamqp09.broker.server import ServerFactory
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.wire import _amqp0_9_1 as spec
 from txamqp09.wire.frames import content_frames, method_frame
-from txamqp09.wire.versions import AMQP0_9_1
 
 BATCH = 100
 WINDOW = 1000
@@ -68,24 +68,9 @@ def main(phase: str, count: int) -> None:
 
 def run(phase: str, count: int, path: Path) -> None:
     """:func:`main` with the store at *path*."""
-    calls = ThreadCalls()
-    store = SQLiteStore(path, calls)  # type: ignore[arg-type]
-    broker = Broker(persistence=Persistence(store))
-    broker.restore(store.open())
-    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
-    server = ServerFactory(Clock(), broker).buildProtocol(None)
-    server.makeConnection(transport)
-    server.dataReceived(AMQP0_9_1.header)
-    stream = {"x-queue-type": "stream"}
-    for number, method in [
-        (0, spec.ConnectionStartOk(client_properties={}, mechanism="PLAIN", response=b"\0guest\0guest", locale="en_US")),
-        (0, spec.ConnectionTuneOk(channel_max=0, frame_max=131072, heartbeat=0)),
-        (0, spec.ConnectionOpen(virtual_host="/")),
-        (1, spec.ChannelOpen()),
-        (1, spec.QueueDeclare(queue="s", durable=True, arguments=stream)),
-        (1, spec.ConfirmSelect()),
-    ]:
-        server.dataReceived(method_frame(number, method))
+    store, calls, server, transport = confirming_connection(
+        path, spec.QueueDeclare(queue="s", durable=True, arguments={"x-queue-type": "stream"})
+    )
     batch = content_frames(1, spec.BasicPublish(routing_key="s"), spec.BasicProperties(), b"x" * 256, 131072) * BATCH
     for sent in range(BATCH, count + 1, BATCH):
         server.dataReceived(batch)
@@ -102,6 +87,28 @@ def run(phase: str, count: int, path: Path) -> None:
         for tag in range(WINDOW, count + 1, WINDOW):
             transport.clear()
             server.dataReceived(method_frame(2, spec.BasicAck(delivery_tag=tag, multiple=True)))
+    settle(store, calls)
+
+
+def confirming_connection(
+    path: Path, declare: spec.QueueDeclare
+) -> tuple[SQLiteStore, ThreadCalls, Any, StringTransport]:
+    """A broker with its store at *path* and a connection to it: channel 1
+    open, its queue declared by *declare*, in confirm mode. Returns the
+    store, its calls from the writer thread, the server protocol and its transport."""
+    calls = ThreadCalls()
+    store = SQLiteStore(path, calls)  # type: ignore[arg-type]
+    broker = Broker(persistence=Persistence(store))
+    broker.restore(store.open())
+    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
+    server = ServerFactory(Clock(), broker).buildProtocol(None)
+    server.makeConnection(transport)
+    open_channel(server, declare, spec.ConfirmSelect())
+    return store, calls, server, transport
+
+
+def settle(store: SQLiteStore, calls: ThreadCalls) -> None:
+    """Close *store*, running its calls until it has closed."""
     closed = store.close()
     while not closed.called:
         time.sleep(0.0005)

@@ -149,6 +149,57 @@ class BatchPublicationsTests(TestCase):
             [(b"x", "", "q", {"delivery_mode": 2}), (b"", "", "q", {"delivery_mode": 2})],
         )
 
+    def test_numbered_message_ids_encoded_for_rows_without_properties(self) -> None:
+        """With an id prefix and the channel's properties class, rows that
+        set no properties get the encoding of the defaults and their
+        message-id; rows that set some get a mapping with the message-id
+        unless they set one; the numbers run on across batches."""
+        import pyarrow as pa
+
+        from txamqp09.spark.arrow import BatchPublications
+        from txamqp09.wire import _amqp0_9_1 as spec
+
+        text = pa.map_(pa.string(), pa.string())
+        publications = BatchPublications("", "q", {"delivery_mode": 2}, "w-1", spec.BasicProperties)
+        first = pa.RecordBatch.from_pydict({
+            "body": pa.array([b"a", b"b", b"c"], pa.binary()),
+            "properties": pa.array([None, [("priority", "3")], [("message_id", "mine")]], text),
+            "headers": pa.array([None, None, None], text),
+        })
+        second = pa.RecordBatch.from_pydict({"body": pa.array([b"d"] * 12, pa.binary())})
+        rows = list(publications.of(first)) + list(publications.of(second))
+        self.assertEqual(rows[0][3], spec.BasicProperties(delivery_mode=2, message_id="w-1-0").encode())
+        self.assertEqual(rows[1][3], {"delivery_mode": 2, "priority": 3, "message_id": "w-1-1"})
+        self.assertEqual(rows[2][3], {"delivery_mode": 2, "message_id": "mine"})
+        self.assertEqual(
+            [spec.BasicProperties.decode(row[3], 0) for row in rows[3:]],
+            [spec.BasicProperties(delivery_mode=2, message_id=f"w-1-{n}") for n in range(3, 15)],
+        )
+        self.assertEqual(publications.count, 15)
+
+    def test_encoded_properties_keep_every_default(self) -> None:
+        import pyarrow as pa
+
+        from txamqp09.spark.arrow import BatchPublications
+        from txamqp09.wire import _amqp0_9_1 as spec
+
+        defaults = {"content_type": "text/plain", "delivery_mode": 1, "priority": 7, "app_id": "spark"}
+        batch = pa.RecordBatch.from_pydict({"body": pa.array([b"x"], pa.binary())})
+        [row] = BatchPublications("", "q", defaults, "p", spec.BasicProperties).of(batch)
+        self.assertEqual(spec.BasicProperties.decode(row[3], 0), spec.BasicProperties(**defaults, message_id="p-0"))
+        [row] = BatchPublications("", "q", defaults, None, spec.BasicProperties).of(batch)
+        self.assertEqual(row[3], spec.BasicProperties(**defaults).encode())
+
+    def test_a_message_id_too_long_for_a_short_string_is_refused(self) -> None:
+        import pyarrow as pa
+
+        from txamqp09.spark.arrow import BatchPublications
+        from txamqp09.wire import _amqp0_9_1 as spec
+
+        batch = pa.RecordBatch.from_pydict({"body": pa.array([b"x"], pa.binary())})
+        with self.assertRaisesRegex(ValueError, "longer than 255 bytes"):
+            list(BatchPublications("", "q", {}, "p" * 300, spec.BasicProperties).of(batch))
+
     def test_bad_rows(self) -> None:
         import pyarrow as pa
 

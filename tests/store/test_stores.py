@@ -311,6 +311,41 @@ class SQLiteStoreTests(LogContract, TestCase):
         self.assertEqual([recovered.logs[("/", f"s{n}")][0].last for n in range(10)], [2] * 10)
 
     @inlineCallbacks
+    def test_a_large_batch_of_messages_on_many_queues_is_recovered_whole(self) -> Any:
+        """Many messages written together (more than one statement of rows
+        takes), one of them on more queues than one statement of links
+        takes, each with its own properties and body."""
+        store = self.make()
+        store.open()
+        names = [f"q{n}" for n in range(400)]
+        for name in names:
+            store.add_queue(DurableQueue("/", name))
+        wide = [("/", name) for name in names]
+        yield store.when_durable(store.last_sequence)
+        before = store.commits
+        with store._lock:  # the writer takes nothing until all are queued
+            for n in range(1, 1202):
+                store.publish(
+                    StoredMessage(n, "ex", f"key.{n}", b"\x10\x00\x02" + bytes([n % 251]), b"m%d" % n, 4, published=n / 8),
+                    wide if n == 600 else [("/", "q0"), ("/", f"q{n % 3 + 1}")],
+                )
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(store.commits - before, 1)
+        _, recovered = yield self.restarted(store)
+        first = recovered.messages[("/", "q0")]
+        self.assertEqual([m.message_id for m in first], list(range(1, 1202)))
+        self.assertEqual(
+            [(m.routing_key, m.raw_properties, m.body, m.published) for m in first[598:601]],
+            [(f"key.{n}", b"\x10\x00\x02" + bytes([n % 251]), b"m%d" % n, n / 8) for n in (599, 600, 601)],
+        )
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "q399")]], [600])
+        self.assertEqual(
+            len(recovered.messages[("/", "q1")]) + len(recovered.messages[("/", "q2")])
+            + len(recovered.messages[("/", "q3")]),
+            1200 + 3,
+        )
+
+    @inlineCallbacks
     def test_log_retention_returns_disk_space(self) -> Any:
         store = self.make()
         store.open()

@@ -23,8 +23,9 @@ from twisted.python.failure import Failure
 from txamqp09.client import Channel, ClientConnection, Consumer, Message, connect
 from txamqp09.spark.deliveries import DeliveryColumns, GetTaker, StreamDeliveryTaker
 from txamqp09.spark.rows import STREAM_OFFSET_HEADER, Publication
+from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
-from txamqp09.wire.frames import method_frame
+from txamqp09.wire.frames import BASIC_CLASS, method_frame
 
 __all__ = [
     "StreamRange",
@@ -354,6 +355,8 @@ class Publisher:
     def __init__(self, connection: ClientConnection, channel: Channel) -> None:
         self.connection = connection
         self.channel = channel
+        #: The properties class of basic in the connection's protocol version.
+        self.properties_class: type[Properties] = channel.version.properties[BASIC_CLASS]
         self.published = 0
         self._unconfirmed: list[Deferred[Any]] = []
 

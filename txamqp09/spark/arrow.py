@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from operator import attrgetter
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 
@@ -29,6 +29,7 @@ from txamqp09.spark.rows import (
     header_text,
     message_body,
 )
+from txamqp09.wire.base import Properties
 
 __all__ = [
     "ARROW_SCHEMA", "TEXT_MAP", "message_batch", "property_entries", "header_entries", "BatchPublications",
@@ -144,18 +145,34 @@ class BatchPublications:
     :param exchange: used for rows without (or with a null) ``exchange``.
     :param routing_key: used for rows without (or with a null) ``routing_key``.
     :param defaults: properties every message gets unless its row sets them.
+    :param id_prefix: when given, every message gets the message-id
+        ``{id_prefix}-{n}`` unless its row sets one, n counting the rows of
+        every batch from 0.
+    :param encoder: when given, the properties class of the channel that
+        publishes: rows that set no properties and no headers get their
+        properties as its encoding (the defaults and the message-id), built
+        from the encoding's bytes without a properties object per row; other
+        rows get a mapping as without it.
     """
 
-    def __init__(self, exchange: str, routing_key: str, defaults: Mapping[str, Any]) -> None:
+    def __init__(
+        self, exchange: str, routing_key: str, defaults: Mapping[str, Any],
+        id_prefix: Optional[str] = None, encoder: Optional[type[Properties]] = None,
+    ) -> None:
         self.exchange = exchange
         self.routing_key = routing_key
         self.defaults = dict(defaults)
+        self.id_prefix = id_prefix
+        #: Rows published so far (the n of the next message-id).
+        self.count = 0
+        self._encoded = _EncodedDefaults(encoder, self.defaults, id_prefix) if encoder is not None else None
 
     def of(self, batch: pa.RecordBatch) -> Iterator[Publication]:
         """The publications of *batch*'s rows, in order.
 
         :raises ValueError: a null body; a property that is not a basic
-            property, or whose text is not a valid value.
+            property, or whose text is not a valid value; a message-id
+            longer than 255 bytes.
         :raises TypeError: a body column that is neither binary nor string.
         """
         rows = batch.num_rows
@@ -166,15 +183,59 @@ class BatchPublications:
         keys = _column(batch, "routing_key") or [None] * rows
         properties = _column(batch, "properties") or [None] * rows
         headers = _column(batch, "headers") or [None] * rows
+        encoded = self._encoded
+        number = self.count
+        self.count += rows
         for body, exchange, key, texts, table in zip(bodies, exchanges, keys, properties, headers):
-            chosen = dict(self.defaults)
-            if texts:
-                chosen.update(checked_properties(dict(texts)))
-            if table:
-                chosen["headers"] = dict(table)
+            chosen: Union[dict[str, Any], bytes]
+            if encoded is not None and not texts and not table:
+                chosen = encoded.numbered(number)
+            else:
+                chosen = dict(self.defaults)
+                if texts:
+                    chosen.update(checked_properties(dict(texts)))
+                if table:
+                    chosen["headers"] = dict(table)
+                if self.id_prefix is not None:
+                    chosen.setdefault("message_id", f"{self.id_prefix}-{number}")
+            number += 1
             yield (
                 message_body(body),
                 self.exchange if exchange is None else exchange,
                 self.routing_key if key is None else key,
                 chosen,
             )
+
+
+#: Stands for the message-id in :class:`_EncodedDefaults`'s template.
+_ID_PLACEHOLDER = "\x00id\x00"
+
+
+class _EncodedDefaults:
+    """The encoded properties of rows that set none: the defaults, and the
+    message-id ``{id_prefix}-{n}`` (when there is a prefix) spliced into
+    their encoding by its bytes."""
+
+    __slots__ = ("head", "id_head", "tail", "fixed")
+
+    def __init__(self, encoder: type[Properties], defaults: Mapping[str, Any], id_prefix: Optional[str]) -> None:
+        #: The whole encoding when there is no message-id to number.
+        self.fixed = encoder(**defaults).encode() if id_prefix is None else None
+        template = encoder(**{**defaults, "message_id": _ID_PLACEHOLDER}).encode()
+        placeholder = _ID_PLACEHOLDER.encode()
+        at = template.index(bytes([len(placeholder)]) + placeholder)
+        self.head = template[:at]
+        self.tail = template[at + 1 + len(placeholder):]
+        self.id_head = f"{id_prefix}-".encode()
+
+    def numbered(self, number: int) -> bytes:
+        """The properties of row *number*.
+
+        :raises ValueError: the message-id is longer than a short string allows.
+        """
+        if self.fixed is not None:
+            return self.fixed
+        message_id = self.id_head + b"%d" % number
+        if len(message_id) > 255:
+            raise ValueError(f"message-id {message_id!r} is longer than 255 bytes")
+        return self.head + bytes((len(message_id),)) + message_id + self.tail

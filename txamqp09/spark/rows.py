@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Union
 
 __all__ = [
     "SCHEMA",
@@ -65,8 +65,9 @@ TEXT_PROPERTIES = (
     "cluster_id",
 )
 
-#: (body, exchange, routing_key, properties) for basic.publish.
-Publication = tuple[bytes, str, str, dict[str, Any]]
+#: (body, exchange, routing_key, properties) for basic.publish: the
+#: properties as a mapping, or encoded (the flags and property list).
+Publication = tuple[bytes, str, str, Union[dict[str, Any], bytes]]
 
 
 def _json_default(value: Any) -> Any:

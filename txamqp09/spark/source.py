@@ -317,16 +317,16 @@ class Published(WriterCommitMessage):
 def publish_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch], id_prefix: str) -> Published:
     """Publish a message per row of *batches*, with confirms; message ids
     are ``{id_prefix}-{row number}`` unless a row's properties set one."""
-    publications = BatchPublications(options.exchange, options.routing_key, {"delivery_mode": options.delivery_mode})
     with fewer_collections():
         publisher = call_in_reactor(amqp.Publisher.open, options.url)
         try:
-            number = 0
+            publications = BatchPublications(
+                options.exchange, options.routing_key, {"delivery_mode": options.delivery_mode},
+                id_prefix, publisher.properties_class,
+            )
             chunk = []
             for batch in batches:
                 for publication in publications.of(batch):
-                    publication[3].setdefault("message_id", f"{id_prefix}-{number}")
-                    number += 1
                     chunk.append(publication)
                     if len(chunk) == _PUBLISH_CHUNK:
                         call_in_reactor(publisher.publish, chunk)
