@@ -33,6 +33,7 @@ from txamqp09.wire.errors import (
 )
 from txamqp09.wire.frames import (
     FRAME_BODY,
+    BodyLike,
     FRAME_HEADER,
     FRAME_HEARTBEAT,
     FRAME_METHOD,
@@ -146,7 +147,9 @@ class AMQPConnection(Protocol):
         self._assemblers: dict[int, ContentAssembler] = {}
         #: Channels closed by this side, waiting for channel.close-ok.
         self.closing_channels: set[int] = set()
-        self._output: list[bytes] = []
+        #: Output queued for the end of the batch (bytes; a server's large
+        #: deliveries add their body frames as views).
+        self._output: list[BodyLike] = []
         self._header_buffer = b""
         self._last_received = 0.0
         self._last_sent = 0.0
@@ -198,7 +201,8 @@ class AMQPConnection(Protocol):
         self._output = []
         self._last_sent = self.clock.seconds()
         if len(output) == 1:
-            self.transport.write(output[0])
+            # One item is bytes: views come only several at a time, with their frame headers.
+            self.transport.write(output[0])  # type: ignore[arg-type]
         else:
             self.transport.write(b"".join(output))
 

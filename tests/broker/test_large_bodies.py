@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
+from twisted.internet.address import IPv4Address
 from twisted.internet.defer import gatherResults, inlineCallbacks
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.broker.test_restart import BrokerProcessTestCase
-from txamqp09.broker.server import LARGE_IO_SIZE
+from txamqp09.broker.server import LARGE_READ_SIZE, _unsent
 from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.wire import bodies
-from txamqp09.wire.frames import FRAME_BODY
+from txamqp09.wire.frames import FRAME_BODY, FrameReader
 
 FRAME_MAX = 131072
 BODY_MAX = FRAME_MAX - 8
@@ -35,15 +38,21 @@ def body_bytes_before(data: bytes, cut: int) -> int:
     return count
 
 
+def consuming_peer() -> ScriptedClient:
+    """A client with frame_max 128 KiB, consuming queue ``q`` with no-ack as ``c``."""
+    peer = ScriptedClient(server_factory(Clock()), frame_max=FRAME_MAX)
+    peer.send(1, peer.spec.QueueDeclare(queue="q"))
+    peer.expect(1, "queue.declare-ok")
+    peer.send(1, peer.spec.BasicConsume(queue="q", consumer_tag="c", no_ack=True))
+    peer.expect(1, "basic.consume-ok")
+    return peer
+
+
 class PiecesThroughTheBrokerTests(SynchronousTestCase):
     """Bodies published in large frames, read in blocks of every size, are delivered as sent."""
 
     def setUp(self) -> None:
-        self.peer = ScriptedClient(server_factory(Clock()), frame_max=FRAME_MAX)
-        self.peer.send(1, self.peer.spec.QueueDeclare(queue="q"))
-        self.peer.expect(1, "queue.declare-ok")
-        self.peer.send(1, self.peer.spec.BasicConsume(queue="q", consumer_tag="c", no_ack=True))
-        self.peer.expect(1, "basic.consume-ok")
+        self.peer = consuming_peer()
         self.bodies = [body_of(300 * 1024, 1), body_of(BODY_MAX, 2), body_of(1024 * 1024 + 3, 3), body_of(20000, 4)]
         self.data = b"".join(self.peer.publish_bytes(1, "q", body) for body in self.bodies)
 
@@ -52,7 +61,7 @@ class PiecesThroughTheBrokerTests(SynchronousTestCase):
             self.peer.feed(data[at : at + size])
 
     def test_every_block_size(self) -> None:
-        for size in (1000, 16384, 65536, 65537, BODY_MAX, FRAME_MAX + 1, LARGE_IO_SIZE, len(self.data)):
+        for size in (1000, 16384, 65536, 65537, BODY_MAX, FRAME_MAX + 1, LARGE_READ_SIZE, len(self.data)):
             self.feed(self.data, size)
             self.assertEqual(self.peer.deliveries(), self.bodies, f"blocks of {size} bytes")
             self.assertEqual(self.peer.server.partial_bytes, 0)
@@ -94,10 +103,10 @@ class PiecesThroughTheBrokerTests(SynchronousTestCase):
     def test_reads_grow(self) -> None:
         """A connection that sends large bodies is read in larger blocks."""
         self.peer.transport.bufferSize = 65536  # type: ignore[attr-defined]
-        self.feed(self.peer.publish_bytes(1, "q", body_of(20000)), 65536)
+        self.feed(self.peer.publish_bytes(1, "q", body_of(10000)), 65536)
         self.assertEqual(self.peer.transport.bufferSize, 65536)  # type: ignore[attr-defined]
         self.feed(self.data, 65536)
-        self.assertEqual(self.peer.transport.bufferSize, LARGE_IO_SIZE)  # type: ignore[attr-defined]
+        self.assertEqual(self.peer.transport.bufferSize, LARGE_READ_SIZE)  # type: ignore[attr-defined]
 
     def test_unfinished_body_counted(self) -> None:
         """The bytes of a body under way count as unfinished, in pieces too,
@@ -158,3 +167,85 @@ class LargePersistentBodiesTests(BrokerProcessTestCase):
         yield broker.stop()
         messages = yield self.restarted_contents(data_dir)
         self.assertEqual([message.body for message in messages], sent)
+
+
+class SocketTransport(StringTransport):
+    """A transport whose socket is one end of a socket pair, as Twisted's TCP
+    transport has: what is sent on it directly is read at the other end,
+    what is written to the transport is kept as usual."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
+        self.socket = sock
+        self.dataBuffer = b""
+        self.offset = 0
+        self._tempDataLen = 0
+        self.connected = True
+
+
+class DirectSendTests(SynchronousTestCase):
+    """A large delivery is sent from its parts, without joining them, when the transport can."""
+
+    def setUp(self) -> None:
+        self.peer = consuming_peer()
+        ours, theirs = socket.socketpair()
+        self.addCleanup(ours.close)
+        self.addCleanup(theirs.close)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+        ours.setblocking(False)
+        theirs.setblocking(False)
+        self.theirs = theirs
+        self.transport = SocketTransport(ours)
+        self.peer.server.transport = self.transport
+
+    def received(self) -> bytes:
+        """What reached the other end of the socket."""
+        chunks = []
+        while True:
+            try:
+                chunk = self.theirs.recv(1 << 20)
+            except BlockingIOError:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+    def delivered(self, data: bytes) -> list[bytes]:
+        """The bodies of the deliveries in *data*."""
+        reader = FrameReader(1 << 20)
+        return [payload for frame_type, _, payload in reader.feed(data) if frame_type == FRAME_BODY]
+
+    def test_sent_from_the_parts(self) -> None:
+        """What the socket takes goes straight to it; the rest through the transport, in order."""
+        body = body_of(3 * 1024 * 1024 + 5, 7)
+        self.feed(body)
+        direct = self.received()
+        self.assertGreater(len(direct), 0)
+        rest = self.transport.value()
+        self.assertGreater(len(rest), 0)  # the socket pair's buffer holds less than the delivery
+        self.assertEqual(b"".join(self.delivered(direct + rest)), body)
+
+    def test_not_while_output_waits(self) -> None:
+        """Output already waiting in the transport goes first: no direct send then."""
+        self.transport._tempDataLen = 10
+        body = body_of(300 * 1024, 8)
+        self.feed(body)
+        self.assertEqual(self.received(), b"")
+        self.assertEqual(b"".join(self.delivered(self.transport.value())), body)
+
+    def test_small_deliveries_are_written(self) -> None:
+        self.feed(b"small")
+        self.assertEqual(self.received(), b"")
+        self.assertEqual(self.delivered(self.transport.value()), [b"small"])
+
+    def feed(self, body: bytes) -> None:
+        data = self.peer.publish_bytes(1, "q", body)
+        for at in range(0, len(data), 65536):
+            self.peer.feed(data[at : at + 65536])
+
+
+class UnsentTests(SynchronousTestCase):
+    def test_every_cut(self) -> None:
+        """What remains of parts after each number of bytes sent."""
+        parts: list[Any] = [b"abc", memoryview(b"defg"), b"", b"hi"]
+        whole = b"abcdefghi"
+        for sent in range(len(whole) + 1):
+            self.assertEqual(b"".join(_unsent(parts, sent)), whole[sent:], f"{sent} sent")

@@ -308,13 +308,31 @@ class PieceTakerTests(SynchronousTestCase):
                 self.assertEqual(frames_seen(self.log), self.frames, f"cut at {cut}")
 
     def test_large_frames_come_in_pieces(self) -> None:
-        """A frame not all in the buffer goes in pieces; small ones and whole ones do not."""
+        """Large body frames go in pieces, whether they arrive in small
+        blocks or whole in one; small frames do not."""
+        large = [len(self.large), len(self.large), len(self.large) + 1]
         self.feed(self.data, 4096)
-        starts = [value for kind, value in self.log if kind == "start"]
-        self.assertEqual(starts, [len(self.large), len(self.large), len(self.large) + 1])
+        self.assertEqual([value for kind, value in self.log if kind == "start"], large)
         self.log.clear()
         self.scanner.scan(self.data)
+        self.assertEqual([value for kind, value in self.log if kind == "start"], large)
+        self.assertEqual([kind for kind, _ in self.log].count("frame"), 3)
+
+    def test_whole_frames_of_a_bytearray_are_taken_whole(self) -> None:
+        """Frames all in a bytearray block are scanned in the buffer, as usual."""
+        self.scanner.scan(bytearray(self.data))
         self.assertEqual([kind for kind, _ in self.log], ["frame"] * 6)
+
+    def test_small_frames_between_bodies(self) -> None:
+        """More small frames than a message's method and header between two
+        large body frames send the rest of the block through the buffer."""
+        between = [(FRAME_METHOD, b"a"), (FRAME_METHOD, b"b"), (FRAME_METHOD, b"c")]
+        frames = [(FRAME_BODY, self.large), *between, (FRAME_BODY, self.large[::-1])]
+        data = b"".join(raw_frame(t, 1, payload) for t, payload in frames)
+        self.scanner.scan(data[:100])
+        self.scanner.scan(data[100:])
+        self.assertEqual(frames_seen(self.log), frames)
+        self.assertEqual([value for kind, value in self.log if kind == "start"], [len(self.large)])
 
     def test_pieces_of_received_bytes_are_views(self) -> None:
         """Pieces of received bytes are views of them (no copy) where they are

@@ -107,7 +107,7 @@ class Publisher:
         "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
         "content", "_flags", "_raw_properties", "_last_properties", "_remaining", "_body",
         "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
-        "_confirms_pending", "_confirmed_up_to", "_held_confirms",
+        "_confirms_pending", "_confirmed_up_to", "_held_confirms", "_several_frames",
     )
 
     def __init__(
@@ -164,6 +164,8 @@ class Publisher:
         #: Acks sent to the output that it holds until the store is durable,
         #: with how many messages each covers (see :attr:`unconfirmed`).
         self._held_confirms: list[tuple[bytes, int]] = []
+        #: Where a delivery's frames go when its body takes several (bound once).
+        self._several_frames = self._severalFrames
 
     @property
     def content_state(self) -> ContentState:
@@ -390,18 +392,28 @@ class Publisher:
     # -- the session's sink ----------------------------------------------------
 
     def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
-        """basic.deliver with its content, in one write."""
+        """basic.deliver with its content, in one write (a body of several
+        frames: see :meth:`_severalFrames`)."""
         # Queues read a paged-out body back before they hand the message out.
         body: bytes = message.body  # type: ignore[assignment]
         frames = encoded_content_frames(
             self.number, BASIC_CLASS, self._deliver_prefixes[consumer.tag],
             _TAG_AND_FLAG.pack(delivery_tag, redelivered), message.origin[2],  # the envelope
-            message.raw_properties, body, self._body_max,
+            message.raw_properties, body, self._body_max, self._several_frames,
         )
         if self._output.held:
             self._output.send_after(0, frames)
         else:
             self._write(frames)
+
+    def _severalFrames(self, parts: list[BodyLike]) -> bytes:
+        """A delivery's frames, its body's as views of it: queued as they are
+        (see :meth:`~txamqp09.broker.server.ServerConnection.writeParts`),
+        unless the output is held (then joined, to wait with it)."""
+        if self._output.held:
+            return b"".join(parts)
+        self._connection.writeParts(parts)
+        return b""
 
     def get_ok(self, delivery_tag: int, redelivered: bool, message: Message, message_count: int) -> None:
         """basic.get-ok with *message*'s content, after the answers held for the store."""

@@ -9,6 +9,7 @@ channel layer.
 from __future__ import annotations
 
 import enum
+import os
 import platform
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
@@ -62,7 +63,7 @@ from txamqp09.wire.errors import (
 )
 from txamqp09.wire.base import Method
 from txamqp09.wire.bodies import MAPPED_BODY_SIZE
-from txamqp09.wire.frames import FRAME_MIN_SIZE, HEARTBEAT_FRAME, Command
+from txamqp09.wire.frames import FRAME_MIN_SIZE, HEARTBEAT_FRAME, BodyLike, Command
 from txamqp09.wire.versions import (
     CAPABILITIES,
     AMQP0_9_1,
@@ -79,9 +80,16 @@ DEFAULT_HIGH_WATERMARK = 512 * 1024 * 1024
 PAUSED_PROBE_INTERVAL = 2.0
 #: Bytes of unfinished messages one connection may hold across its channels, by default.
 DEFAULT_PARTIAL_CONTENT_MAX = 256 * 1024 * 1024
-#: The most bytes one system call sends, and reads on a connection that
-#: carries large bodies (Twisted's defaults: 128 KiB and 64 KiB).
-LARGE_IO_SIZE = 1024 * 1024
+#: The most bytes one system call sends (Twisted's default: 128 KiB).
+SEND_SIZE = 1024 * 1024
+#: The most bytes one system call reads on a connection that carries large
+#: bodies (Twisted's default: 64 KiB): its body frames (128 KiB at most from
+#: most clients) are then kept as views of what was read, not copied.
+LARGE_READ_SIZE = 256 * 1024
+#: Output of this many bytes is sent from its parts (:meth:`ServerConnection.writeParts`).
+DIRECT_SEND_FROM = 64 * 1024
+#: The most parts one ``sendmsg`` takes.
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16
 
 #: The hold the ready bytes throttle puts on a connection's reading.
 _WATERMARK_HOLD = "high watermark"
@@ -272,7 +280,7 @@ class ServerConnection(AMQPConnection):
         self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
         if hasattr(self.transport, "SEND_LIMIT"):
             # A large delivery leaves in a few system calls, not one per 128 KiB.
-            self.transport.SEND_LIMIT = LARGE_IO_SIZE
+            self.transport.SEND_LIMIT = SEND_SIZE
         if hasattr(self.transport, "setTcpNoDelay"):
             # Output is already gathered per read: Nagle would only add delay.
             self.transport.setTcpNoDelay(True)
@@ -576,9 +584,52 @@ class ServerConnection(AMQPConnection):
         output = self._output
         if output and self.transport is not None:
             stats = self.stats
-            stats.send_oct += sum(map(len, output))
+            size = sum(map(len, output))
+            stats.send_oct += size
             stats.send_cnt += 1
+            if size >= DIRECT_SEND_FROM and self._sendDirect(output):
+                return
         super().flush()
+
+    def writeParts(self, parts: list[BodyLike]) -> None:
+        """Queue one output given in *parts* (a large delivery's frames, the
+        body's as views of it), written with the batch's output: straight
+        from the parts where :meth:`flush` can, else joined."""
+        if self.state is ConnectionState.CLOSED:
+            return
+        output = self._output
+        output.extend(parts)
+        if len(output) == len(parts):  # the first output since the last flush
+            if self.batch.active:
+                self.batch.mark(self)
+            else:
+                self.flush()
+
+    def _sendDirect(self, output: list[BodyLike]) -> bool:
+        """Send large *output* from its parts with one ``sendmsg`` (no join,
+        so no copy of a body) when the transport is a TCP connection with
+        nothing waiting to be sent; what the socket does not take is joined
+        and written as usual. Whether it was sent this way."""
+        transport: Any = self.transport
+        sock = getattr(transport, "socket", None)
+        if (
+            sock is None
+            or getattr(transport, "_tempDataLen", None) != 0  # Twisted's buffered output
+            or len(transport.dataBuffer) != transport.offset
+            or not transport.connected
+            or transport.disconnecting
+        ):
+            return False
+        self._output = []
+        self._last_sent = self.clock.seconds()
+        try:
+            sent = sock.sendmsg(output[:_IOV_MAX])
+        except OSError:  # full (or broken: the transport's next write finds out)
+            sent = 0
+        rest = _unsent(output, sent)
+        if rest:
+            transport.write(b"".join(rest))
+        return True
 
     def pauseProducing(self) -> None:
         """The transport's buffer is full: hold deliveries to this client."""
@@ -614,12 +665,12 @@ class ServerConnection(AMQPConnection):
             self.memory.buffered(size)
 
     def readLarge(self) -> None:
-        """The client sends large bodies: read up to :data:`LARGE_IO_SIZE`
+        """The client sends large bodies: read up to :data:`LARGE_READ_SIZE`
         bytes at a time from now on (the frame scanner passes their frames
         on in the pieces read, so larger reads cost no copies)."""
         transport = self.transport
-        if transport is not None and getattr(transport, "bufferSize", LARGE_IO_SIZE) < LARGE_IO_SIZE:
-            transport.bufferSize = LARGE_IO_SIZE  # type: ignore[attr-defined]
+        if transport is not None and getattr(transport, "bufferSize", LARGE_READ_SIZE) < LARGE_READ_SIZE:
+            transport.bufferSize = LARGE_READ_SIZE  # type: ignore[attr-defined]
 
     def bodyReleased(self, size: int, dropped: bool) -> None:
         """A channel no longer holds *size* bytes of an unfinished body: the
@@ -784,6 +835,16 @@ class ServerConnection(AMQPConnection):
         else:
             self._lost_waiters.append(waiter)
         return waiter
+
+
+def _unsent(parts: list[BodyLike], sent: int) -> list[BodyLike]:
+    """What of *parts* remains after the first *sent* bytes."""
+    for index, part in enumerate(parts):
+        size = len(part)
+        if sent < size:
+            return [memoryview(part)[sent:], *parts[index + 1 :]] if sent else parts[index:]
+        sent -= size
+    return []
 
 
 #: Channel-class methods the connection handles itself, by name.

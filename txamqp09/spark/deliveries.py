@@ -424,6 +424,7 @@ class DeliveryTaker:
 
     #: Whether rows need a stream offset (and only a range of them is kept).
     streaming = False
+    #: The range of offsets kept when streaming: from start up to (not including) end.
     start = -(2**63)
     end = 2**63
 
@@ -498,7 +499,7 @@ class DeliveryTaker:
             raise FrameError(f"content header of {end - start} bytes is too short")
         class_id, _, size = CONTENT_HEADER.unpack_from(buf, start)
         if class_id != BASIC_CLASS:
-            raise UnexpectedFrame(f"content header for class {class_id} follows basic.deliver")
+            raise UnexpectedFrame(f"content header for class {class_id} follows a basic class method")
         if size > self._connection.max_body_size:
             raise PreconditionFailed(
                 f"basic.deliver: message body of {size} bytes exceeds the maximum of "
@@ -568,10 +569,10 @@ class DeliveryTaker:
 
     def _unexpected(self, expected: str) -> UnexpectedFrame:
         return UnexpectedFrame(f"expected {expected}, got another frame instead",
-                               hint="a frame of another kind arrived inside a basic.deliver's content")
+                               hint="a frame of another kind arrived inside a message's content")
 
     def _newEnvelope(self, payload: bytes) -> None:
-        """Decode a basic.deliver unlike the last one."""
+        """Decode a content method unlike the last one."""
         method = decode_method(self._connection.version.methods, payload)
         self._envelope = Envelope(
             method.exchange, method.routing_key, bool(method.redelivered),  # type: ignore[attr-defined]

@@ -64,6 +64,7 @@ __all__ = [
     "method_frame",
     "content_frames",
     "encoded_content_frames",
+    "encoded_content_parts",
     "tag_frame",
     "Command",
     "ContentState",
@@ -133,6 +134,19 @@ class PieceTaker(Protocol):
 
     def endPieces(self) -> None:
         """The frame is complete (its frame-end octet checked)."""
+
+
+#: Frames that may come between two large body frames for the frame
+#: scanner to keep passing body frames on without its buffer: the next
+#: message's method and content header frames.
+_FRAMES_BEFORE_A_BODY = 2
+
+
+def _frame_end_error(octet: int) -> FrameError:
+    """The error for a frame whose frame-end position holds *octet*."""
+    return FrameError(
+        f"frame-end octet is {octet:#04x}, not 0xce: the frame's size field does not match its contents"
+    )
 
 
 def _piece(data: BodyLike, start: int, end: int) -> BodyLike:
@@ -244,11 +258,13 @@ class FrameScanner:
             if not self._stopped:
                 buf += data
             return
-        if self._piece_taker is not None:
-            if buf:  # received while paused in the middle of the frame
+        if self._piece_taker is not None or (
+            not buf and type(data) is bytes and len(data) >= PIECES_FROM and self.piece_takers
+        ):
+            if buf:  # received while paused in the middle of a frame
                 data = bytes(buf) + data
                 buf.clear()
-            used = self._passPieces(data)
+            used = self._scanDirect(data)
             if used == len(data):
                 return
             data = memoryview(data)[used:]
@@ -257,6 +273,11 @@ class FrameScanner:
                     buf += data
                 return
         buf += data
+        self._scanBuffer()
+
+    def _scanBuffer(self) -> None:
+        """Handle the complete frames in the buffer, and remove them."""
+        buf = self._buffer
         size = len(buf)
         pos = 0
         # Attributes and module constants as locals: looked up once per scan.
@@ -281,10 +302,7 @@ class FrameScanner:
                         self._takePiece(channel, buf, start, size)
                     break
                 if buf[end] != FRAME_END:
-                    raise FrameError(
-                        f"frame-end octet is {buf[end]:#04x}, not 0xce: the "
-                        "frame's size field does not match its contents"
-                    )
+                    raise _frame_end_error(buf[end])
                 pos = end + 1
                 try:
                     taker = takers.get(channel)
@@ -302,6 +320,41 @@ class FrameScanner:
         finally:
             del buf[:pos]
 
+    def _scanDirect(self, data: BodyLike) -> int:
+        """Handle *data* without the buffer (which is empty) as long as it
+        holds large body frames with a few small frames between them: the
+        body frames go to their piece takers in pieces of *data*, each small
+        frame through the buffer alone. How many bytes of *data* that used
+        (the rest goes through the buffer)."""
+        size = len(data)
+        pos = 0
+        unpack_header = _HEADER.unpack_from
+        while True:
+            if self._piece_taker is not None:
+                pos = self._passPieces(data, pos)
+                if self._piece_taker is not None or self.halted:
+                    return pos
+            # The next large body frame, behind a message's method and header frames.
+            at = pos
+            for _ in range(_FRAMES_BEFORE_A_BODY + 1):
+                if size - at < 7:
+                    return pos
+                frame_type, channel, length = unpack_header(data, at)
+                if frame_type == FRAME_BODY and length >= PIECES_FROM:
+                    break
+                at += length + FRAME_OVERHEAD
+            else:
+                return pos
+            if at > pos:
+                self._buffer += memoryview(data)[pos:at]
+                self._scanBuffer()
+                if self.halted or self._buffer:
+                    return at
+            if not self._startPieces(channel, length):
+                return at
+            pos = at + 7
+            self._piece_due = length
+
     def _startPieces(self, channel: int, size: int) -> bool:
         """Whether *channel*'s piece taker takes the body frame of *size* payload bytes."""
         taker = self.piece_takers.get(channel)
@@ -318,44 +371,31 @@ class FrameScanner:
             assert taker is not None
             taker.takePiece(_piece(data, start, end))
 
-    def _passPieces(self, data: BodyLike) -> int:
-        """Pass *data* to the body frame under way in pieces, and the body
-        frames that follow it in *data* to their piece takers; how many
-        bytes of *data* that used (the rest goes through the buffer)."""
+    def _passPieces(self, data: BodyLike, pos: int) -> int:
+        """Pass ``data[pos:]`` to the body frame under way, up to its end;
+        the offset after its frame-end octet (the end of *data* while the
+        frame is still under way)."""
         size = len(data)
-        pos = 0
-        unpack_header = _HEADER.unpack_from
-        while True:
-            channel, due = self._piece_channel, self._piece_due
-            if size - pos <= due:
-                self._takePiece(channel, data, pos, size)
-                self._piece_due = due - (size - pos)
-                return size
-            self._takePiece(channel, data, pos, pos + due)
-            pos += due
-            if data[pos] != FRAME_END:
-                raise FrameError(
-                    f"frame-end octet is {data[pos]:#04x}, not 0xce: the "
-                    "frame's size field does not match its contents"
-                )
-            pos += 1
-            taker = self._piece_taker
-            assert taker is not None
-            self._piece_taker = None
-            self._piece_due = 0
-            try:
-                taker.endPieces()
-            except ChannelLevelError as error:
-                if self.channel_error is None:
-                    raise
-                self.channel_error(channel, error)
-            if self.halted or size - pos < 7:
-                return pos
-            frame_type, channel, length = unpack_header(data, pos)
-            if frame_type != FRAME_BODY or length < PIECES_FROM or not self._startPieces(channel, length):
-                return pos
-            pos += 7
-            self._piece_due = length
+        channel, due = self._piece_channel, self._piece_due
+        if size - pos <= due:
+            self._takePiece(channel, data, pos, size)
+            self._piece_due = due - (size - pos)
+            return size
+        self._takePiece(channel, data, pos, pos + due)
+        pos += due
+        if data[pos] != FRAME_END:
+            raise _frame_end_error(data[pos])
+        taker = self._piece_taker
+        assert taker is not None
+        self._piece_taker = None
+        self._piece_due = 0
+        try:
+            taker.endPieces()
+        except ChannelLevelError as error:
+            if self.channel_error is None:
+                raise
+            self.channel_error(channel, error)
+        return pos + 1
 
     def _check_type(self, frame_type: int, channel: int, length: int) -> None:
         """Refuse a frame that is not method, header or body by its header alone."""
@@ -473,6 +513,7 @@ def encoded_content_frames(
     properties: bytes,
     body: BodyLike,
     body_max: int,
+    several: Optional[Callable[[list[BodyLike]], bytes]] = None,
 ) -> bytes:
     """A content method's frames, from its encoded parts: the hot paths' builder.
 
@@ -483,6 +524,9 @@ def encoded_content_frames(
     :param class_id: the class of the content header.
     :param properties: the encoded properties (flags and property list).
     :param body_max: the largest body frame payload (frame_max less 8).
+    :param several: if given, a body of several frames is not joined: the
+        frames' parts (see :func:`encoded_content_parts`) go to it, and what
+        it returns is returned (the small bodies' path pays nothing for it).
     """
     size = len(body)
     method_frame = _HEADER.pack(FRAME_METHOD, channel, len(head) + len(middle) + len(tail))
@@ -496,13 +540,29 @@ def encoded_content_frames(
             (method_frame, head, middle, tail, header, properties,
              _BODY_FRAME.pack(FRAME_END, FRAME_BODY, channel, size), body, _END)
         )
+    parts = encoded_content_parts(channel, class_id, head, middle, tail, properties, body, body_max)
+    return b"".join(parts) if several is None else several(parts)
+
+
+def encoded_content_parts(
+    channel: int, class_id: int, head: bytes, middle: bytes, tail: bytes, properties: bytes, body: BodyLike,
+    body_max: int,
+) -> list[BodyLike]:
+    """The frames of :func:`encoded_content_frames`, not joined: the body's
+    frames as views of *body* between the frame headers (for a large body,
+    to be written without a copy of it)."""
+    method_frame = _HEADER.pack(FRAME_METHOD, channel, len(head) + len(middle) + len(tail))
+    size = len(body)
+    header = _CONTENT_HEADER_FRAME.pack(
+        FRAME_END, FRAME_HEADER, channel, 12 + len(properties), class_id, 0, size
+    )
     parts: list[BodyLike] = [method_frame, head, middle, tail, header, properties]
-    view = memoryview(body)  # pieces without a copy each: the join below is the one copy
+    view = memoryview(body)
     for start in range(0, size, body_max):
         piece = view[start : start + body_max]
         parts += (_BODY_FRAME.pack(FRAME_END, FRAME_BODY, channel, len(piece)), piece)
     parts.append(_END)
-    return b"".join(parts)
+    return parts
 
 
 def tag_frame(channel: int, method_id: int, delivery_tag: int, bits: int) -> bytes:
