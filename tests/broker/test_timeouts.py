@@ -210,10 +210,17 @@ class ConnectionMaxLiveTests(LoopbackTestCase):
 def slow_consumer(port: int, queue: str) -> tuple[Any, int]:
     """With pika: consume one message from *queue* and never acknowledge it.
 
+    The queue is looked at over a second connection: RabbitMQ may send the
+    timed-out channel's channel.close twice (its channel looks at the
+    timeout again before the close-ok arrives), and pika gives a channel
+    opened just after the first one the same number, so the second close
+    would close it.
+
     :return: the channel's closing by the broker (reply code and text, None
         if it stayed open for 20 s), and the messages the queue holds after.
     """
-    connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    parameters = pika.ConnectionParameters("127.0.0.1", port)
+    connection = pika.BlockingConnection(parameters)
     try:
         channel = connection.channel()
         channel.queue_declare(queue)
@@ -225,9 +232,13 @@ def slow_consumer(port: int, queue: str) -> tuple[Any, int]:
             closing: Any = None
         except pika.exceptions.ChannelClosedByBroker as closed:
             closing = (closed.reply_code, closed.reply_text)
-        after = connection.channel()
-        count = after.queue_declare(queue, passive=True).method.message_count
-        after.queue_delete(queue)
+        observer = pika.BlockingConnection(parameters)
+        try:
+            after = observer.channel()
+            count = after.queue_declare(queue, passive=True).method.message_count
+            after.queue_delete(queue)
+        finally:
+            observer.close()
         return closing, count
     finally:
         connection.close()
@@ -263,10 +274,9 @@ class ConsumerTimeoutRabbitMQTests(SynchronousTestCase):
         """Set the node's ``consumer_timeout`` and how often its channels
         look at it (``channel_tick_interval``), both in ms, for channels
         opened from now on."""
-        node.ctl(
-            "eval",
+        node.evaluate(
             f"application:set_env(rabbit, consumer_timeout, {consumer_timeout}), "
-            f"application:set_env(rabbit, channel_tick_interval, {tick}).",
+            f"application:set_env(rabbit, channel_tick_interval, {tick})."
         )
 
     def test_pika(self) -> None:

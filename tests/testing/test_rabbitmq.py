@@ -9,7 +9,7 @@ import threading
 from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.testing import rabbitmq
-from txamqp09.testing.rabbitmq import RabbitMQ, TLSFiles, free_port, rabbitmq_missing
+from txamqp09.testing.rabbitmq import RabbitMQ, TLSFiles, free_port, rabbitmq_missing, shared_rabbitmq
 
 
 class HelperTests(SynchronousTestCase):
@@ -72,3 +72,26 @@ class HelperTests(SynchronousTestCase):
         os.close(write)
         rabbitmq._copy_log(os.fdopen(read, "rb"), self.mktemp(), started)
         self.assertTrue(started.is_set())
+
+
+class EvaluateTests(SynchronousTestCase):
+    """Erlang expressions evaluated on the shared node through erl_call."""
+
+    def setUp(self) -> None:
+        missing = rabbitmq_missing()
+        if missing:
+            raise self.skipTest(missing)
+        self.node = shared_rabbitmq()
+
+    def test_value_of_the_last_expression(self) -> None:
+        self.assertEqual(self.node.evaluate("X = 20, Y = 22, {answer, X + Y}."), "{answer, 42}")
+
+    def test_node_state_is_read_and_changed(self) -> None:
+        self.addCleanup(self.node.evaluate, "application:unset_env(rabbit, txamqp09_probe).")
+        self.node.evaluate("application:set_env(rabbit, txamqp09_probe, 7).")
+        self.assertEqual(self.node.evaluate("application:get_env(rabbit, txamqp09_probe)."), "{ok, 7}")
+
+    def test_a_failing_expression_is_an_error(self) -> None:
+        with self.assertRaises(rabbitmq.RabbitMQError) as caught:
+            self.node.evaluate("erlang:error(deliberate).")
+        self.assertIn("deliberate", str(caught.exception))

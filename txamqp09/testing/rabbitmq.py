@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import IO, Mapping, Optional, Sequence
 
 __all__ = [
+    "ERL_CALL",
     "RABBITMQ_BIN",
     "TLSFiles",
     "RabbitMQ",
@@ -46,6 +47,9 @@ __all__ = [
 
 #: Where the Debian package keeps the scripts that run the broker directly.
 RABBITMQ_BIN = "/usr/lib/rabbitmq/bin"
+#: Erlang's small C client that evaluates expressions on a running node
+#: (Debian's erlang-base, which rabbitmq-server depends on, keeps it here).
+ERL_CALL = "/usr/lib/erlang/bin/erl_call"
 _LOOPBACK = "127.0.0.1"
 _ERL_LOOPBACK_ARGS = "-kernel inet_dist_use_interface {127,0,0,1}"
 _AMQP0_9_1_HEADER = b"AMQP\x00\x00\x09\x01"
@@ -70,6 +74,8 @@ def rabbitmq_missing() -> Optional[str]:
             )
     if shutil.which("epmd") is None:
         return "Erlang's epmd is not on PATH; install the Debian package rabbitmq-server"
+    if not os.access(ERL_CALL, os.X_OK):
+        return f"Erlang's erl_call is missing ({ERL_CALL}); install the Debian package erlang-base"
     return None
 
 
@@ -311,6 +317,34 @@ class RabbitMQ:
                 f"{output}{result.stderr.decode('utf-8', 'replace')}"
             )
         return output
+
+    def evaluate(self, expressions: str, timeout: float = 60.0) -> str:
+        """Evaluate Erlang *expressions* (ending with a full stop) on the node;
+        the value of the last one, as erl_call prints it (``{answer, 42}``).
+
+        This runs ``erl_call``, which joins the node's distribution as a C
+        program in milliseconds, where ``rabbitmqctl eval`` first boots a
+        CLI node of its own (several seconds of CPU, a minute or more on a
+        loaded machine).
+
+        :raises RabbitMQError: the expressions failed or could not be sent.
+        """
+        with open(self._path("home", ".erlang.cookie")) as cookie_file:
+            cookie = cookie_file.read().strip()
+        result = subprocess.run(
+            [ERL_CALL, "-n", self.node_name, "-c", cookie, "-timeout", str(int(timeout)), "-e"],
+            env=self.environment(),
+            input=expressions.encode("utf-8") + b"\n",
+            capture_output=True,
+            timeout=timeout,
+        )
+        output = result.stdout.decode("utf-8", "replace")
+        if result.returncode or not output.startswith("{ok,"):
+            raise RabbitMQError(
+                f"erl_call could not evaluate {expressions!r} ({result.returncode}):\n"
+                f"{output}{result.stderr.decode('utf-8', 'replace')}"
+            )
+        return output[len("{ok,"):-1].strip()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the node, then its epmd.
