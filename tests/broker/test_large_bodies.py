@@ -258,6 +258,14 @@ class DirectSendTests(SynchronousTestCase):
         self.assertEqual(self.received(), b"")
         self.assertEqual(b"".join(self.delivered(self.transport.value())), body)
 
+    def test_not_over_tls(self) -> None:
+        """A TLS connection's output goes through its encryption: never straight to the socket."""
+        self.transport.TLS = True
+        body = body_of(300 * 1024, 9)
+        self.feed(body)
+        self.assertEqual(self.received(), b"")
+        self.assertEqual(b"".join(self.delivered(self.transport.value())), body)
+
     def test_small_deliveries_are_written(self) -> None:
         self.feed(b"small")
         self.assertEqual(self.received(), b"")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Factory
+from twisted.protocols.policies import ProtocolWrapper
 from twisted.python.failure import Failure
 
 import twisted
@@ -607,10 +608,12 @@ class ServerConnection(AMQPConnection):
 
     def _sendDirect(self, output: list[BodyLike]) -> bool:
         """Send large *output* from its parts with one ``sendmsg`` (no join,
-        so no copy of a body) when the transport is a TCP connection with
-        nothing waiting to be sent; what the socket does not take is joined
+        so no copy of a body) when the transport is a TCP connection (not
+        TLS) with nothing waiting to be sent; what the socket does not take is joined
         and written as usual. Whether it was sent this way."""
         transport: Any = self.transport
+        if isinstance(transport, ProtocolWrapper) or getattr(transport, "TLS", False):
+            return False  # TLS (or another wrapper) must see every byte sent
         sock = getattr(transport, "socket", None)
         if (
             sock is None

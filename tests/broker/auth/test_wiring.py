@@ -252,6 +252,29 @@ class WiredBrokerTests(BrokerTestCase):
         self.assertEqual((yield self.pika(scenario, **parameters)), b"over tls")
 
     @defer.inlineCallbacks
+    def test_large_bodies_over_tls(self) -> Any:
+        """Deliveries large enough to be sent from their parts still go
+        through TLS (a body sent around it breaks the client's stream)."""
+        bodies = [os.urandom(size) for size in (1 << 20, 3 << 20, 70_000)]
+
+        def scenario(connection: pika.BlockingConnection) -> Any:
+            channel = connection.channel()
+            channel.queue_declare("app.large")
+            channel.exchange_declare("app.large", "fanout")
+            channel.queue_bind("app.large", "app.large")
+            for body in bodies:
+                channel.basic_publish("app.large", "", body)
+            received = []
+            for _method, _properties, body in channel.consume("app.large", auto_ack=True, inactivity_timeout=30):
+                received.append(body)
+                if len(received) == len(bodies):
+                    break
+            return received
+
+        parameters = self.tls("app", pika.PlainCredentials("app", "secret"))
+        self.assertEqual((yield self.pika(scenario, **parameters)), bodies)
+
+    @defer.inlineCallbacks
     def test_pika_external_over_tls(self) -> Any:
         """someuser has no password: the certificate is the only way in; logout follows the close."""
         self.assertEqual((yield self.pika(round_trip("cert.q", b"signed"), **self.tls("someuser"))), b"signed")
