@@ -591,11 +591,7 @@ class ServerConnection(AMQPConnection):
             size = sum(map(len, output))
             stats.send_oct += size
             stats.send_cnt += 1
-            if self._held:
-                self._output = []
-                self._held.extend(output)
-                return
-            if size >= DIRECT_SEND_FROM and self._sendDirect(output):
+            if (size >= DIRECT_SEND_FROM or self._held) and self._sendDirect(output):
                 return
         super().flush()
 
@@ -617,7 +613,12 @@ class ServerConnection(AMQPConnection):
         """Send large *output* from its parts with one ``sendmsg`` (no join,
         so no copy of a body) when the transport is a TCP connection (not
         TLS) with nothing waiting to be sent; what the socket does not take
-        is held as parts (:meth:`_sendHeld`). Whether it was sent this way."""
+        is held as parts (:meth:`_sendHeld`), and any output while parts are
+        held joins them. Whether it was sent this way."""
+        if self._held:
+            self._output = []
+            self._held.extend(output)
+            return True
         transport: Any = self.transport
         if isinstance(transport, ProtocolWrapper) or getattr(transport, "TLS", False):
             return False  # TLS (or another wrapper) must see every byte sent
