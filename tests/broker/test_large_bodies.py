@@ -199,7 +199,8 @@ class LargePersistentBodiesTests(BrokerProcessTestCase):
 class SocketTransport(StringTransport):
     """A transport whose socket is one end of a socket pair, as Twisted's TCP
     transport has: what is sent on it directly is read at the other end,
-    what is written to the transport is kept as usual."""
+    what is written to the transport is kept as usual; its producer is
+    resumed (:meth:`doWrite`) as Twisted's is when the socket may take more."""
 
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(peerAddress=IPv4Address("TCP", "127.0.0.1", 40000))
@@ -208,6 +209,19 @@ class SocketTransport(StringTransport):
         self.offset = 0
         self._tempDataLen = 0
         self.connected = True
+        self.producerPaused = False
+        self.writing = False
+
+    def startWriting(self) -> None:
+        self.writing = True
+
+    def doWrite(self) -> None:
+        """The socket is writable: with nothing buffered, resume a paused producer."""
+        assert self.writing and not self.value()
+        self.writing = False
+        if self.producerPaused:
+            self.producerPaused = False
+            self.producer.resumeProducing()
 
 
 class DirectSendTests(SynchronousTestCase):
@@ -224,6 +238,7 @@ class DirectSendTests(SynchronousTestCase):
         self.theirs = theirs
         self.transport = SocketTransport(ours)
         self.peer.server.transport = self.transport
+        self.transport.producer = self.peer.server
 
     def received(self) -> bytes:
         """What reached the other end of the socket."""
@@ -241,14 +256,58 @@ class DirectSendTests(SynchronousTestCase):
         return [payload for frame_type, _, payload in reader.feed(data) if frame_type == FRAME_BODY]
 
     def test_sent_from_the_parts(self) -> None:
-        """What the socket takes goes straight to it; the rest through the transport, in order."""
+        """What the socket takes goes straight to it; the rest is held, not
+        joined, and sent from its parts as the socket takes more."""
         body = body_of(3 * 1024 * 1024 + 5, 7)
         self.feed(body)
         direct = self.received()
         self.assertGreater(len(direct), 0)
-        rest = self.transport.value()
-        self.assertGreater(len(rest), 0)  # the socket pair's buffer holds less than the delivery
-        self.assertEqual(b"".join(self.delivered(direct + rest)), body)
+        self.assertTrue(self.transport.writing)  # the socket pair's buffer holds less than the delivery
+        self.assertFalse(self.peer.server.client.writable)
+        direct += self.drain()
+        self.assertEqual(self.transport.value(), b"")
+        self.assertEqual(b"".join(self.delivered(direct)), body)
+        self.assertTrue(self.peer.server.client.writable)
+
+    def test_output_waits_behind_what_is_held(self) -> None:
+        """Output made while part of a delivery is held follows it, and the
+        next delivery waits for it, then goes straight to the socket too."""
+        first, second = body_of(3 * 1024 * 1024, 1), body_of(2 * 1024 * 1024, 2)
+        self.feed(first)
+        data = self.received()
+        self.peer.server.transport = self.transport  # the scripted peer's sends reset it
+        self.feed(second)
+        self.peer.send(1, self.peer.spec.QueueDeclare(queue="q2"))
+        self.assertEqual(self.transport.value(), b"")
+        data += self.drain()
+        self.assertEqual(self.transport.value(), b"")
+        frames = list(FrameReader(1 << 20).feed(data))
+        bodies_seen = [payload for frame_type, _, payload in frames if frame_type == FRAME_BODY]
+        self.assertEqual(b"".join(bodies_seen), first + second)
+        methods = [bytes(payload[:4]) for frame_type, _, payload in frames if frame_type == 1]
+        declare_ok = bytes([0, 50, 0, 11])
+        self.assertEqual(methods.count(declare_ok), 1)
+        first_frames = 2 + -(-len(first) // BODY_MAX)  # basic.deliver, the header, the body's
+        self.assertEqual(frames[first_frames][0], 1)
+        self.assertEqual(bytes(frames[first_frames][2][:4]), declare_ok)
+
+    def test_held_written_before_closing(self) -> None:
+        """A graceful close writes what is held first, in order."""
+        body = body_of(3 * 1024 * 1024, 3)
+        self.feed(body)
+        direct = self.received()
+        self.peer.server.dropConnection(abort=False)
+        self.assertEqual(b"".join(self.delivered(direct + self.transport.value())), body)
+
+    def drain(self) -> bytes:
+        """Read the other end and let the transport resume its producer until nothing is held."""
+        data = b""
+        for _ in range(1000):
+            data += self.received()
+            if not self.transport.writing:
+                return data
+            self.transport.doWrite()
+        self.fail("output still held after 1,000 writable events")
 
     def test_not_while_output_waits(self) -> None:
         """Output already waiting in the transport goes first: no direct send then."""

@@ -258,6 +258,9 @@ class ServerConnection(AMQPConnection):
         self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
         self._confirming: list[Publisher] = []
+        #: Output a direct send left unsent (views, in order), sent from its
+        #: parts once the socket takes more; later output queues behind it.
+        self._held: list[BodyLike] = []
 
     def dataReceived(self, data: bytes) -> None:
         """Handle the client's *data*. A fault of the broker's own (an
@@ -588,7 +591,7 @@ class ServerConnection(AMQPConnection):
             size = sum(map(len, output))
             stats.send_oct += size
             stats.send_cnt += 1
-            if size >= DIRECT_SEND_FROM and self._sendDirect(output):
+            if (size >= DIRECT_SEND_FROM or self._held) and self._sendDirect(output):
                 return
         super().flush()
 
@@ -609,8 +612,13 @@ class ServerConnection(AMQPConnection):
     def _sendDirect(self, output: list[BodyLike]) -> bool:
         """Send large *output* from its parts with one ``sendmsg`` (no join,
         so no copy of a body) when the transport is a TCP connection (not
-        TLS) with nothing waiting to be sent; what the socket does not take is joined
-        and written as usual. Whether it was sent this way."""
+        TLS) with nothing waiting to be sent; what the socket does not take
+        is held as parts (:meth:`_sendHeld`), and any output while parts are
+        held joins them. Whether it was sent this way."""
+        if self._held:
+            self._output = []
+            self._held.extend(output)
+            return True
         transport: Any = self.transport
         if isinstance(transport, ProtocolWrapper) or getattr(transport, "TLS", False):
             return False  # TLS (or another wrapper) must see every byte sent
@@ -625,21 +633,51 @@ class ServerConnection(AMQPConnection):
             return False
         self._output = []
         self._last_sent = self.clock.seconds()
-        try:
-            sent = sock.sendmsg(output[:_IOV_MAX])
-        except OSError:  # full (or broken: the transport's next write finds out)
-            sent = 0
-        rest = _unsent(output, sent)
-        if rest:
-            transport.write(b"".join(rest))
+        self._held = output
+        self._sendHeld()
         return True
+
+    def _sendHeld(self) -> bool:
+        """Send what is held with one ``sendmsg``; whether all of it went.
+        If not, deliveries pause and the transport is asked to call
+        :meth:`resumeProducing` once the socket takes more."""
+        transport: Any = self.transport
+        held = self._held
+        try:
+            sent = transport.socket.sendmsg(held[:_IOV_MAX])
+        except OSError:  # full (or broken: the transport finds out when it next writes or reads)
+            sent = 0
+        self._held = rest = _unsent(held, sent)
+        if not rest:
+            return True
+        if not transport.producerPaused:
+            self.pauseProducing()
+        transport.producerPaused = True  # the transport resumes its producer once it may write
+        transport.startWriting()
+        return False
+
+    def _releaseHeld(self) -> None:
+        """Hand what is held to the transport (joined), ahead of closing it."""
+        if self._held and self.transport is not None:
+            held, self._held = self._held, []
+            self.transport.write(b"".join(held))
+
+    def dropConnection(self, abort: bool = True) -> None:
+        """Close the transport, after what is held when not aborting."""
+        if not abort:
+            self.flush()
+            self._releaseHeld()
+        super().dropConnection(abort)
 
     def pauseProducing(self) -> None:
         """The transport's buffer is full: hold deliveries to this client."""
         self.client.set_writable(False)
 
     def resumeProducing(self) -> None:
-        """The transport drained: deliver what waited, gathered in one write."""
+        """The transport drained: send what is held, then deliver what
+        waited, gathered in one write."""
+        if self._held and not self._sendHeld():
+            return
         self.batch.enter()
         try:
             self.client.set_writable(True)
@@ -818,6 +856,7 @@ class ServerConnection(AMQPConnection):
         self.broker.churn.connection_closed += 1
         if self.login is not None:
             self.login.logout()
+        self._held = []
         super().connectionLost(reason)
         oplog.connection_closed(
             self.client.name, self.user.name if self.user is not None else None,
