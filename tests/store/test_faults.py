@@ -14,7 +14,7 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import TestCase
 
-from tests.store.test_stores import message
+from tests.store.test_stores import chunk_of, message
 from txamqp09.store import sqlite
 from txamqp09.store.interface import DurableBinding, DurableQueue
 from txamqp09.store.sqlite import SQLiteStore
@@ -284,6 +284,37 @@ class LogBoundTests(TestCase):
         self.assertEqual(len(recovered.messages[Q]), 200)
 
     @inlineCallbacks
+    def test_free_pages_are_counted_after_batches_that_delete_alone(self) -> Any:
+        self.patch(sqlite, "IDLE_SECONDS", 60.0)  # no tidying while the test looks
+        statements: list[str] = []
+
+        class Recording(sqlite3.Connection):
+            def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+                statements.append(sql)
+                return super().execute(sql, parameters)
+
+        store = self.make()
+        store.connection_class = Recording
+        store.open()
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        body = os.urandom(4096)
+        for number in range(1, 2001):
+            yield store.when_durable(store.publish(message(number, body), [Q]))
+            if number % 500 == 0:
+                yield store.when_durable(store.append_log("/", "s", chunk_of(number, number + 100, 0, 64)))
+        counted = statements.count("PRAGMA freelist_count")
+        self.assertLessEqual(counted, 1)  # only after the queue's declaration
+        store.remove(*Q, list(range(1, 2001)))
+        yield store.when_durable(store.last_sequence)
+        # The next batch is taken once the writer is done with the removals'.
+        yield store.when_durable(store.publish(message(2001, b"after"), [Q]))
+        self.assertGreater(statements.count("PRAGMA freelist_count"), counted)
+        with sqlite3.connect(store.path) as db:
+            pages, free = (db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "freelist_count"))
+        self.assertGreater(pages, 0)
+        self.assertLess(free * 4, pages)
+
+    @inlineCallbacks
     def test_disk_use_follows_the_data_once_a_backlog_is_drained(self) -> Any:
         self.patch(sqlite, "IDLE_SECONDS", 0.1)
         store = self.make()
@@ -317,7 +348,7 @@ class BrokenWriterTests(TestCase):
         self.addCleanup(store.close)
         store.open()
 
-        def trip(db: sqlite3.Connection) -> None:
+        def trip(db: sqlite3.Connection, freed: bool) -> None:
             raise RuntimeError("the writer tripped")
 
         self.patch(store, "_bound", trip)
