@@ -203,7 +203,7 @@ class RabbitMQBroker:
         self._node = RabbitMQ(base_dir, config=config)
         self._node.start()
         self.port = self._node.port
-        self.pid = int(self._node.ctl("eval", "list_to_integer(os:getpid()).").strip())
+        self.pid = int(self._node.evaluate("list_to_integer(os:getpid()).").strip())
 
     def stop(self) -> None:
         self._node.stop()

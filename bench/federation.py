@@ -282,7 +282,7 @@ def rabbitmq_shovel_pair(base_dir: str) -> Iterator[ShovelPair]:
         for node in (a, b):
             node.start()
             stack.callback(node.stop)
-        pid = int(a.ctl("eval", "list_to_integer(os:getpid()).").strip())
+        pid = int(a.evaluate("list_to_integer(os:getpid()).").strip())
         yield ShovelPair("rabbitmq", a.port, b.port, f"http://127.0.0.1:{a.management_port}", pid)
 
 

@@ -493,12 +493,12 @@ class RabbitMQTests(LiveTests, TestCase):
         connection.addBlockedListener(note)
         channel = await connection.channel()
         await channel.queue_declare("", exclusive=True)
-        self.node.ctl("set_vm_memory_high_watermark", "0")
+        self.node.evaluate("vm_memory_monitor:set_vm_memory_high_watermark(0.0).")
         try:
             channel.basic_publish(b"x", routing_key="nowhere")
             await changed[0]
         finally:
-            self.node.ctl("set_vm_memory_high_watermark", "0.4")
+            self.node.evaluate("vm_memory_monitor:set_vm_memory_high_watermark(0.4).")
         await changed[1]
         self.assertEqual(changes[1], None)
         self.assertIn("memory", changes[0])
