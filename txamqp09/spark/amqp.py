@@ -21,7 +21,7 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from txamqp09.client import Channel, ClientConnection, Consumer, Message, connect
-from txamqp09.spark.deliveries import DeliveryColumns, GetTaker, StreamDeliveryTaker
+from txamqp09.spark.deliveries import DeliveryColumns, DeliveryTaker, GetTaker, StreamDeliveryTaker
 from txamqp09.spark.rows import STREAM_OFFSET_HEADER, Publication
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
@@ -68,7 +68,51 @@ def stream_offset(message: Message) -> int:
     return int(offset)
 
 
-class StreamRange:
+class _Handover:
+    """Rows a :class:`~txamqp09.spark.deliveries.DeliveryTaker` reads off
+    the connection, handed to a Spark thread at least :attr:`rows` at a
+    time; once :attr:`finished`, the rows left, then the error that ended
+    the reading (if one did)."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self.taker: Optional[DeliveryTaker] = None
+        self._error: Optional[Failure] = None
+        self._waiting: Optional[Deferred[DeliveryColumns]] = None
+
+    @property
+    def finished(self) -> bool:
+        """No more rows will come."""
+        raise NotImplementedError
+
+    def _ready(self) -> int:
+        """Rows waiting to be taken."""
+        return 0 if self.taker is None else len(self.taker.columns)
+
+    def _wake(self) -> None:
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self._answer().chainDeferred(waiting)
+
+    def _answer(self) -> Deferred[DeliveryColumns]:
+        columns = DeliveryColumns() if self.taker is None else self.taker.take_columns()
+        if not len(columns) and self._error is not None:
+            return fail(self._error)
+        return succeed(columns)
+
+    def take(self) -> Deferred[DeliveryColumns]:
+        """The next rows, at least :attr:`rows` unless the reading ends
+        first; none once it has ended; the Deferred fails with what ended
+        it early (the channel's or connection's closing, or an error of the
+        taker) once the rows before were taken.
+        """
+        if self._ready() >= self.rows or self.finished:
+            return self._answer()
+        self._waiting = Deferred()
+        return self._waiting
+
+
+class StreamRange(_Handover):
     """Deliveries of a stream queue with offsets from *start* up to (not
     including) *end*, consumed with a prefetch window of *prefetch* and
     taken *rows* at a time as :class:`~txamqp09.spark.deliveries.DeliveryColumns`.
@@ -90,6 +134,7 @@ class StreamRange:
     def __init__(
         self, connection: ClientConnection, channel: Channel, start: int, end: int, prefetch: int, rows: int
     ) -> None:
+        super().__init__(rows)
         self.connection = connection
         self.channel = channel
         self.start = start
@@ -98,12 +143,7 @@ class StreamRange:
         self.ack_every = max(1, prefetch // 2)
         #: Deliveries waiting to be taken above which arrivals are not acknowledged.
         self.held = rows + prefetch
-        self.rows = rows
-        self.taker: Optional[StreamDeliveryTaker] = None
-        #: No more deliveries will be taken.
-        self.finished = start >= end
-        self._error: Optional[Failure] = None
-        self._waiting: Optional[Deferred[DeliveryColumns]] = None
+        self._ended = start >= end
         self._acknowledged_tag = 0
         self._last_tag = 0
 
@@ -118,11 +158,11 @@ class StreamRange:
         await channel.basic_qos(prefetch)
         tag = f"txamqp09.spark-{uuid.uuid4().hex}"
         takers = connection.scanner.takers
-        reading.taker = StreamDeliveryTaker(
+        reading.taker = taker = StreamDeliveryTaker(
             connection, channel.number, tag, takers[channel.number], start, end,
             reading._arrived, lambda error: reading._finish(Failure(error)),
         )
-        takers[channel.number] = reading.taker.take
+        takers[channel.number] = taker.take
         consumer = await channel.basic_consume(
             queue, _dropped, consumer_tag=tag, arguments={"x-stream-offset": start}
         )
@@ -133,10 +173,15 @@ class StreamRange:
         error = RuntimeError(f"the broker cancelled the consumer of {consumer.queue!r} (was it deleted?)")
         self._finish(Failure(error))
 
+    @property
+    def finished(self) -> bool:
+        """No more deliveries will be taken."""
+        return self._ended
+
     def _finish(self, error: Optional[Failure] = None) -> None:
         """No more deliveries will be taken (*error* tells why, when it is one)."""
-        if not self.finished:
-            self.finished = True
+        if not self._ended:
+            self._ended = True
             self._error = error
             self._wake()
 
@@ -148,7 +193,7 @@ class StreamRange:
         if offset >= self.end - 1:
             self._finish()
             return
-        waiting = len(self.taker.columns)  # type: ignore[union-attr]  # set before deliveries come
+        waiting = self._ready()
         if tag - self._acknowledged_tag >= self.ack_every and waiting < self.held:
             self._acknowledge()
         if waiting >= self.rows:
@@ -161,26 +206,10 @@ class StreamRange:
             self.channel.ack(last, multiple=True)
             self._acknowledged_tag = last
 
-    def _wake(self) -> None:
-        waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            self._answer().chainDeferred(waiting)
-
-    def _answer(self) -> Deferred[DeliveryColumns]:
-        columns = self.taker.take_columns() if self.taker is not None else DeliveryColumns()
-        if not len(columns) and self._error is not None:
-            return fail(self._error)
-        return succeed(columns)
-
     def take(self) -> Deferred[DeliveryColumns]:
         """The next deliveries in the range, at least :attr:`rows` unless
         the range ends first; none once the range is complete."""
-        ready = len(self.taker.columns) if self.taker is not None else 0
-        if ready >= self.rows or self.finished:
-            taken = self._answer()
-        else:
-            taken = self._waiting = Deferred()
-        return taken.addCallback(self._taken)
+        return super().take().addCallback(self._taken)
 
     def _taken(self, columns: DeliveryColumns) -> DeliveryColumns:
         self._acknowledge()
@@ -397,7 +426,7 @@ class Publisher:
         return self.published
 
 
-class Drain:
+class Drain(_Handover):
     """Takes up to *limit* messages from a classic queue with basic.get,
     *rows* at a time as :class:`~txamqp09.spark.deliveries.DeliveryColumns`,
     unacknowledged until :meth:`acknowledge`.
@@ -416,23 +445,21 @@ class Drain:
     window = 1000
 
     def __init__(self, connection: ClientConnection, channel: Channel, queue: str, limit: int, rows: int) -> None:
+        super().__init__(rows)
         self.connection = connection
         self.channel = channel
         self.limit = limit
-        self.rows = rows
         self.requested = 0
         self.answered = 0
         self.emptied = False
         self._request_frame = method_frame(channel.number, channel.build("basic.get", queue=queue, no_ack=False))
         self._last_tag = 0
-        self._error: Optional[Failure] = None
-        self._waiting: Optional[Deferred[DeliveryColumns]] = None
         takers = connection.scanner.takers
-        self.taker = GetTaker(
+        self.taker = taker = GetTaker(
             connection, channel.number, takers[channel.number], self._arrived, self._emptied,
             lambda error: self._fail(Failure(error)),
         )
-        takers[channel.number] = self.taker.take
+        takers[channel.number] = taker.take
 
     @classmethod
     async def open(cls, url: str, queue: str, limit: int, rows: int) -> Drain:
@@ -470,35 +497,13 @@ class Drain:
         self.answered += 1
         if self.requested - self.answered <= self.window - self.chunk:
             self._request()
-        if len(self.taker.columns) >= self.rows or self.finished:
+        if self._ready() >= self.rows or self.finished:
             self._wake()
 
     def _fail(self, error: Failure) -> None:
         if self._error is None:
             self._error = error
             self._wake()
-
-    def _wake(self) -> None:
-        waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            self._answer().chainDeferred(waiting)
-
-    def _answer(self) -> Deferred[DeliveryColumns]:
-        if self._error is not None:
-            return fail(self._error)
-        return succeed(self.taker.take_columns())
-
-    def take(self) -> Deferred[DeliveryColumns]:
-        """The next messages, at least :attr:`rows` unless the drain ends
-        first; none once it has ended.
-
-        :raises ChannelClosed: (as the Deferred's failure) the channel or
-            connection ended.
-        """
-        if len(self.taker.columns) >= self.rows or self.finished:
-            return self._answer()
-        self._waiting = Deferred()
-        return self._waiting
 
     async def acknowledge(self) -> None:
         """Acknowledge every message taken and wait until the broker has
