@@ -16,6 +16,7 @@ from txamqp09.broker.server import LARGE_READ_SIZE, _unsent
 from txamqp09.client import Message
 from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.wire import bodies
+from txamqp09.wire.errors import PreconditionFailed
 from txamqp09.wire.frames import FRAME_BODY, FrameReader
 
 FRAME_MAX = 131072
@@ -132,7 +133,7 @@ class PiecesThroughTheBrokerTests(SynchronousTestCase):
         drops that body; the channel's frames are ignored until close-ok."""
         data = self.peer.publish_bytes(1, "q", body_of(300 * 1024))
         self.peer.feed(data[:100000])
-        self.peer.server.channelError(1, bodies_error())
+        self.peer.server.channelError(1, PreconditionFailed("closed by the test"))
         self.peer.expect(1, "channel.close")
         self.peer.feed(data[100000:])
         self.assertEqual(self.peer.server.partial_bytes, 0)
@@ -142,13 +143,6 @@ class PiecesThroughTheBrokerTests(SynchronousTestCase):
         self.peer.send(1, self.peer.spec.QueueDeclare(queue="q", passive=True))
         self.assertEqual(self.peer.expect(1, "queue.declare-ok").message_count, len(self.bodies))
         self.assertFalse(self.peer.disconnected)
-
-
-def bodies_error() -> Any:
-    """A channel-level error the broker closes a channel with."""
-    from txamqp09.wire.errors import PreconditionFailed
-
-    return PreconditionFailed("closed by the test")
 
 
 class LargePersistentBodiesTests(BrokerProcessTestCase):

@@ -622,9 +622,8 @@ class ServerConnection(AMQPConnection):
         transport: Any = self.transport
         if isinstance(transport, ProtocolWrapper) or getattr(transport, "TLS", False):
             return False  # TLS (or another wrapper) must see every byte sent
-        sock = getattr(transport, "socket", None)
         if (
-            sock is None
+            getattr(transport, "socket", None) is None
             or getattr(transport, "_tempDataLen", None) != 0  # Twisted's buffered output
             or len(transport.dataBuffer) != transport.offset
             or not transport.connected

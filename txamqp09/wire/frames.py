@@ -299,7 +299,7 @@ class FrameScanner:
                         # The rest of the buffer is the payload's first piece.
                         pos = size
                         self._piece_due = end - size
-                        self._takePiece(channel, buf, start, size)
+                        self._takePiece(buf, start, size)
                     break
                 if buf[end] != FRAME_END:
                     raise _frame_end_error(buf[end])
@@ -364,7 +364,7 @@ class FrameScanner:
         self._piece_channel = channel
         return True
 
-    def _takePiece(self, channel: int, data: BodyLike, start: int, end: int) -> None:
+    def _takePiece(self, data: BodyLike, start: int, end: int) -> None:
         """Hand ``data[start:end]`` to the piece taker under way."""
         if end > start:
             taker = self._piece_taker
@@ -378,10 +378,10 @@ class FrameScanner:
         size = len(data)
         channel, due = self._piece_channel, self._piece_due
         if size - pos <= due:
-            self._takePiece(channel, data, pos, size)
+            self._takePiece(data, pos, size)
             self._piece_due = due - (size - pos)
             return size
-        self._takePiece(channel, data, pos, pos + due)
+        self._takePiece(data, pos, pos + due)
         pos += due
         if data[pos] != FRAME_END:
             raise _frame_end_error(data[pos])
