@@ -14,7 +14,7 @@ from twisted.internet.defer import ensureDeferred
 from twisted.trial.unittest import TestCase
 
 from tests.management.support import http_request
-from tests.shovel.test_definition import OK, REFUSED
+from tests.shovel.test_definition import REFUSED
 from txamqp09.client import connect
 from txamqp09.links.uri import LocalAddress
 from txamqp09.shovel.service import ShovelService
