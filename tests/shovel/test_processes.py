@@ -8,7 +8,7 @@ import os
 from typing import Any, Optional
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.logger import Logger
 from twisted.trial.unittest import TestCase
 
@@ -55,16 +55,12 @@ class Node:
 
     def stop(self) -> Deferred[None]:
         if self.process is None:
-            return Deferred.fromCoroutine(_nothing())
+            return succeed(None)
         return self.process.stop()
 
     async def restart_after_kill(self) -> None:
         await self.kill()
         await self.start()
-
-
-async def _nothing() -> None:
-    return None
 
 
 async def _open(url: str) -> ClientConnection:

@@ -14,14 +14,14 @@ from twisted.internet.defer import ensureDeferred
 from twisted.trial.unittest import TestCase
 
 from tests.management.support import http_request
-from tests.shovel.test_definition import OK, REFUSED
+from tests.shovel.test_definition import REFUSED
 from txamqp09.client import connect
 from txamqp09.links.uri import LocalAddress
 from txamqp09.shovel.service import ShovelService
 from txamqp09.shovel.worker import RUNNING
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import RabbitMQ, rabbitmq_missing, shared_rabbitmq
-from txamqp09.testing.waiting import eventually
+from txamqp09.testing.waiting import acknowledged_messages, eventually
 
 #: The plugins of the node these tests share.
 PLUGINS = ("rabbitmq_shovel", "rabbitmq_shovel_management")
@@ -81,19 +81,8 @@ class RabbitMQShovelTestCase(TestCase):
     async def received(self, url: str, queue: str, count: int) -> list[bytes]:
         channel = await self.channel(url)
         await channel.queue_declare(queue, durable=True)
-        bodies: list[bytes] = []
-
-        async def more() -> bool:
-            while len(bodies) < count:
-                message = await channel.basic_get(queue)
-                if message is None:
-                    return False
-                message.ack()
-                bodies.append(message.body)
-            return True
-
-        await eventually(more, reactor, 30, 0.02, f"{count} messages in {queue}")
-        return bodies
+        messages = await acknowledged_messages(channel, queue, count, reactor, 30, 0.02)
+        return [message.body for message in messages]
 
     async def put_on_rabbitmq(self, name: str, value: Any) -> Any:
         answer = await http_request(self.rabbit_api, "PUT", f"/api/parameters/shovel/%2F/{name}", {"value": value})

@@ -15,7 +15,7 @@ from txamqp09.links.uri import LocalAddress
 from txamqp09.shovel.service import ShovelService
 from txamqp09.shovel.worker import RUNNING, TERMINATED
 from txamqp09.testing.broker import LoopbackBroker
-from txamqp09.testing.waiting import eventually
+from txamqp09.testing.waiting import acknowledged_messages, eventually
 
 
 class ShovelServiceTestCase(TestCase):
@@ -71,19 +71,7 @@ class ShovelServiceTestCase(TestCase):
 
     async def drain(self, channel: Any, queue: str, count: int) -> list[Any]:
         """*count* messages of *queue* (waiting for them), acknowledged."""
-        got: list[Any] = []
-
-        async def one_more() -> bool:
-            while len(got) < count:
-                message = await channel.basic_get(queue)
-                if message is None:
-                    return False
-                message.ack()
-                got.append(message)
-            return True
-
-        await eventually(one_more, reactor, what=f"{count} messages in {queue}")
-        return got
+        return await acknowledged_messages(channel, queue, count, reactor)
 
 
 class MovingTests(ShovelServiceTestCase):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from typing import Any, Optional
 
 from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials

@@ -8,18 +8,21 @@ for tests that drive time themselves::
     from txamqp09.testing.waiting import eventually
 
     message = await eventually(lambda: channel.basic_get("dead"), reactor, timeout=10)
+
+:func:`acknowledged_messages` waits the same way for a number of messages
+of a queue, taking and acknowledging each as it comes.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Awaitable, Callable, TypeVar, Union
+from typing import Any, Awaitable, Callable, TypeVar, Union
 
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import deferLater
 
-__all__ = ["eventually", "NeverHappened"]
+__all__ = ["acknowledged_messages", "eventually", "NeverHappened"]
 
 T = TypeVar("T")
 
@@ -56,3 +59,25 @@ def eventually(
             await deferLater(clock, interval, lambda: None)
 
     return ensureDeferred(look())
+
+
+async def acknowledged_messages(
+    channel: Any, queue: str, count: int, clock: IReactorTime, timeout: float = 10.0, interval: float = 0.01
+) -> list[Any]:
+    """The next *count* messages of *queue*, each taken with ``basic_get`` on
+    the client *channel* and acknowledged, waiting (as :func:`eventually`)
+    while the queue is empty before *count* came."""
+    got: list[Any] = []
+
+    async def all_came() -> bool:
+        while len(got) < count:
+            message = await channel.basic_get(queue)
+            if message is None:
+                return False
+            message.ack()
+            got.append(message)
+        return True
+
+    came: Deferred[bool] = eventually(all_came, clock, timeout, interval, f"{count} messages in {queue}")
+    await came
+    return got

@@ -139,11 +139,8 @@ class FederationService(Service):
         for key, link in list(self.links.items()):
             target = wanted.get(key)
             if target is None or target[1] != link.upstream or target[0] is not getattr(link, link.kind):
-                del self.links[key]
-                link.stop(clean_up=True)
-        for key, target in wanted.items():
-            if key not in self.links:
-                self._start(key, target)
+                self._stop(key)
+        self._start_missing(wanted)
 
     def _wanted(self, vhost: VirtualHost, entity: Entity) -> dict[LinkKey, Target]:
         """The links *entity* of *vhost* asks for, by key."""
@@ -154,6 +151,16 @@ class FederationService(Service):
             (kind, vhost.name, entity.name, upstream.name): (entity, upstream, entity.policy, vhost)
             for upstream in upstreams_for(entity.effective_policy, vhost.name, self.config.parameters)
         }
+
+    def _start_missing(self, wanted: dict[LinkKey, Target]) -> None:
+        """Start the links of *wanted* that are not running."""
+        for key, target in wanted.items():
+            if key not in self.links:
+                self._start(key, target)
+
+    def _stop(self, key: LinkKey) -> None:
+        """Stop the link *key*, removing what it declared on its upstream."""
+        self.links.pop(key).stop(clean_up=True)
 
     def _start(self, key: LinkKey, target: Target) -> None:
         entity, upstream, policy, vhost = target
@@ -185,14 +192,11 @@ class FederationService(Service):
             """Start the links of a federated entity declared in *vhost*; stop
             those of one deleted."""
             if added:
-                for key, target in self._wanted(vhost, entity).items():
-                    if key not in self.links:
-                        self._start(key, target)
+                self._start_missing(self._wanted(vhost, entity))
                 return
             for key, link in list(self.links.items()):
                 if getattr(link, link.kind) is entity:
-                    del self.links[key]
-                    link.stop(clean_up=True)
+                    self._stop(key)
 
         return changed
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from txamqp09.management.api import ApiRequest, Reply, Router, bad_request, listing, not_found
+from txamqp09.management.api import ApiRequest, Reply, Router, listing, not_found
 from txamqp09.management.configuration import applied, config, created, required, saved
 
 __all__ = ["register"]

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from twisted.internet.defer import Deferred
-
 from txamqp09.management.api import ApiRequest, Reply, Router, not_found
 
 __all__ = ["register"]

@@ -1,5 +1,5 @@
-// Pieces the exchange and queue pages share: links, the vhost picker, the
-// publish form and the bindings section.
+// Pieces the exchange and queue pages share: links, features and rates,
+// the vhost picker, the publish form and the bindings section.
 
 import { get, path, request } from "../api.js";
 import { h, fill, show, section, form, field, jsonObject } from "../dom.js";
@@ -19,6 +19,19 @@ export function exchangeLink(vhost, name) {
 export function queueLink(vhost, name) {
   return h("a", { href: `#/queues/${encodeURIComponent(vhost)}/${encodeURIComponent(name)}`, class: "queue-link" }, name);
 }
+
+/**
+ * The features of an exchange or queue as RabbitMQ abbreviates them: the
+ * abbreviation of each of *flags* ([field, abbreviation] pairs) that is
+ * true, then the names of its arguments without "x-".
+ */
+export function features(entity, flags) {
+  return [...flags.map(([key, abbreviation]) => (entity[key] ? abbreviation : "")),
+    ...Object.keys(entity.arguments || {}).map((key) => key.replace(/^x-/, ""))].filter(Boolean).join(" ");
+}
+
+/** The rate details of the message statistic *key* of an exchange or queue. */
+export const stat = (entity, key) => (entity.message_stats || {})[`${key}_details`];
 
 /** A form field choosing one of the vhosts the user may see. */
 export function vhostField() {

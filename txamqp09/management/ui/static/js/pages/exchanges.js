@@ -4,17 +4,12 @@
 import { get, path, query, request } from "../api.js";
 import { h, fill, rate, show, facts, section, form, field, jsonObject } from "../dom.js";
 import { ServerTable } from "../table.js";
-import { exchangeBindings, exchangeLink, publishForm, vhostField } from "./common.js";
+import { exchangeBindings, exchangeLink, features, publishForm, stat, vhostField } from "./common.js";
 
 const TYPES = ["direct", "fanout", "topic", "headers"];
 
-/** The features of an exchange as RabbitMQ abbreviates them. */
-function features(exchange) {
-  return [exchange.durable ? "D" : "", exchange.auto_delete ? "AD" : "", exchange.internal ? "I" : "",
-    ...Object.keys(exchange.arguments || {}).map((key) => key.replace(/^x-/, ""))].filter(Boolean).join(" ");
-}
-
-const stat = (exchange, key) => (exchange.message_stats || {})[`${key}_details`];
+/** The flags among an exchange's features, with RabbitMQ's abbreviations. */
+const FEATURES = [["durable", "D"], ["auto_delete", "AD"], ["internal", "I"]];
 
 /** The Exchanges page. */
 export function exchangesPage() {
@@ -27,7 +22,7 @@ export function exchangesPage() {
       { title: "Virtual host", sort: "vhost", cell: (e) => e.vhost },
       { title: "Name", sort: "name", cell: (e) => exchangeLink(e.vhost, e.name) },
       { title: "Type", sort: "type", cell: (e) => e.type },
-      { title: "Features", cell: features },
+      { title: "Features", cell: (e) => features(e, FEATURES) },
       { title: "Policy", sort: "policy", cell: (e) => e.policy || "" },
       { title: "Rate in", sort: "message_stats.publish_in_details.rate", cell: (e) => rate(stat(e, "publish_in")) },
       { title: "Rate out", sort: "message_stats.publish_out_details.rate", cell: (e) => rate(stat(e, "publish_out")) },
@@ -84,7 +79,7 @@ export function exchangePage(vhost, name) {
       }
       gone.hidden = true;
       fill(details, facts([
-        ["Type", exchange.type], ["Features", features(exchange)], ["Policy", exchange.policy || "none"],
+        ["Type", exchange.type], ["Features", features(exchange, FEATURES)], ["Policy", exchange.policy || "none"],
         ["Arguments", show(exchange.arguments)],
         ["Rate in", rate(stat(exchange, "publish_in"))], ["Rate out", rate(stat(exchange, "publish_out"))],
       ]));

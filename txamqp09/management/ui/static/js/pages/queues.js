@@ -6,15 +6,10 @@ import { get, path, query, request } from "../api.js";
 import { h, fill, count, rate, bytes, show, facts, section, form, field, jsonObject } from "../dom.js";
 import { ServerTable } from "../table.js";
 import { RANGES, SampleChart, historyParams, rangeSelect } from "../charts.js";
-import { publishForm, queueBindings, queueLink, vhostField } from "./common.js";
+import { features, publishForm, queueBindings, queueLink, stat, vhostField } from "./common.js";
 
-/** The features of a queue as RabbitMQ abbreviates them. */
-function features(queue) {
-  return [queue.durable ? "D" : "", queue.auto_delete ? "AD" : "", queue.exclusive ? "Excl" : "",
-    ...Object.keys(queue.arguments || {}).map((key) => key.replace(/^x-/, ""))].filter(Boolean).join(" ");
-}
-
-const stat = (queue, key) => (queue.message_stats || {})[`${key}_details`];
+/** The flags among a queue's features, with RabbitMQ's abbreviations. */
+const FEATURES = [["durable", "D"], ["auto_delete", "AD"], ["exclusive", "Excl"]];
 
 /** The Queues page. */
 export function queuesPage() {
@@ -27,7 +22,7 @@ export function queuesPage() {
       { title: "Virtual host", sort: "vhost", cell: (q) => q.vhost },
       { title: "Name", sort: "name", cell: (q) => queueLink(q.vhost, q.name) },
       { title: "Type", sort: "type", cell: (q) => q.type },
-      { title: "Features", cell: features },
+      { title: "Features", cell: (q) => features(q, FEATURES) },
       { title: "Policy", sort: "policy", cell: (q) => q.policy || "" },
       { title: "State", sort: "state", cell: (q) => q.state },
       { title: "Ready", sort: "messages_ready", cell: (q) => count(q.messages_ready) },
@@ -141,7 +136,7 @@ export function queuePage(vhost, name) {
       queuedChart.update(queue);
       rateChart.update(queue.message_stats || {});
       fill(details, facts([
-        ["Type", queue.type], ["Features", features(queue)], ["State", queue.state],
+        ["Type", queue.type], ["Features", features(queue, FEATURES)], ["State", queue.state],
         ["Ready", count(queue.messages_ready)], ["Unacked", count(queue.messages_unacknowledged)],
         ["Total", count(queue.messages)], ["Bytes", bytes(queue.message_bytes)],
         ["Consumers", count(queue.consumers)], ["Consumer capacity", show(queue.consumer_capacity)],
