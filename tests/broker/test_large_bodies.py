@@ -260,6 +260,7 @@ class DirectSendTests(SynchronousTestCase):
         self.assertGreater(len(direct), 0)
         self.assertTrue(self.transport.writing)  # the socket pair's buffer holds less than the delivery
         self.assertFalse(self.peer.server.client.writable)
+        self.assertTrue(all(len(part) for part in self.peer.server._held), "an empty write follows the parts")
         direct += self.drain()
         self.assertEqual(self.transport.value(), b"")
         self.assertEqual(b"".join(self.delivered(direct)), body)

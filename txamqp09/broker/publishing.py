@@ -403,13 +403,13 @@ class Publisher:
         )
         if self._output.held:
             self._output.send_after(0, frames)
-        else:
+        elif frames:  # empty when sent as parts
             self._write(frames)
 
     def _severalFrames(self, parts: list[BodyLike]) -> bytes:
         """A content method's frames (basic.deliver, get-ok, return), its
         body's as views of it: queued as they are (see
-        :meth:`~txamqp09.broker.server.ServerConnection.writeParts`; then
+        :meth:`~txamqp09.protocol.AMQPConnection.writeParts`; then
         nothing is left to write), unless the output is held (then joined,
         to wait with it)."""
         if self._output.held:
