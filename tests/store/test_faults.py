@@ -104,6 +104,18 @@ class WriteFailureTests(TestCase):
         self.assertEqual([m.message_id for m in recovered.messages[Q]], [3])
 
     @inlineCallbacks
+    def test_a_queue_first_written_in_a_failed_batch_is_numbered_again(self) -> Any:
+        """The number a queue got in a batch that failed is written with its next message."""
+        store, faults, reports = self.make()
+        faults.arm("INSERT INTO messages", DISK_FULL)
+        failed = store.publish(message(1), [Q])
+        yield store.when_durable(failed)
+        self.assertTrue(store.failed_between(failed - 1, failed))
+        yield store.when_durable(store.publish(message(2), [Q]))
+        recovered = yield self.recovered(store)
+        self.assertEqual([m.message_id for m in recovered.messages[Q]], [2])
+
+    @inlineCallbacks
     def test_an_io_error_at_commit_keeps_the_other_operations_for_the_next_batch(self) -> Any:
         store, faults, reports = self.make()
         store.add_queue(DurableQueue(*Q))
