@@ -52,8 +52,9 @@ row at the end of one B-tree, acknowledging it deletes that row, many of
 them in one statement. A message on several queues has queue 0 and a row
 of ``message_links`` (message id, queue number) for each of them; taking it
 off a queue deletes that link, and the message with its last link.
-Deleting a queue deletes its messages (a scan of ``messages``: no index
-orders them by queue) and its number.
+Deleting a queue deletes its messages and its number: a scan of
+``messages`` (no index orders them by queue), skipped when no row names it
+(the writer counts them).
 
 Bodies the broker spills under memory pressure (messages the store does not
 keep otherwise) go to a table of their own, emptied when the store opens.
@@ -227,21 +228,28 @@ class _QueueNumbers:
 
     :ivar named: the rows of ``queue_names`` numbered since the last insert
         (their columns one after the other).
+    :ivar alone: by number, how many rows of ``messages`` name the queue, or
+        more (a failed insert is not taken back): deleting a queue with none
+        needs no scan of the messages.
     """
 
-    __slots__ = ("numbers", "next", "named", "_undo")
+    __slots__ = ("numbers", "next", "named", "alone", "_undo", "_deleted")
 
     def __init__(self) -> None:
         self.numbers: dict[tuple[str, str], int] = {}
         self.next = 1
         self.named: list[Any] = []
-        #: (key, its number before) for each change since the last commit.
-        self._undo: list[tuple[tuple[str, str], Optional[int]]] = []
+        self.alone: dict[int, int] = {}
+        #: (key, its number and rows before) for each change since the last commit.
+        self._undo: list[tuple[tuple[str, str], Optional[int], int]] = []
+        #: (number, rows deleted) since the last commit.
+        self._deleted: list[tuple[int, int]] = []
 
-    def load(self, names: dict[int, tuple[str, str]]) -> None:
-        """Take the numbers of the database (at start-up)."""
+    def load(self, names: dict[int, tuple[str, str]], alone: dict[int, int]) -> None:
+        """Take the numbers of the database and the rows naming each (at start-up)."""
         self.numbers = {key: number for number, key in names.items()}
         self.next = max(names, default=0) + 1
+        self.alone = alone
 
     def number(self, key: tuple[str, str]) -> int:
         """The number of the queue *key*, given one now if it has none."""
@@ -250,28 +258,48 @@ class _QueueNumbers:
             number = self.numbers[key] = self.next
             self.next += 1
             self.named += (number, *key)
-            self._undo.append((key, None))
+            self._undo.append((key, None, 0))
         return number
 
-    def forget(self, key: tuple[str, str]) -> Optional[int]:
-        """Take the number off the queue *key* (deleted); the number it had."""
-        number = self.numbers.pop(key, None)
-        if number is not None:
-            self._undo.append((key, number))
+    def alone_on(self, key: tuple[str, str]) -> int:
+        """The number of the queue *key* for a row of a message on it alone."""
+        number = self.number(key)
+        self.alone[number] = self.alone.get(number, 0) + 1
         return number
+
+    def deleted(self, number: int, rows: int) -> None:
+        """*rows* of messages on the queue *number* alone were deleted."""
+        self._deleted.append((number, rows))
+
+    def forget(self, key: tuple[str, str]) -> tuple[Optional[int], int]:
+        """Take the number off the queue *key* (deleted): the number it had,
+        and how many rows of messages may name it."""
+        number = self.numbers.pop(key, None)
+        if number is None:
+            return None, 0
+        rows = self.alone.pop(number, 0)
+        self._undo.append((key, number, rows))
+        return number, rows
 
     def committed(self) -> None:
         """The changes so far are on disk."""
         self._undo.clear()
+        alone = self.alone
+        for number, rows in self._deleted:
+            if number in alone:
+                alone[number] -= rows
+        self._deleted.clear()
 
     def rolled_back(self) -> None:
         """The transaction of the changes since the last commit failed: undo them."""
-        for key, number in reversed(self._undo):
+        for key, number, rows in reversed(self._undo):
             if number is None:
                 del self.numbers[key]
             else:
                 self.numbers[key] = number
+                self.alone[number] = rows
         self._undo.clear()
+        self._deleted.clear()
         self.named.clear()
 
 
@@ -540,10 +568,11 @@ class SQLiteStore:
         forget (one pass over the messages, by id: no sort, no index)."""
         names = {number: (vhost, name) for number, vhost, name in db.execute("SELECT id, vhost, name FROM queue_names")}
         queues = {number: recovered.messages.get(key, []) for number, key in names.items()}
-        linked: dict[int, list[list[StoredMessage]]] = {}
+        linked: dict[int, list[int]] = {}
         for message_id, number in db.execute("SELECT message_id, queue FROM message_links"):
             if number in queues:
-                linked.setdefault(message_id, []).append(queues[number])
+                linked.setdefault(message_id, []).append(number)
+        links = dict.fromkeys(queues, 0)
         leftovers: list[int] = []
         shared: dict[bytes, bytes] = {}
         rows = db.execute(
@@ -561,8 +590,9 @@ class SQLiteStore:
                     StoredMessage(message_id, exchange, key, properties, body, size, True, published)
                 )
             elif message_id in linked:
-                for queue in linked[message_id]:
-                    queue.append(
+                for number in linked[message_id]:
+                    links[number] += 1
+                    queues[number].append(
                         StoredMessage(message_id, exchange, key, properties, body, size, True, published)
                     )
             else:
@@ -570,7 +600,10 @@ class SQLiteStore:
         used = {number for number, queue in queues.items() if queue}
         for number in used:
             recovered.messages.setdefault(names[number], queues[number])
-        self._numbers.load({number: key for number, key in names.items() if number in used})
+        self._numbers.load(
+            {number: key for number, key in names.items() if number in used},
+            {number: len(queues[number]) - links[number] for number in used},
+        )
         return leftovers, [number for number in names if number not in used]
 
     # -- operations (reactor thread) -------------------------------------------
@@ -1027,9 +1060,9 @@ def _remove_queue(db: sqlite3.Connection, numbers: _QueueNumbers, vhost: str, na
         "DELETE FROM bindings WHERE vhost = ? AND destination = ? AND destination_kind = 'queue'",
         (vhost, name),
     )
-    number = numbers.forget((vhost, name))
+    number, alone = numbers.forget((vhost, name))
     if number is not None:
-        _purge(db, number)
+        _purge(db, number, alone)
     db.execute("DELETE FROM stream_chunks WHERE vhost = ? AND queue = ?", (vhost, name))
 
 
@@ -1100,7 +1133,7 @@ def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Opt
                 m = operation.message
                 message_id = m.message_id
                 if len(queues) == 1:
-                    number = numbers.number(queues[0])
+                    number = numbers.alone_on(queues[0])
                 else:
                     number = 0
                     for key in queues:
@@ -1292,23 +1325,27 @@ def _remove(db: sqlite3.Connection, removals: list[tuple[str, str, int]], number
     for key, rows in groupby(removals, _queue_of):
         number = known.get(key)
         if number is not None:
-            _remove_from(db, number, [row[2] for row in rows])
+            numbers.deleted(number, _remove_from(db, number, [row[2] for row in rows]))
 
 
-def _remove_from(db: sqlite3.Connection, number: int, message_ids: list[int]) -> None:
+def _remove_from(db: sqlite3.Connection, number: int, message_ids: list[int]) -> int:
     """Delete *message_ids* from the queue numbered *number*: as the rows
     of messages on it alone, with statements of powers of two of ids (few
     distinct statements, as :func:`_insert_rows`); the ids of a statement
-    that deleted fewer rows than it named go on to the links."""
+    that deleted fewer rows than it named go on to the links. The rows of
+    messages on it alone it deleted."""
     size = 1 << ((_VARIABLES_PER_STATEMENT - 1).bit_length() - 1)
-    done = 0
+    done = deleted = 0
     while done < len(message_ids):
         while size > len(message_ids) - done:
             size >>= 1
         some = message_ids[done : done + size]
-        if db.execute(_delete_by_id(size), [number, *some]).rowcount < size:
+        rows = db.execute(_delete_by_id(size), [number, *some]).rowcount
+        if rows < size:
             _unlink(db, number, some)
+        deleted += rows
         done += size
+    return deleted
 
 
 @lru_cache(maxsize=16)
@@ -1327,9 +1364,11 @@ def _queue_of(removal: tuple[str, str, int]) -> tuple[str, str]:
     return removal[0], removal[1]
 
 
-def _purge(db: sqlite3.Connection, number: int) -> None:
-    """Delete every message of the queue numbered *number* (deleted), and its number."""
-    db.execute("DELETE FROM messages WHERE queue = ?", (number,))
+def _purge(db: sqlite3.Connection, number: int, alone: int) -> None:
+    """Delete every message of the queue numbered *number* (deleted), and its
+    number: a scan of the messages when *alone* says rows may name it."""
+    if alone:
+        db.execute("DELETE FROM messages WHERE queue = ?", (number,))
     linked = db.execute("SELECT message_id FROM message_links WHERE queue = ?", (number,)).fetchall()
     db.execute("DELETE FROM message_links WHERE queue = ?", (number,))
     db.executemany(_DELETE_ORPHANS, [(i, i) for (i,) in linked])
