@@ -228,9 +228,9 @@ class _QueueNumbers:
 
     :ivar named: the rows of ``queue_names`` numbered since the last insert
         (their columns one after the other).
-    :ivar alone: by number, how many rows of ``messages`` name the queue, or
-        more (a failed insert is not taken back): deleting a queue with none
-        needs no scan of the messages.
+    :ivar alone: by number (every number given), how many rows of
+        ``messages`` name the queue, or more (a failed insert is not taken
+        back): deleting a queue with none needs no scan of the messages.
     """
 
     __slots__ = ("numbers", "next", "named", "alone", "_undo", "_deleted")
@@ -257,14 +257,9 @@ class _QueueNumbers:
         if number is None:
             number = self.numbers[key] = self.next
             self.next += 1
+            self.alone[number] = 0
             self.named += (number, *key)
             self._undo.append((key, None, 0))
-        return number
-
-    def alone_on(self, key: tuple[str, str]) -> int:
-        """The number of the queue *key* for a row of a message on it alone."""
-        number = self.number(key)
-        self.alone[number] = self.alone.get(number, 0) + 1
         return number
 
     def deleted(self, number: int, rows: int) -> None:
@@ -294,7 +289,7 @@ class _QueueNumbers:
         """The transaction of the changes since the last commit failed: undo them."""
         for key, number, rows in reversed(self._undo):
             if number is None:
-                del self.numbers[key]
+                self.alone.pop(self.numbers.pop(key), None)
             else:
                 self.numbers[key] = number
                 self.alone[number] = rows
@@ -1125,6 +1120,7 @@ def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Opt
     appends: list[tuple[Any, ...]] = []
     begun = False
     written = 0
+    known, alone = numbers.numbers, numbers.alone
     for operation in batch.operations:
         if isinstance(operation, _Publish):
             queues = operation.queues
@@ -1133,7 +1129,8 @@ def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Opt
                 m = operation.message
                 message_id = m.message_id
                 if len(queues) == 1:
-                    number = numbers.alone_on(queues[0])
+                    number = known.get(queues[0]) or numbers.number(queues[0])
+                    alone[number] += 1
                 else:
                     number = 0
                     for key in queues:
