@@ -1256,12 +1256,20 @@ def _migrate_messages(db: sqlite3.Connection) -> None:
     message on one queue naming its number, one on several linked to each.
     Messages on no queue are left out; a database written before messages
     kept their publish time gets 0 for it."""
-    if not _has_table(db, "queue_messages"):
-        return
     columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
+    if "queue" in columns:
+        return
     published = "m.published" if "published" in columns else "0"
     db.execute("ALTER TABLE messages RENAME TO messages_v1")
     db.execute(_MESSAGES)
+    if _has_table(db, "queue_messages"):
+        _number_messages(db, published)
+    db.execute("DROP TABLE messages_v1")
+
+
+def _number_messages(db: sqlite3.Connection, published: str) -> None:
+    """:func:`_migrate_messages`' copy of the messages of ``messages_v1``
+    that ``queue_messages`` puts on queues (their *published* column)."""
     db.execute("INSERT INTO queue_names (vhost, name) SELECT DISTINCT vhost, queue FROM queue_messages")
     db.execute("CREATE INDEX queue_names_by_name ON queue_names (vhost, name)")
     db.execute(
@@ -1279,8 +1287,7 @@ def _migrate_messages(db: sqlite3.Connection) -> None:
         " JOIN queue_names n ON n.vhost = q.vhost AND n.name = q.queue"
         " WHERE q.message_id IN (SELECT id FROM queue_counts WHERE queues > 1)"
     )
-    for statement in ("DROP TABLE queue_counts", "DROP INDEX queue_names_by_name", "DROP TABLE queue_messages",
-                      "DROP TABLE messages_v1"):
+    for statement in ("DROP TABLE queue_counts", "DROP INDEX queue_names_by_name", "DROP TABLE queue_messages"):
         db.execute(statement)
 
 
