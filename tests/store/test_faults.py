@@ -163,6 +163,23 @@ class WriteFailureTests(TestCase):
         self.assertEqual([b.routing_key for b in recovered.bindings], ["k"])
 
     @inlineCallbacks
+    def test_a_failed_batch_of_appends_alone_is_written_again(self) -> Any:
+        # Written as one statement outside a transaction: nothing to roll
+        # back, and the chunk is written whole with the next attempt.
+        store, faults, reports = self.make()
+        yield store.when_durable(store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"})))
+        faults.arm("INSERT OR REPLACE INTO stream_chunks", DISK_FULL)
+        appended = store.append_log("/", "s", chunk_of(0, 50, 0, 64))
+        yield store.when_durable(appended)
+        self.assertFalse(store.failed_between(appended - 1, appended))
+        yield reports.until(2)
+        self.assertIn(DISK_FULL, reports.heard[0] or "")
+        self.assertIsNone(reports.heard[1])
+        self.assertEqual(faults.raised, [("INSERT OR REPLACE INTO STREAM_CHUNKS", DISK_FULL)])
+        recovered = yield self.recovered(store)
+        self.assertEqual(recovered.logs[("/", "s")][0].last, 49)
+
+    @inlineCallbacks
     def test_with_nothing_queued_a_probe_write_finds_when_the_disk_works_again(self) -> Any:
         store, faults, reports = self.make()
         yield store.when_durable(store.add_queue(DurableQueue(*Q)))

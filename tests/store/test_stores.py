@@ -346,6 +346,54 @@ class SQLiteStoreTests(LogContract, TestCase):
         self.assertEqual([recovered.logs[("/", f"s{n}")][0].last for n in range(10)], [2] * 10)
 
     @inlineCallbacks
+    def test_a_batch_of_appends_alone_is_one_statement_outside_a_transaction(self) -> Any:
+        """Appends alone go to SQLite as one statement (its own transaction);
+        a batch with anything else in it is still one BEGIN ... COMMIT."""
+        statements: list[str] = []
+
+        def record(sql: str) -> None:
+            if not sql.startswith("PRAGMA"):  # upkeep after a batch, while the test goes on
+                statements.append(sql.split(" (", 1)[0])
+
+        class Recording(sqlite3.Connection):
+            def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+                record(sql)
+                return super().execute(sql, parameters)
+
+            def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+                record(sql)
+                return super().executemany(sql, parameters)
+
+        store = self.make()
+        store.connection_class = Recording
+        store.open()
+        for n in range(3):
+            store.add_queue(DurableQueue("/", f"s{n}", arguments={"x-queue-type": b"stream"}))
+        store.add_queue(DurableQueue("/", "q"))
+        yield store.when_durable(store.last_sequence)
+        statements.clear()
+        before = store.commits
+        with store._lock:  # the writer takes nothing until all three are queued
+            for n in range(3):
+                store.append_log("/", f"s{n}", chunk_of(0, 3 + n, 0))
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(store.commits - before, 1)
+        self.assertEqual(statements[0], "INSERT OR REPLACE INTO stream_chunks VALUES")
+        self.assertNotIn("BEGIN", statements)
+        self.assertNotIn("COMMIT", statements)
+        statements.clear()
+        with store._lock:
+            store.append_log("/", "s0", chunk_of(3, 5, 0))
+            store.publish(message(1), [("/", "q")])
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(statements[0], "BEGIN")
+        self.assertIn("INSERT OR REPLACE INTO stream_chunks VALUES", statements)
+        self.assertIn("COMMIT", statements)
+        _, recovered = yield self.restarted(store)
+        self.assertEqual([recovered.logs[("/", f"s{n}")][-1].last for n in range(3)], [4, 3, 4])
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "q")]], [1])
+
+    @inlineCallbacks
     def test_a_large_batch_of_messages_on_many_queues_is_recovered_whole(self) -> Any:
         """Many messages written together (more than one statement of rows
         takes), one of them on more queues than one statement of links

@@ -64,7 +64,9 @@ messages (:mod:`txamqp09.store.chunks`) keyed by (vhost, queue, first
 offset): its header (message count, segment, first and last timestamps,
 body bytes) in columns, then its offset index and its packed records as two
 blobs. A stream's chunk is written with the batch that takes it, so one
-batch writes one row per stream, however many messages it appended. Reading
+batch writes one row per stream, however many messages it appended; a
+batch of appends alone is one statement, a transaction of its own (see
+:func:`_append_alone`). Reading
 a chunk by offset and the search for a timestamp (a scan of chunk headers,
 then a binary search inside one chunk) go through the read-only connection;
 retention deletes whole chunks from the head of a log, and the freed pages
@@ -107,7 +109,7 @@ from itertools import groupby
 from heapq import heappop, heappush
 from pathlib import Path
 from time import monotonic, time
-from typing import IO, Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import IO, Any, Callable, Iterable, Iterator, Optional, Sequence, Union, cast
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorFromThreads
@@ -396,6 +398,16 @@ class _Batch:
         """Whether writing it can free pages: it removes messages or applies
         an operation other than an insert (a publish or a stream append)."""
         return bool(self.removals) or any(type(operation) is _Operation for operation in self.operations)
+
+    @property
+    def appends_alone(self) -> bool:
+        """Whether it is stream appends and nothing else, few enough for the
+        parameters of one statement (see :func:`_append_alone`)."""
+        operations = self.operations
+        return (
+            0 < len(operations) * _CHUNK_WIDTH <= _VARIABLES_PER_STATEMENT and not self.removals
+            and all(type(operation) is _Append for operation in operations)
+        )
 
 
 #: What the writer does when it has been idle for :data:`IDLE_SECONDS`.
@@ -1115,6 +1127,8 @@ def _write(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Opt
 def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Optional[int]:
     """:func:`_write`'s transaction. A message on one queue is one row of
     ``messages``; one on several has a row of ``message_links`` for each."""
+    if batch.appends_alone:
+        return _append_alone(db, cast(list[_Append], batch.operations))
     messages: list[Any] = []
     links: list[Any] = []
     appends: list[tuple[Any, ...]] = []
@@ -1207,12 +1221,36 @@ def _multi_row(insert: str, width: int, rows: int) -> str:
     return f"{insert} {', '.join([row] * rows)}"
 
 
+#: Inserts rows of ``stream_chunks`` (a chunk written again after a failed
+#: batch replaces itself).
+_INSERT_CHUNKS = "INSERT OR REPLACE INTO stream_chunks VALUES"
+#: The columns of a row of ``stream_chunks``.
+_CHUNK_WIDTH = 10
+
+
 def _insert_log(db: sqlite3.Connection, appends: list[tuple[Any, ...]]) -> None:
-    """Insert the gathered log chunks, then forget them (a chunk written
-    again after a failed batch replaces itself)."""
+    """Insert the gathered log chunks, then forget them."""
     if appends:
-        db.executemany("INSERT OR REPLACE INTO stream_chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", appends)
+        db.executemany(_multi_row(_INSERT_CHUNKS, _CHUNK_WIDTH, 1), appends)
         appends.clear()
+
+
+def _append_alone(db: sqlite3.Connection, appends: list[_Append]) -> int:
+    """Write a batch of stream appends alone with one statement outside any
+    transaction: SQLite makes a single statement its own transaction, so its
+    rows are on disk all or none (with ``synchronous=FULL`` its commit ends
+    with the log's fsync, as a batch's COMMIT does), and the writer thread
+    makes one call into SQLite instead of three (BEGIN, the insert, COMMIT):
+    each call releases the interpreter's lock, and getting it back means
+    waiting for the reactor thread to let go of it. The messages written."""
+    values: list[Any] = []
+    written = 0
+    for append in appends:
+        row = append.row()
+        written += row[3]
+        values += row
+    db.execute(_multi_row(_INSERT_CHUNKS, _CHUNK_WIDTH, len(appends)), values)
+    return written
 
 
 def _migrate(db: sqlite3.Connection) -> None:
