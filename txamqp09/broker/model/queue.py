@@ -189,14 +189,33 @@ class Consumer:
         self._simple = not self.limits and not no_local
 
     def can_take(self, message: Message) -> bool:
-        """Whether *message* may be delivered to this consumer now."""
+        """Whether *message* may be delivered to this consumer now: the
+        channel open with its flow on, the connection's transport not paused
+        unless a prefetch window bounds the consumer (:attr:`windowed`), and
+        *message* fits the windows.
+
+        A windowed consumer is not held back while the transport has more to
+        write than it buffers before it pauses its producer: what it can have
+        unsent is bounded by its window already (each delivery stays
+        unacknowledged at least until the client has read it), as RabbitMQ
+        bounds what a channel has unsent; holding the room acknowledgements
+        make until the transport had written everything would leave the
+        client with nothing to read while the next deliveries are made.
+        """
         if self._simple:
             return self.session.sending
-        if not self.session.sending:
+        session = self.session
+        if not session.sending and not (session.flow_active and not session.closed and self.windowed):
             return False
-        if self.no_local and message.origin[3] is self.session.client:  # the publisher
+        if self.no_local and message.origin[3] is session.client:  # the publisher
             return False
         return self.fits(message)
+
+    @property
+    def windowed(self) -> bool:
+        """A prefetch window (count or size) bounds what this consumer has
+        unacknowledged (never one that does not acknowledge)."""
+        return any(limit.count or limit.size for limit in self.limits)
 
     def fits(self, message: Message) -> bool:
         """Whether *message* fits every prefetch window of this consumer."""
