@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 from twisted.logger import Logger, LogLevel, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
+from txamqp09.client.connection import ClientConnection
+from txamqp09.client.params import ConnectionParameters
 from txamqp09.protocol import ConnectionState
 from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.wire.frames import FRAME_HEARTBEAT, HEARTBEAT_FRAME
@@ -180,3 +183,35 @@ class CloseTests(SynchronousTestCase):
         peer.send(peer.server.channel_max + 1, peer.spec.ChannelOpen())
         (close,) = methods(peer)
         self.assertEqual((close.NAME, close.reply_code), ("connection.close", 504))
+
+
+class OutputTests(SynchronousTestCase):
+    """write and writeParts queue output the same way (a client connection here)."""
+
+    def setUp(self) -> None:
+        self.connection = ClientConnection(ConnectionParameters(), Clock())
+        self.transport = StringTransport()
+        self.connection.makeConnection(self.transport)
+        self.transport.clear()
+
+    def test_parts_outside_a_batch_are_written_at_once_joined(self) -> None:
+        self.connection.writeParts([b"ab", memoryview(b"-cd-")[1:3], b"e"])
+        self.assertEqual(self.transport.value(), b"abcde")
+
+    def test_parts_and_writes_of_a_batch_go_in_one_write_in_order(self) -> None:
+        written: list[bytes] = []
+        self.transport.write = written.append  # type: ignore[method-assign]
+        batch = self.connection.batch
+        batch.enter()
+        self.connection.writeParts([b"a", memoryview(b"bc")])
+        self.connection.write(b"d")
+        self.connection.writeParts([b"e"])
+        self.assertEqual(written, [])
+        batch.leave()
+        self.assertEqual(written, [b"abcde"])
+
+    def test_nothing_after_the_connection_closed(self) -> None:
+        self.connection.state = ConnectionState.CLOSED
+        self.connection.writeParts([b"a", b"b"])
+        self.connection.flush()
+        self.assertEqual(self.transport.value(), b"")

@@ -187,11 +187,25 @@ class AMQPConnection(Protocol):
         output = self._output
         output.append(data)
         if len(output) == 1:
-            # First write since the last flush: flush now, or at the batch's end.
-            if self.batch.active:
-                self.batch.mark(self)
-            else:
-                self.flush()
+            self._outputStarted()
+
+    def writeParts(self, parts: list[BodyLike]) -> None:
+        """Queue one output given in *parts* (a large content's frames, the
+        body's as views of it), written with the batch's output: joined by
+        :meth:`flush` here, sent from the parts where a subclass can."""
+        if self.state is ConnectionState.CLOSED:
+            return
+        output = self._output
+        output.extend(parts)
+        if len(output) == len(parts):
+            self._outputStarted()
+
+    def _outputStarted(self) -> None:
+        """The first output since the last flush: flush now, or at the batch's end."""
+        if self.batch.active:
+            self.batch.mark(self)
+        else:
+            self.flush()
 
     def flush(self) -> None:
         """Write queued output now."""

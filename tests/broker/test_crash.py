@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
-from twisted.internet.defer import inlineCallbacks
+from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.python.failure import Failure
 
 from tests.broker.test_restart import BrokerProcessTestCase
@@ -30,6 +30,12 @@ PERSISTENT = {"delivery_mode": 2}
 #: A memory budget of a few hundred message bodies: most are paged out and
 #: read back while the rounds run.
 BUDGET = ("--memory-budget", "1000")
+#: Seconds allowed for each broker start: about 0.5 s of CPU, which takes
+#: many seconds of wall time when the machine's cores are busy elsewhere.
+START_SECONDS = 20
+#: Seconds allowed for each round's publishing: at most 2,000 confirms, a
+#: group commit per 100 at least (a slow disk makes every fsync slow).
+ROUND_SECONDS = 15
 
 
 class Ledger:
@@ -44,15 +50,18 @@ class Ledger:
 class Round:
     """One broker lifetime: publish and consume until *kill_after* confirms, then kill.
 
-    :param kill: called once, when the round has seen enough confirms.
+    :param kill: called once, when the round has seen enough confirms;
+        returns a Deferred that fires once the broker has ended.
+    :ivar ended: that Deferred, once the round killed the broker.
     """
 
-    def __init__(self, ledger: Ledger, kill_after: int, kill: Callable[[], Any]) -> None:
+    def __init__(self, ledger: Ledger, kill_after: int, kill: Callable[[], Deferred[None]]) -> None:
         self.ledger = ledger
         self.kill_after = kill_after
         self.kill = kill
         self.confirms = 0
         self.killed = False
+        self.ended: Optional[Deferred[None]] = None
 
     def publish(self, channel: Channel) -> None:
         """Publish the next message, and another each time one is confirmed."""
@@ -69,7 +78,7 @@ class Round:
         self.confirms += 1
         if self.confirms >= self.kill_after and not self.killed:
             self.killed = True
-            self.kill()
+            self.ended = self.kill()
         self.publish(channel)
 
     def consumed(self, message: Message) -> None:
@@ -85,7 +94,9 @@ def _lost(failure: Failure) -> None:
 
 
 class CrashTests(BrokerProcessTestCase):
-    timeout = 60
+    #: Every wait below is on a condition; this bounds them all: a start per
+    #: round and one to read what is left, and the rounds' publishing.
+    timeout = (ROUNDS + 1) * START_SECONDS + ROUNDS * ROUND_SECONDS
 
     @inlineCallbacks
     def test_kill_9_while_publishing_and_consuming_loses_no_confirmed_message(self) -> Any:
@@ -108,6 +119,9 @@ class CrashTests(BrokerProcessTestCase):
                 current.publish(publisher)
             yield publisher_connection.whenClosed()
             yield consumer_connection.whenClosed()
+            self.assertIsNotNone(current.ended, f"the broker ended before the round killed it (seed {seed})")
+            # The next broker opens the same store: only once this one is gone.
+            yield current.ended
 
         recovered = yield self.restarted_contents(data_dir, *BUDGET)
         found = [(int(message.body), message.redelivered) for message in recovered]

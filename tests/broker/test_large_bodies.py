@@ -21,6 +21,8 @@ from txamqp09.wire.frames import FRAME_BODY, FrameReader
 
 FRAME_MAX = 131072
 BODY_MAX = FRAME_MAX - 8
+#: The class and method ids of basic.get-ok and basic.return.
+GET_OK, RETURN = bytes([0, 60, 0, 71]), bytes([0, 60, 0, 50])
 
 
 def body_of(size: int, seed: int = 0) -> bytes:
@@ -258,6 +260,7 @@ class DirectSendTests(SynchronousTestCase):
         self.assertGreater(len(direct), 0)
         self.assertTrue(self.transport.writing)  # the socket pair's buffer holds less than the delivery
         self.assertFalse(self.peer.server.client.writable)
+        self.assertTrue(all(len(part) for part in self.peer.server._held), "an empty write follows the parts")
         direct += self.drain()
         self.assertEqual(self.transport.value(), b"")
         self.assertEqual(b"".join(self.delivered(direct)), body)
@@ -324,8 +327,38 @@ class DirectSendTests(SynchronousTestCase):
         self.assertEqual(self.received(), b"")
         self.assertEqual(self.delivered(self.transport.value()), [b"small"])
 
-    def feed(self, body: bytes) -> None:
-        data = self.peer.publish_bytes(1, "q", body)
+    def test_get_ok_sent_from_the_parts(self) -> None:
+        """basic.get-ok with a large body goes out as a delivery does."""
+        self.peer.send(1, self.peer.spec.QueueDeclare(queue="g"))
+        self.transport.clear()
+        body = body_of(3 * 1024 * 1024 + 1, 10)
+        self.feed(body, "g")
+        self.peer.send(1, self.peer.spec.BasicGet(queue="g", no_ack=True))
+        self.assertContent(body, GET_OK)
+
+    def test_return_sent_from_the_parts(self) -> None:
+        """basic.return with a large body goes out as a delivery does."""
+        body = body_of(2 * 1024 * 1024 + 7, 11)
+        self.feed(body, "nowhere", mandatory=True)
+        self.assertContent(body, RETURN)
+
+    def assertContent(self, body: bytes, method: bytes) -> None:
+        """*body* reached the socket as the content of *method* (class and
+        method ids) from its parts: not joined, not through the transport's
+        buffer (the socket pair takes less than the body at once)."""
+        data = self.received()
+        self.assertGreater(len(data), 0, "nothing was sent straight to the socket")
+        held = self.peer.server._held
+        self.assertGreater(len(held), 2, "what the socket did not take is held joined, not as its parts")
+        data += self.drain()
+        self.assertEqual(self.transport.value(), b"")
+        frames = list(FrameReader(1 << 20).feed(data))
+        self.assertEqual(bytes(frames[0][2][:4]), method)
+        self.assertEqual(b"".join(self.delivered(data)), body)
+        self.assertTrue(self.peer.server.client.writable)
+
+    def feed(self, body: bytes, routing_key: str = "q", **fields: Any) -> None:
+        data = self.peer.publish_bytes(1, routing_key, body, **fields)
         for at in range(0, len(data), 65536):
             self.peer.feed(data[at : at + 65536])
 

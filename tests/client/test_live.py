@@ -479,7 +479,12 @@ class RabbitMQTests(LiveTests, TestCase):
         return f"amqp://guest:guest@127.0.0.1:{self.node.port}/"
 
     def drop_connections(self) -> Deferred[str]:
-        return deferToThread(self.node.ctl, "close_all_connections", "test")
+        # What ``rabbitmqctl close_all_connections test`` calls.
+        return deferToThread(
+            self.node.evaluate,
+            'rabbit_connection_tracking_handler:close_connections('
+            'rabbit_connection_tracking:list(<<"/">>), <<"test">>, 0).',
+        )
 
     @inline
     async def test_blocked_and_unblocked(self) -> None:

@@ -11,7 +11,7 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.interfaces import IListeningPort
-from twisted.web.client import Agent, FileBodyProducer, readBody
+from twisted.web.client import Agent, FileBodyProducer
 from twisted.trial.unittest import TestCase
 from twisted.web.http_headers import Headers
 
@@ -19,6 +19,7 @@ from txamqp09.broker.auth import Security, UserDatabase
 from txamqp09.broker.auth.permissions import Permissions
 from txamqp09.broker.server import ServerFactory
 from txamqp09.management import Node, RecordingEndpoint, make_site
+from txamqp09.testing.http import read_body
 
 
 class Answer:
@@ -136,6 +137,6 @@ def http_request(
         received = {
             name.decode().lower(): values[-1].decode() for name, values in response.headers.getAllRawHeaders()
         }
-        return readBody(response).addCallback(lambda data: Answer(response.code, received, data))
+        return read_body(response).addCallback(lambda data: Answer(response.code, received, data))
 
     return sending.addCallback(read)

@@ -16,7 +16,7 @@ from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 
 from txamqp09.testing.broker import LoopbackBroker
-from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.rabbitmq import CLI_USER, rabbitmq_missing, shared_rabbitmq
 
 _TestCase: Any = TestCase if TYPE_CHECKING else object
 _names = itertools.count()
@@ -187,7 +187,9 @@ class OwnBrokerEnforcementTests(EnforcementCases, TestCase):
 
 
 class RabbitMQEnforcementTests(EnforcementCases, TestCase):
-    """The same cases against a private RabbitMQ node, set up with rabbitmqctl."""
+    """The same cases against a private RabbitMQ node, set up with the
+    functions rabbitmqctl's commands call (through erl_call, which takes
+    milliseconds where each rabbitmqctl run boots a CLI node)."""
 
     skip = rabbitmq_missing()
 
@@ -196,18 +198,19 @@ class RabbitMQEnforcementTests(EnforcementCases, TestCase):
         self.port = self.node.port
 
     def add_user(self, vhost: str, user: str, password: str) -> None:
-        self.node.ctl("add_vhost", vhost)
-        self.addCleanup(self.node.ctl, "delete_vhost", vhost)
-        self.node.ctl("add_user", user, password)
-        self.addCleanup(self.node.ctl, "delete_user", user)
-        self.node.ctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+        self.node.call("rabbit_vhost", "add", vhost, CLI_USER)
+        self.addCleanup(self.node.call, "rabbit_vhost", "delete", vhost, CLI_USER)
+        self.node.call("rabbit_auth_backend_internal", "add_user", user, password, CLI_USER)
+        self.addCleanup(self.node.call, "rabbit_auth_backend_internal", "delete_user", user, CLI_USER)
+        self.node.call("rabbit_auth_backend_internal", "set_permissions", user, vhost, ".*", ".*", ".*", CLI_USER)
 
     def set_topic_permissions(self, vhost: str, user: str, exchange: str, write: str, read: str) -> None:
-        self.node.ctl("set_topic_permissions", "-p", vhost, user, exchange, write, read)
+        self.node.call("rabbit_auth_backend_internal", "set_topic_permissions",
+                       user, vhost, exchange, write, read, CLI_USER)
 
     def set_limit(self, kind: str, name: str, limit: str, value: int) -> None:
+        definition = f'{{"{limit}": {value}}}'
         if kind == "vhost":
-            self.node.ctl("set_vhost_limits", "-p", name, f'{{"{limit}": {value}}}')
+            self.node.call("rabbit_vhost_limit", "parse_set", name, definition, CLI_USER)
         else:
-            self.node.ctl("set_user_limits", name, f'{{"{limit}": {value}}}')
-
+            self.node.call("rabbit_auth_backend_internal", "set_user_limits", name, definition, CLI_USER)

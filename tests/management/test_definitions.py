@@ -13,7 +13,7 @@ from twisted.internet.threads import deferToThread
 
 from tests.management.test_config_api import ConfigTestCase
 from txamqp09.broker.auth.definitions import pairs_to_object
-from txamqp09.testing.rabbitmq import RabbitMQ, rabbitmq_missing
+from txamqp09.testing.rabbitmq import CLI_USER, RabbitMQ, erlang_term, rabbitmq_missing
 
 #: ``rabbitmqctl export_definitions`` of a RabbitMQ 3.10.8 node holding a
 #: vhost with limits, a user with tags and limits, permissions, topic
@@ -84,14 +84,22 @@ class DefinitionsRoundTripTests(ConfigTestCase):
         node = RabbitMQ(tempfile.mkdtemp())
         yield deferToThread(node.start)
         self.addCleanup(deferToThread, node.stop)
-        for arguments in (("add_vhost", "live"), ("add_user", "bob", "pw"),
-                          ("set_permissions", "-p", "live", "bob", ".*", "", "^in$"),
-                          ("set_policy", "-p", "live", "ttl", "^t", '{"message-ttl": 5000, "expires": 60000}'),
-                          ("set_user_limits", "bob", '{"max-connections": 3}'),
-                          ("set_topic_permissions", "-p", "live", "bob", "amq.topic", "^x", "^y")):
-            yield deferToThread(node.ctl, *arguments)
+        # What rabbitmqctl's add_vhost, add_user, set_permissions, set_policy,
+        # set_user_limits, set_topic_permissions and export_definitions call.
+        for call in (("rabbit_vhost", "add", "live", CLI_USER),
+                     ("rabbit_auth_backend_internal", "add_user", "bob", "pw", CLI_USER),
+                     ("rabbit_auth_backend_internal", "set_permissions", "bob", "live", ".*", "", "^in$", CLI_USER),
+                     ("rabbit_policy", "parse_set", "live", "ttl", "^t", '{"message-ttl": 5000, "expires": 60000}',
+                      0, "all", CLI_USER),
+                     ("rabbit_auth_backend_internal", "set_user_limits", "bob", '{"max-connections": 3}', CLI_USER),
+                     ("rabbit_auth_backend_internal", "set_topic_permissions", "bob", "live", "amq.topic", "^x", "^y",
+                      CLI_USER)):
+            yield deferToThread(node.call, *call)
         path = str(Path(tempfile.mkdtemp(), "export.json"))
-        yield deferToThread(node.ctl, "export_definitions", path)
+        yield deferToThread(
+            node.evaluate,
+            f"file:write_file({erlang_term(path)}, rabbit_json:encode(rabbit_definitions:all_definitions())).",
+        )
         original = json.loads(Path(path).read_text())
         answer = yield self.broker.request("POST", "/api/definitions", original)
         self.assertEqual(answer.status, 204, answer)

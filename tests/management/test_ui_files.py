@@ -6,9 +6,10 @@ from typing import Any
 
 from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
-from twisted.web.client import Agent, readBody
+from twisted.web.client import Agent
 
 from tests.management.support import ManagementTestCase
+from txamqp09.testing.http import read_body
 
 
 class UiFilesTests(ManagementTestCase):
@@ -18,7 +19,7 @@ class UiFilesTests(ManagementTestCase):
     def fetch(self, path: str) -> Any:
         """GET *path* without credentials: (status, headers by lower-case name, body)."""
         response = yield Agent(reactor).request(b"GET", (self.broker.url + path).encode())
-        body = yield readBody(response)
+        body = yield read_body(response)
         headers = {name.decode().lower(): values[-1].decode() for name, values in response.headers.getAllRawHeaders()}
         return response.code, headers, body
 

@@ -12,13 +12,14 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.interfaces import IListeningPort
-from twisted.web.client import Agent, readBody
+from twisted.web.client import Agent
 from twisted.web.http_headers import Headers
 
 from txamqp09.broker.auth import Security, UserDatabase
 from txamqp09.broker.server import ServerFactory
 from txamqp09.management import Node
 from txamqp09.prometheus import make_metrics_site
+from txamqp09.testing.http import read_body
 
 
 class Scraped:
@@ -58,7 +59,7 @@ def scrape(port: int, path: str = "/metrics", headers: Optional[dict[str, str]] 
 
     def read(response: Any) -> Deferred[Scraped]:
         received = {name.decode().lower(): values[-1].decode() for name, values in response.headers.getAllRawHeaders()}
-        return readBody(response).addCallback(lambda body: Scraped(response.code, received, body))
+        return read_body(response).addCallback(lambda body: Scraped(response.code, received, body))
 
     return getting.addCallback(read)
 

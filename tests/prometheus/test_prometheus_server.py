@@ -14,9 +14,10 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.task import LoopingCall
 from twisted.trial.unittest import TestCase
-from twisted.web.client import Agent, readBody
+from twisted.web.client import Agent
 
 from txamqp09.client.connection import connect
+from txamqp09.testing.http import read_body
 from txamqp09.testing.rabbitmq import free_port
 from txamqp09.testing.waiting import eventually
 from tests.prometheus.support import MetricsBroker
@@ -77,7 +78,7 @@ class PrometheusServer:
                 raise AssertionError(f"Prometheus exited: {(self.directory / 'prometheus.log').read_text()[-2000:]}")
             return []
 
-        return Agent(reactor).request(b"GET", url.encode()).addCallback(readBody).addCallbacks(parse, unreachable)
+        return Agent(reactor).request(b"GET", url.encode()).addCallback(read_body).addCallbacks(parse, unreachable)
 
 
 class PrometheusServerTests(TestCase):

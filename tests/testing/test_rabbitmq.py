@@ -9,7 +9,15 @@ import threading
 from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.testing import rabbitmq
-from txamqp09.testing.rabbitmq import RabbitMQ, TLSFiles, free_port, rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.rabbitmq import (
+    CLI_USER,
+    RabbitMQ,
+    TLSFiles,
+    erlang_term,
+    free_port,
+    rabbitmq_missing,
+    shared_rabbitmq,
+)
 
 
 class HelperTests(SynchronousTestCase):
@@ -66,6 +74,13 @@ class HelperTests(SynchronousTestCase):
         with open(log, "rb") as copied:
             self.assertEqual(copied.read().splitlines()[0::2], [b"  Starting broker...", b"later"])
 
+    def test_erlang_terms_are_plain_ascii(self) -> None:
+        self.assertEqual(erlang_term(42), "42")
+        self.assertEqual(erlang_term('^a\\.b"é\n'), '<<"^a\\x{5c}.b\\x{22}\\x{e9}\\x{a}"/utf8>>')
+        for value in (True, 1.5, b"bytes", None):
+            with self.assertRaises(TypeError):
+                erlang_term(value)  # type: ignore[arg-type]
+
     def test_a_node_that_exits_ends_the_wait(self) -> None:
         read, write = os.pipe()
         started = threading.Event()
@@ -90,6 +105,27 @@ class EvaluateTests(SynchronousTestCase):
         self.addCleanup(self.node.evaluate, "application:unset_env(rabbit, txamqp09_probe).")
         self.node.evaluate("application:set_env(rabbit, txamqp09_probe, 7).")
         self.assertEqual(self.node.evaluate("application:get_env(rabbit, txamqp09_probe)."), "{ok, 7}")
+
+    def test_calls_pass_strings_as_binaries_and_integers_as_such(self) -> None:
+        text = '^{username}\\.(x|"y")$ é ✓'
+        self.assertEqual(self.node.call("erlang", "byte_size", text), str(len(text.encode("utf-8"))))
+        self.assertEqual(self.node.call("unicode", "characters_to_list", text).count(","), len(text) - 1)
+        self.assertEqual(self.node.call("erlang", "max", 7, 41), "41")
+
+    def test_rabbitmqctl_functions_change_the_node(self) -> None:
+        vhost = f"call-{os.getpid()}"
+        self.assertEqual(self.node.call("rabbit_vhost", "add", vhost, CLI_USER), "ok")
+        self.addCleanup(self.node.call, "rabbit_vhost", "delete", vhost, CLI_USER)
+        self.assertEqual(self.node.call("rabbit_vhost", "exists", vhost), "true")
+
+    def test_an_error_answer_is_an_error(self) -> None:
+        with self.assertRaises(rabbitmq.RabbitMQError) as caught:
+            self.node.call("rabbit_auth_backend_internal", "set_permissions",
+                           "nobody-here", "/", ".*", ".*", ".*", CLI_USER)
+        self.assertIn("no_such_user", str(caught.exception))
+        with self.assertRaises(rabbitmq.RabbitMQError) as caught:
+            self.node.call("rabbit_vhost_limit", "parse_set", "/", "{not json", CLI_USER)
+        self.assertIn("JSON", str(caught.exception))
 
     def test_a_failing_expression_is_an_error(self) -> None:
         with self.assertRaises(rabbitmq.RabbitMQError) as caught:

@@ -403,13 +403,15 @@ class Publisher:
         )
         if self._output.held:
             self._output.send_after(0, frames)
-        else:
+        elif frames:  # empty when sent as parts
             self._write(frames)
 
     def _severalFrames(self, parts: list[BodyLike]) -> bytes:
-        """A delivery's frames, its body's as views of it: queued as they are
-        (see :meth:`~txamqp09.broker.server.ServerConnection.writeParts`),
-        unless the output is held (then joined, to wait with it)."""
+        """A content method's frames (basic.deliver, get-ok, return), its
+        body's as views of it: queued as they are (see
+        :meth:`~txamqp09.protocol.AMQPConnection.writeParts`; then
+        nothing is left to write), unless the output is held (then joined,
+        to wait with it)."""
         if self._output.held:
             return b"".join(parts)
         self._connection.writeParts(parts)
@@ -430,15 +432,15 @@ class Publisher:
         )
 
     def _sendContent(self, head: bytes, middle: bytes, tail: bytes, message: Message) -> None:
-        """A basic content method with *message*'s content, after the answers held for the store."""
+        """A basic content method with *message*'s content, after the answers
+        held for the store (a body of several frames as :meth:`deliver` sends it)."""
         body: bytes = message.body  # type: ignore[assignment]
-        self._output.send_after(
-            0,
-            encoded_content_frames(
-                self.number, BASIC_CLASS, head, middle, tail, message.raw_properties, body,
-                self._body_max,
-            ),
+        frames = encoded_content_frames(
+            self.number, BASIC_CLASS, head, middle, tail, message.raw_properties, body,
+            self._body_max, self._several_frames,
         )
+        if frames:
+            self._output.send_after(0, frames)
 
     def confirmed(self, sequence: int, ack: bool) -> None:
         """Confirm one published message.

@@ -87,7 +87,7 @@ SEND_SIZE = 1024 * 1024
 #: bodies (Twisted's default: 64 KiB): its body frames (128 KiB at most from
 #: most clients) are then kept as views of what was read, not copied.
 LARGE_READ_SIZE = 256 * 1024
-#: Output of this many bytes is sent from its parts (:meth:`ServerConnection.writeParts`).
+#: Output of this many bytes is sent from its parts (see :meth:`ServerConnection.flush`).
 DIRECT_SEND_FROM = 64 * 1024
 #: The most parts one ``sendmsg`` takes.
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16
@@ -580,7 +580,8 @@ class ServerConnection(AMQPConnection):
             self.flush()
 
     def flush(self) -> None:
-        """Write queued output, gathered publisher acks first."""
+        """Write queued output, gathered publisher acks first: from its parts
+        (:meth:`writeParts`) when it is large enough (:meth:`_sendDirect`)."""
         if self._confirming:
             publishers, self._confirming = self._confirming, []
             for publisher in publishers:
@@ -594,20 +595,6 @@ class ServerConnection(AMQPConnection):
             if (size >= DIRECT_SEND_FROM or self._held) and self._sendDirect(output):
                 return
         super().flush()
-
-    def writeParts(self, parts: list[BodyLike]) -> None:
-        """Queue one output given in *parts* (a large delivery's frames, the
-        body's as views of it), written with the batch's output: straight
-        from the parts where :meth:`flush` can, else joined."""
-        if self.state is ConnectionState.CLOSED:
-            return
-        output = self._output
-        output.extend(parts)
-        if len(output) == len(parts):  # the first output since the last flush
-            if self.batch.active:
-                self.batch.mark(self)
-            else:
-                self.flush()
 
     def _sendDirect(self, output: list[BodyLike]) -> bool:
         """Send large *output* from its parts with one ``sendmsg`` (no join,

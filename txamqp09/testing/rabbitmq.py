@@ -32,14 +32,16 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import IO, Mapping, Optional, Sequence
+from typing import IO, Mapping, Optional, Sequence, Union
 
 __all__ = [
+    "CLI_USER",
     "ERL_CALL",
     "RABBITMQ_BIN",
     "TLSFiles",
     "RabbitMQ",
     "RabbitMQError",
+    "erlang_term",
     "rabbitmq_missing",
     "shared_rabbitmq",
     "free_port",
@@ -50,6 +52,9 @@ RABBITMQ_BIN = "/usr/lib/rabbitmq/bin"
 #: Erlang's small C client that evaluates expressions on a running node
 #: (Debian's erlang-base, which rabbitmq-server depends on, keeps it here).
 ERL_CALL = "/usr/lib/erlang/bin/erl_call"
+#: The acting user rabbitmqctl names in the changes it makes (the last
+#: argument of ``rabbit_vhost:add`` and the like; see :meth:`RabbitMQ.call`).
+CLI_USER = "rmq-cli"
 _LOOPBACK = "127.0.0.1"
 _ERL_LOOPBACK_ARGS = "-kernel inet_dist_use_interface {127,0,0,1}"
 _AMQP0_9_1_HEADER = b"AMQP\x00\x00\x09\x01"
@@ -66,17 +71,33 @@ def rabbitmq_missing() -> Optional[str]:
 
     Suitable as a trial ``skip`` attribute.
     """
-    for program in ("rabbitmq-server", "rabbitmqctl"):
-        if not os.access(os.path.join(RABBITMQ_BIN, program), os.X_OK):
-            return (
-                f"RabbitMQ is not installed ({RABBITMQ_BIN}/{program} is missing); "
-                "install the Debian package rabbitmq-server to run these tests"
-            )
+    server = os.path.join(RABBITMQ_BIN, "rabbitmq-server")
+    if not os.access(server, os.X_OK):
+        return (
+            f"RabbitMQ is not installed ({server} is missing); "
+            "install the Debian package rabbitmq-server to run these tests"
+        )
     if shutil.which("epmd") is None:
         return "Erlang's epmd is not on PATH; install the Debian package rabbitmq-server"
     if not os.access(ERL_CALL, os.X_OK):
         return f"Erlang's erl_call is missing ({ERL_CALL}); install the Debian package erlang-base"
     return None
+
+
+def erlang_term(value: Union[str, int]) -> str:
+    """*value* written as an Erlang term: an integer as itself, a string as
+    a UTF-8 binary whose every character other than printable ASCII (and
+    the quote and backslash) is a ``\\x{...}`` escape (``<<"a\\x{5c}b"/utf8>>``
+    for ``a\\b``), so that the text erl_call sends is plain ASCII."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"no Erlang term for {value!r}")
+    if isinstance(value, int):
+        return str(value)
+    escaped = "".join(
+        character if " " <= character <= "~" and character not in '"\\' else f"\\x{{{ord(character):x}}}"
+        for character in value
+    )
+    return f'<<"{escaped}"/utf8>>'
 
 
 def free_port() -> int:
@@ -159,7 +180,7 @@ class RabbitMQ:
         return self._path("server.out")
 
     def environment(self) -> dict[str, str]:
-        """The environment the node and ``rabbitmqctl`` run with."""
+        """The environment the node, erl_call and ``rabbitmqctl`` run with."""
         env = dict(os.environ)
         env.update(
             HOME=self._path("home"),
@@ -295,29 +316,6 @@ class RabbitMQ:
         except OSError:
             return "(no log)"
 
-    def ctl(self, *arguments: str, timeout: float = 60.0) -> str:
-        """Run ``rabbitmqctl`` against this node; return its output.
-
-        :raises RabbitMQError: the command failed.
-        """
-        env = self.environment()
-        ctl_port = str(free_port())
-        env.update(RABBITMQ_CTL_DIST_PORT_MIN=ctl_port, RABBITMQ_CTL_DIST_PORT_MAX=ctl_port)
-        result = subprocess.run(
-            [os.path.join(RABBITMQ_BIN, "rabbitmqctl"), "-n", self.node_name, *arguments],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-        )
-        output = result.stdout.decode("utf-8", "replace")
-        if result.returncode:
-            raise RabbitMQError(
-                f"rabbitmqctl {' '.join(arguments)} failed ({result.returncode}):\n"
-                f"{output}{result.stderr.decode('utf-8', 'replace')}"
-            )
-        return output
-
     def evaluate(self, expressions: str, timeout: float = 60.0) -> str:
         """Evaluate Erlang *expressions* (ending with a full stop) on the node;
         the value of the last one, as erl_call prints it (``{answer, 42}``).
@@ -345,6 +343,24 @@ class RabbitMQ:
                 f"{output}{result.stderr.decode('utf-8', 'replace')}"
             )
         return output[len("{ok,"):-1].strip()
+
+    def call(self, module: str, function: str, *arguments: Union[str, int]) -> str:
+        """Call ``module:function(arguments...)`` on the node, as ``rabbitmqctl``
+        does for its commands (``rabbit_vhost:add``,
+        ``rabbit_auth_backend_internal:set_permissions`` ...), through
+        :meth:`evaluate`; return the value erl_call prints.
+
+        Strings go as UTF-8 binaries (what the CLI passes), integers as
+        integers; the acting user rabbitmqctl adds is the caller's to pass.
+
+        :raises RabbitMQError: the call failed or answered ``{error, ...}``
+            or ``{error_string, ...}``.
+        """
+        expression = f"{module}:{function}({', '.join(map(erlang_term, arguments))})."
+        value = self.evaluate(expression)
+        if value.startswith("{error"):
+            raise RabbitMQError(f"{expression} answered {value}")
+        return value
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the node, then its epmd.

@@ -253,8 +253,9 @@ class WiredBrokerTests(BrokerTestCase):
 
     @defer.inlineCallbacks
     def test_large_bodies_over_tls(self) -> Any:
-        """Deliveries large enough to be sent from their parts still go
-        through TLS (a body sent around it breaks the client's stream)."""
+        """Deliveries, basic.get-ok and basic.return large enough to be sent
+        from their parts still go through TLS (a body sent around it breaks
+        the client's stream)."""
         bodies = [os.urandom(size) for size in (1 << 20, 3 << 20, 70_000)]
 
         def scenario(connection: pika.BlockingConnection) -> Any:
@@ -269,10 +270,23 @@ class WiredBrokerTests(BrokerTestCase):
                 received.append(body)
                 if len(received) == len(bodies):
                     break
-            return received
+            channel.cancel()
+            gotten = []
+            for body in bodies:
+                channel.basic_publish("app.large", "", body)
+                gotten.append(channel.basic_get("app.large", auto_ack=True)[2])
+            channel.exchange_declare("app.unbound", "direct")
+            channel.confirm_delivery()
+            returned = []
+            for body in bodies:
+                try:
+                    channel.basic_publish("app.unbound", "nowhere", body, mandatory=True)
+                except pika.exceptions.UnroutableError as error:
+                    returned += [message.body for message in error.messages]
+            return received, gotten, returned
 
         parameters = self.tls("app", pika.PlainCredentials("app", "secret"))
-        self.assertEqual((yield self.pika(scenario, **parameters)), bodies)
+        self.assertEqual((yield self.pika(scenario, **parameters)), (bodies, bodies, bodies))
 
     @defer.inlineCallbacks
     def test_pika_external_over_tls(self) -> Any:

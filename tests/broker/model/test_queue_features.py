@@ -368,6 +368,99 @@ class ConsumerTests(SynchronousTestCase):
         self.assertIn("invalid arg 'x-priority'", error.reply_text)
 
 
+class PausedTransportTests(SynchronousTestCase):
+    """While the connection's transport is paused (its buffer is full), a
+    consumer that a prefetch window bounds goes on taking the room each
+    acknowledgement makes; one without a window waits until it drains."""
+
+    def setUp(self) -> None:
+        self.world = World()
+        self.queue = self.world.declare("q")
+
+    def consumed(self, session: Any = None, **options: Any) -> list[int]:
+        """Consume the queue on *session*; its delivery tags so far, kept up to date."""
+        session = session or self.world.session
+        session.consume(self.queue, "c", **options).start()
+        return session.unacked  # type: ignore[no-any-return]
+
+    def publish(self, count: int) -> None:
+        for number in range(count):
+            self.world.publish("q", b"%d" % number)
+
+    def test_acks_make_room_at_once_within_the_prefetch_count(self) -> None:
+        session = self.world.session
+        session.qos(0, 2, False)
+        unacked = self.consumed()
+        self.publish(5)
+        self.world.client.set_writable(False)
+        session.ack(next(iter(unacked)))
+        self.assertEqual(self.world.sink.bodies(), [b"0", b"1", b"2"])
+        session.ack(max(unacked), multiple=True)
+        self.assertEqual(self.world.sink.bodies(), [b"0", b"1", b"2", b"3", b"4"])
+        self.assertEqual(len(unacked), 2, "the prefetch count still bounds what is unsettled")
+
+    def test_a_size_window_bounds_too(self) -> None:
+        session = self.world.session
+        session.qos(2, 0, False)  # bytes: two of these one-byte bodies
+        unacked = self.consumed()
+        self.publish(4)
+        self.assertEqual(self.world.sink.bodies(), [b"0", b"1"])
+        self.world.client.set_writable(False)
+        session.ack(next(iter(unacked)))
+        self.assertEqual(self.world.sink.bodies(), [b"0", b"1", b"2"])
+
+    def test_a_connection_wide_window_bounds_too(self) -> None:
+        session = self.world.session
+        session.per_consumer_qos = False
+        session.qos(0, 1, True)
+        self.consumed()
+        self.publish(2)
+        self.world.client.set_writable(False)
+        session.ack(1)
+        self.assertEqual(self.world.sink.bodies(), [b"0", b"1"])
+
+    def test_a_window_opened_while_paused_is_used(self) -> None:
+        session = self.world.session
+        session.per_consumer_qos = False  # 0-8 and 0-9: basic.qos sets the channel's window
+        session.qos(0, 1, False)
+        self.consumed()
+        self.publish(3)
+        self.world.client.set_writable(False)
+        session.qos(0, 3, False)
+        self.assertEqual(self.world.sink.bodies(), [b"0", b"1", b"2"])
+
+    def test_consumers_without_a_window_wait_for_the_transport(self) -> None:
+        for options in ({"no_ack": True}, {}):
+            world = self.world = World()
+            self.queue = world.declare("q")
+            self.consumed(**options)
+            world.client.set_writable(False)
+            self.publish(2)
+            self.assertEqual(world.sink.bodies(), [], options)
+            world.client.set_writable(True)
+            self.assertEqual(world.sink.bodies(), [b"0", b"1"], options)
+
+    def test_flow_holds_a_windowed_consumer_and_releases_it_while_paused(self) -> None:
+        session = self.world.session
+        session.qos(0, 1, False)
+        unacked = self.consumed()
+        self.publish(3)
+        self.world.client.set_writable(False)
+        session.flow(False)
+        session.ack(next(iter(unacked)))
+        self.assertEqual(self.world.sink.bodies(), [b"0"])
+        session.flow(True)
+        self.assertEqual(self.world.sink.bodies(), [b"0", b"1"])
+
+    def test_a_closed_channel_takes_nothing(self) -> None:
+        session = self.world.session
+        session.qos(0, 1, False)
+        consumer = session.consume(self.queue, "c")
+        self.world.client.set_writable(False)
+        session.close()
+        self.assertFalse(consumer.can_take(message(b"x", "q")))
+
+
 class DeclarationTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.world = World()

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Un
 
 from txamqp09.broker.model.arguments import (
     QUORUM,
+    STREAM,
     Overflow,
     QueueArguments,
     check_quorum_properties,
@@ -189,14 +190,33 @@ class Consumer:
         self._simple = not self.limits and not no_local
 
     def can_take(self, message: Message) -> bool:
-        """Whether *message* may be delivered to this consumer now."""
+        """Whether *message* may be delivered to this consumer now: the
+        channel open with its flow on, the connection's transport not paused
+        unless a prefetch window bounds the consumer (:attr:`windowed`), and
+        *message* fits the windows.
+
+        A windowed consumer is not held back while the transport has more to
+        write than it buffers before it pauses its producer: what it can have
+        unsent is bounded by its window already (each delivery stays
+        unacknowledged at least until the client has read it), as RabbitMQ
+        bounds what a channel has unsent; holding the room acknowledgements
+        make until the transport had written everything would leave the
+        client with nothing to read while the next deliveries are made.
+        """
         if self._simple:
             return self.session.sending
-        if not self.session.sending:
+        session = self.session
+        if not session.sending and not (session.flow_active and not session.closed and self.windowed):
             return False
-        if self.no_local and message.origin[3] is self.session.client:  # the publisher
+        if self.no_local and message.origin[3] is session.client:  # the publisher
             return False
         return self.fits(message)
+
+    @property
+    def windowed(self) -> bool:
+        """A prefetch window (count or size) bounds what this consumer has
+        unacknowledged (never one that does not acknowledge)."""
+        return any(limit.count or limit.size for limit in self.limits)
 
     def fits(self, message: Message) -> bool:
         """Whether *message* fits every prefetch window of this consumer."""
@@ -243,6 +263,10 @@ class Queue:
     :ivar exclusive_owner: the client that owns an exclusive queue, or None.
     :ivar stored: the queue and its persistent messages are kept in the
         message store (durable, not exclusive, on a broker with a store).
+    :ivar kept_as: ``((vhost name, queue name),)``, the store's key of the
+        queue's persistent messages, when it keeps them one by one (a
+        stored queue that is not a stream: a stream's log is written as
+        chunks); else ``()``.
     """
 
     # A fixed layout: these attributes are read on every publish and delivery.
@@ -255,6 +279,7 @@ class Queue:
         "durable",
         "effective_policy",
         "exclusive_owner",
+        "kept_as",
         "max_length",
         "max_length_bytes",
         "messages",
@@ -312,6 +337,9 @@ class Queue:
         self.effective_policy: dict[str, Any] = {}
         self._persistence = vhost.persistence
         self.stored = self._persistence is not None and durable and exclusive_owner is None
+        self.kept_as: tuple[tuple[str, str], ...] = (
+            ((vhost.name, name),) if self.stored and settings.queue_type != STREAM else ()
+        )
         self.messages: Union[ReadyMessages, PriorityMessages] = (
             ReadyMessages() if settings.max_priority is None else PriorityMessages(settings.max_priority)
         )

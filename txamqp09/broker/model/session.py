@@ -218,6 +218,8 @@ class Session:
         """channel.flow from the client: pause or resume deliveries."""
         self.flow_active = active
         self.update_sending()
+        if active and not self.sending:
+            self.refill()  # windowed consumers take even while the transport is paused
 
     def qos(self, prefetch_size: int, prefetch_count: int, global_: bool) -> None:
         """basic.qos: set a prefetch window (see *per_consumer_qos*)."""
@@ -238,8 +240,9 @@ class Session:
         return self._consumer_window[0]
 
     def refill(self) -> None:
-        """Deliver waiting messages of this session's queues while there is room."""
-        if not self.sending:
+        """Deliver waiting messages of this session's queues while there is
+        room (and their consumers may take them: :meth:`Consumer.can_take`)."""
+        if self.closed or not self.flow_active:
             return
         for consumer in list(self.consumers.values()):
             queue = consumer.queue
@@ -497,7 +500,7 @@ class Session:
         if consumer is not None:
             delivery.release()
             queue = consumer.queue
-            if queue.messages and self.sending:
+            if queue.messages:
                 queue.drain()
             if len(self.consumers) > 1 or not self.per_consumer_qos:
                 self.refill_shared()

@@ -289,21 +289,6 @@ class StreamConsumer(Consumer):
         self.held: Optional[Message] = None
         self.held_offset = -1
 
-    def can_take(self, message: Message) -> bool:
-        """Whether *message* fits the prefetch windows, the channel being
-        open with its flow on.
-
-        A connection whose transport has more to write than it buffers
-        before it pauses its producer does not hold a stream's deliveries
-        back: what a stream consumer can have unsent is bounded by its
-        prefetch count already (each delivery stays unacknowledged until the
-        client has read it), and holding the room acknowledgements made
-        until the transport had written everything would leave the client
-        with nothing to read while the next deliveries are made.
-        """
-        session = self.session
-        return session.flow_active and not session.closed and self.fits(message)
-
 
 class StreamQueue(Queue):
     """A stream: a durable, append-only log of messages addressed by offset.
