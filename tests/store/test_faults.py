@@ -104,6 +104,37 @@ class WriteFailureTests(TestCase):
         self.assertEqual([m.message_id for m in recovered.messages[Q]], [3])
 
     @inlineCallbacks
+    def test_a_queue_first_written_in_a_failed_batch_is_numbered_again(self) -> Any:
+        """The number a queue got in a batch that failed is written with its next message."""
+        store, faults, reports = self.make()
+        faults.arm("INSERT INTO messages", DISK_FULL)
+        failed = store.publish(message(1), [Q])
+        yield store.when_durable(failed)
+        self.assertTrue(store.failed_between(failed - 1, failed))
+        yield store.when_durable(store.publish(message(2), [Q]))
+        recovered = yield self.recovered(store)
+        self.assertEqual([m.message_id for m in recovered.messages[Q]], [2])
+
+    @inlineCallbacks
+    def test_deleting_a_queue_scans_the_messages_only_while_rows_name_it(self) -> Any:
+        """The writer counts the rows naming each queue; an acknowledgement
+        whose batch failed and was written again counts once."""
+        store, faults, reports = self.make()
+        store.publish(message(1), [Q])
+        store.publish(message(2), [Q])
+        yield store.when_durable(store.last_sequence)
+        faults.arm("COMMIT", IO_ERROR)
+        yield store.when_durable(store.remove(*Q, [1]))
+        self.assertEqual(len(faults.raised), 1)
+        yield store.when_durable(store.remove_queue(*Q))
+        self.assertEqual(store._reading().execute("SELECT id FROM messages").fetchall(), [])
+        yield store.when_durable(store.publish(message(3), [("/", "q2")]))
+        yield store.when_durable(store.remove("/", "q2", [3]))
+        faults.arm("DELETE FROM messages WHERE queue = ?", DISK_FULL)
+        yield store.when_durable(store.remove_queue("/", "q2"))
+        self.assertEqual(len(faults.raised), 1, "a queue no row names is deleted without a scan")
+
+    @inlineCallbacks
     def test_an_io_error_at_commit_keeps_the_other_operations_for_the_next_batch(self) -> Any:
         store, faults, reports = self.make()
         store.add_queue(DurableQueue(*Q))

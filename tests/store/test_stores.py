@@ -29,6 +29,7 @@ from txamqp09.store.interface import (
 from txamqp09.store.chunks import LogChunk
 from txamqp09.store.memory import MemoryStore
 from txamqp09.store.sqlite import SCHEMA_VERSION, SQLiteStore, StoreFormatError, StoreInUse
+from txamqp09.wire.fields import RABBITMQ
 from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.fields import Int16
 
@@ -64,13 +65,21 @@ class StoreContract(_TestCase):
     def reopen(self, store: Any) -> Any:
         raise NotImplementedError
 
+    def with_queues(self, *names: str) -> Any:
+        """A store made and opened, with durable queues *names* of vhost /."""
+        store = self.make()
+        store.open()
+        for name in names:
+            store.add_queue(DurableQueue("/", name))
+        return store
+
     @inlineCallbacks
-    def restarted(self, store: Any) -> Any:
-        """Wait until durable, close, open again: (store, recovered)."""
+    def restarted(self, store: Any, body_budget: Any = None) -> Any:
+        """Wait until durable, close, open again (with *body_budget*): (store, recovered)."""
         yield store.when_durable(store.last_sequence)
         yield store.close()
         fresh = self.reopen(store)
-        recovered = fresh.open()
+        recovered = fresh.open(body_budget)
         self.addCleanup(fresh.close)
         return fresh, recovered
 
@@ -102,10 +111,7 @@ class StoreContract(_TestCase):
 
     @inlineCallbacks
     def test_messages_recovered_in_order_and_redelivered(self) -> Any:
-        store = self.make()
-        store.open()
-        store.add_queue(DurableQueue("/", "a"))
-        store.add_queue(DurableQueue("/", "b"))
+        store = self.with_queues("a", "b")
         for n in range(1, 6):
             store.publish(message(n, b"m%d" % n), [("/", "a"), ("/", "b")])
         store.remove("/", "a", [2, 4])
@@ -119,19 +125,48 @@ class StoreContract(_TestCase):
         self.assertEqual((first.exchange, first.routing_key, first.raw_properties), ("ex", "key.1", b"\x10\x00\x02"))
 
     @inlineCallbacks
+    def test_a_message_on_several_queues_stays_on_each_until_removed_from_it(self) -> Any:
+        store = self.with_queues("a", "b", "c")
+        store.publish(message(1), [("/", "a"), ("/", "b")])
+        store.publish(message(2), [("/", "a")])
+        store.publish(message(3), [("/", "b"), ("/", "c")])
+        store.remove("/", "a", [1, 2])
+        store, recovered = yield self.restarted(store)
+        self.assertEqual(
+            {name: [m.message_id for m in recovered.messages[("/", name)]] for name in "abc"},
+            {"a": [], "b": [1, 3], "c": [3]},
+        )
+        store.remove("/", "b", [1, 3])
+        store, recovered = yield self.restarted(store)
+        self.assertEqual(
+            {name: [m.message_id for m in recovered.messages[("/", name)]] for name in "abc"},
+            {"a": [], "b": [], "c": [3]},
+        )
+        self.assertEqual(store.read([1, 3]), {3: b"body"})
+        store.remove("/", "c", [3])
+        store, recovered = yield self.restarted(store)
+        self.assertEqual(sum(len(messages) for messages in recovered.messages.values()), 0)
+        self.assertEqual(store.read([1, 2, 3]), {})
+
+    @inlineCallbacks
+    def test_the_body_budget_counts_a_message_on_several_queues_once(self) -> Any:
+        store = self.with_queues("a", "b")
+        for n in range(1, 4):
+            store.publish(message(n, b"%010d" % n), [("/", "b"), ("/", "a")] if n == 1 else [("/", "b")])
+        _, recovered = yield self.restarted(store, 20)
+        self.assertEqual([m.body for m in recovered.messages[("/", "a")]], [b"%010d" % 1])
+        self.assertEqual(
+            [m.body for m in recovered.messages[("/", "b")]], [b"%010d" % 1, b"%010d" % 2, None]
+        )
+
+    @inlineCallbacks
     def test_bodies_beyond_the_budget_are_left_on_disk_and_read_on_demand(self) -> Any:
-        store = self.make()
-        store.open()
-        store.add_queue(DurableQueue("/", "a"))
-        store.add_queue(DurableQueue("/", "b"))
+        store = self.with_queues("a", "b")
         for n in range(1, 6):
             store.publish(message(n, b"%010d" % n), [("/", "a" if n < 4 else "b")])
         yield store.when_durable(store.last_sequence)
         self.assertEqual(store.durable_sequence, store.last_sequence)
-        yield store.close()
-        fresh = self.reopen(store)
-        recovered = fresh.open(body_budget=25)
-        self.addCleanup(fresh.close)
+        fresh, recovered = yield self.restarted(store, 25)
         found = [m for key in (("/", "a"), ("/", "b")) for m in recovered.messages[key]]
         self.assertEqual([m.body for m in found], [b"%010d" % n for n in (1, 2)] + [None] * 3)
         self.assertEqual([m.size for m in found], [10] * 5)
@@ -412,15 +447,22 @@ class SQLiteStoreTests(LogContract, TestCase):
         kept = store.read_log("/", "s", 0)
         self.assertEqual((kept.first, kept.end), (2900, 3000))
 
-    def version_0_database(self, messages: int) -> Path:
-        """A database as version 0 wrote it: stream s with one row per message
-        in stream_log, in segments of 1000 (offset n appended at 1000 + n ms)."""
+    def old_database(self, script: str) -> tuple[Path, sqlite3.Connection]:
+        """A new database file with the table of queues of versions 0 and 1
+        and the tables *script* makes: its path, and a connection to it."""
         path = Path(self.mktemp()) / "store.db"
         path.parent.mkdir()
         db = sqlite3.connect(path, isolation_level=None)
         db.executescript(
             "CREATE TABLE queues (vhost TEXT NOT NULL, name TEXT NOT NULL, auto_delete INTEGER NOT NULL,"
-            " arguments BLOB NOT NULL, PRIMARY KEY (vhost, name));"
+            " arguments BLOB NOT NULL, PRIMARY KEY (vhost, name));" + script
+        )
+        return path, db
+
+    def version_0_database(self, messages: int) -> Path:
+        """A database as version 0 wrote it: stream s with one row per message
+        in stream_log, in segments of 1000 (offset n appended at 1000 + n ms)."""
+        path, db = self.old_database(
             "CREATE TABLE stream_log (vhost TEXT NOT NULL, queue TEXT NOT NULL, position INTEGER NOT NULL,"
             " segment INTEGER NOT NULL, timestamp INTEGER NOT NULL, exchange TEXT NOT NULL,"
             " routing_key TEXT NOT NULL, properties BLOB NOT NULL, body BLOB NOT NULL,"
@@ -453,6 +495,109 @@ class SQLiteStoreTests(LogContract, TestCase):
         self.assertIsNone(
             reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'stream_log'").fetchone(), "the old table went"
         )
+
+    def version_1_database(self, published: bool = True) -> Path:
+        """A database as version 1 wrote it (without the publish times when
+        not *published*, as before they were kept): queues a, b, c and
+        stream s; message 1 on a, 2 on a and b, 3 on b, 4 on c (a body of
+        64 KiB), 5 on no queue; a spilled body; one chunk of s's log."""
+        path, db = self.old_database(
+            "CREATE TABLE messages (id INTEGER PRIMARY KEY, exchange TEXT NOT NULL, routing_key TEXT NOT NULL,"
+            " properties BLOB NOT NULL, body BLOB NOT NULL"
+            + (", published REAL NOT NULL DEFAULT 0);" if published else ");")
+            + "CREATE TABLE queue_messages (vhost TEXT NOT NULL, queue TEXT NOT NULL, message_id INTEGER NOT NULL,"
+            " PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;"
+            "CREATE INDEX queue_messages_by_message ON queue_messages (message_id);"
+            "CREATE TABLE spilled (id INTEGER PRIMARY KEY, body BLOB NOT NULL);"
+            "CREATE TABLE stream_chunks (vhost TEXT NOT NULL, queue TEXT NOT NULL, first INTEGER NOT NULL,"
+            " count INTEGER NOT NULL, segment INTEGER NOT NULL, first_timestamp INTEGER NOT NULL,"
+            " last_timestamp INTEGER NOT NULL, size INTEGER NOT NULL, ends BLOB NOT NULL, data BLOB NOT NULL,"
+            " PRIMARY KEY (vhost, queue, first));"
+            "PRAGMA user_version = 1;"
+        )
+        db.executemany("INSERT INTO queues VALUES ('/', ?, 0, x'00000000')", [("a",), ("b",), ("c",)])
+        db.execute("INSERT INTO queues VALUES ('/', 's', 0, ?)", (RABBITMQ.encode_table({"x-queue-type": b"stream"}),))
+        for n in range(1, 6):
+            body = bytes(65536) if n == 4 else b"m%d" % n
+            row = (n, "ex", f"key.{n}", b"\x10\x00\x02" + bytes([n]), body) + ((1000.0 + n,) if published else ())
+            db.execute(f"INSERT INTO messages VALUES ({', '.join('?' * len(row))})", row)
+        db.executemany(
+            "INSERT INTO queue_messages VALUES ('/', ?, ?)", [("a", 1), ("a", 2), ("b", 2), ("b", 3), ("c", 4)]
+        )
+        db.execute("INSERT INTO spilled VALUES (6, x'00')")
+        db.execute("INSERT INTO stream_chunks VALUES ('/', 's', ?, ?, ?, ?, ?, ?, ?, ?)", chunk_of(0, 3, 0).take())
+        db.close()
+        return path
+
+    def assert_version_1_recovered(self, store: SQLiteStore, recovered: Any, published: bool) -> None:
+        """What :meth:`version_1_database` wrote comes back from *store*."""
+        self.assertEqual(
+            {name: [m.message_id for m in recovered.messages[("/", name)]] for name in "abc"},
+            {"a": [1, 2], "b": [2, 3], "c": [4]},
+        )
+        for name in "abc":
+            for m in recovered.messages[("/", name)]:
+                n = m.message_id
+                self.assertEqual(
+                    (m.exchange, m.routing_key, m.raw_properties, m.body, m.size, m.redelivered, m.published),
+                    ("ex", f"key.{n}", b"\x10\x00\x02" + bytes([n]), bytes(65536) if n == 4 else b"m%d" % n,
+                     65536 if n == 4 else 2, True, 1000.0 + n if published else 0.0),
+                )
+        self.assertEqual(recovered.next_message_id, 5, "message 5 was on no queue: forgotten")
+        self.assertEqual(recovered.logs[("/", "s")], [LogSegment(0, 2, 1000, 1020, 6)])
+        self.assertEqual(offsets_and_bodies(store.read_log("/", "s", 0)), [(0, b"b0"), (1, b"b1"), (2, b"b2")])
+        self.assertEqual(store.read([4, 5, 6]), {4: bytes(65536)}, "spilled bodies do not survive a restart")
+
+    @inlineCallbacks
+    def test_a_version_1_database_is_migrated(self) -> Any:
+        for published in (True, False):
+            path = self.version_1_database(published)
+            store = SQLiteStore(path, reactor)
+            recovered = store.open()
+            self.assert_version_1_recovered(store, recovered, published)
+            reader = store._reading()
+            self.assertEqual(reader.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION)
+            self.assertEqual(
+                reader.execute(
+                    "SELECT name FROM sqlite_master WHERE name IN ('queue_messages', 'queue_messages_by_message',"
+                    " 'messages_v1', 'queue_counts', 'queue_names_by_name')"
+                ).fetchall(),
+                [],
+                "the old tables and index went, and what the migration made for itself",
+            )
+            self.assertEqual(
+                reader.execute("SELECT m.id, n.name FROM messages m JOIN queue_names n ON n.id = m.queue").fetchall(),
+                [(1, "a"), (3, "b"), (4, "c")],
+            )
+            # The migrated message on two queues leaves each separately.
+            store.remove("/", "b", [2])
+            store, recovered = yield self.restarted(store)
+            self.assertEqual([m.message_id for m in recovered.messages[("/", "a")]], [1, 2])
+            self.assertEqual([m.message_id for m in recovered.messages[("/", "b")]], [3])
+            store.remove("/", "a", [2])
+            store, recovered = yield self.restarted(store)
+            self.assertEqual([m.message_id for m in recovered.messages[("/", "a")]], [1])
+            self.assertEqual(store.read([2]), {})
+            yield store.close()
+
+    def test_a_failed_migration_leaves_version_1_as_it_was(self) -> None:
+        path = self.version_1_database()
+        with sqlite3.connect(path) as db:
+            # The migration fails halfway: its links are refused.
+            db.execute(
+                "CREATE TABLE message_links (message_id INTEGER NOT NULL, queue INTEGER NOT NULL,"
+                " PRIMARY KEY (message_id, queue)) WITHOUT ROWID"
+            )
+            db.execute("CREATE TRIGGER refuse BEFORE INSERT ON message_links BEGIN SELECT RAISE(ABORT, 'no room'); END")
+        error = self.assertRaises(sqlite3.IntegrityError, SQLiteStore(path, reactor).open)
+        self.assertIn("no room", str(error))
+        with sqlite3.connect(path) as db:
+            db.execute("DROP TRIGGER refuse")
+            self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 1)
+            self.assertEqual(db.execute("SELECT count(*) FROM queue_messages").fetchone()[0], 5)
+        store = SQLiteStore(path, reactor)
+        self.addCleanup(store.close)
+        self.assert_version_1_recovered(store, store.open(), True)
 
     def test_a_database_of_a_later_version_is_refused_and_left_alone(self) -> None:
         path = self.version_0_database(10)
@@ -507,9 +652,60 @@ class SQLiteStoreTests(LogContract, TestCase):
         self.assertGreater(store.cancelled, 0)
         yield store.close()
         with __import__("sqlite3").connect(store.path) as db:
-            rows = db.execute("SELECT queue, message_id FROM queue_messages").fetchall()
-            self.assertEqual(db.execute("SELECT id FROM messages").fetchall(), [(1000,)])
-        self.assertEqual(rows, [("kept", 1000)])
+            rows = db.execute("SELECT n.name, m.id FROM messages m JOIN queue_names n ON n.id = m.queue").fetchall()
+            links = db.execute("SELECT * FROM message_links").fetchall()
+        self.assertEqual(rows, [("kept", 1000)], "written as a message of one queue")
+        self.assertEqual(links, [])
+
+    @inlineCallbacks
+    def test_a_message_on_one_queue_is_one_row(self) -> Any:
+        """A message on one queue is one row naming the queue's number; one
+        on several has a link to each; each goes with its last queue."""
+        store = self.make()
+        store.open()
+        store.publish(message(1), [("/", "a")])
+        store.publish(message(2), [("/", "a"), ("/", "b")])
+        store.publish(message(3), [("/", "b")])
+        yield store.when_durable(store.last_sequence)
+        db = store._reading()
+        names = dict(db.execute("SELECT name, id FROM queue_names"))
+        self.assertEqual(
+            db.execute("SELECT id, queue FROM messages").fetchall(), [(1, names["a"]), (2, 0), (3, names["b"])]
+        )
+        self.assertEqual(db.execute("SELECT * FROM message_links").fetchall(), [(2, names["a"]), (2, names["b"])])
+        store.remove("/", "a", [1, 2])
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(db.execute("SELECT id FROM messages").fetchall(), [(2,), (3,)])
+        self.assertEqual(db.execute("SELECT * FROM message_links").fetchall(), [(2, names["b"])])
+        store.remove_queue("/", "b")
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(db.execute("SELECT count(*) FROM messages").fetchone()[0], 0)
+        self.assertEqual(db.execute("SELECT count(*) FROM message_links").fetchone()[0], 0)
+        self.assertEqual(db.execute("SELECT name FROM queue_names").fetchall(), [("a",)])
+        _, recovered = yield self.restarted(store)
+        self.assertEqual(recovered.messages, {})
+        self.assertEqual(
+            store._reading().execute("SELECT count(*) FROM queue_names").fetchone()[0], 0,
+            "a queue holding no message loses its number at the start",
+        )
+
+    @inlineCallbacks
+    def test_a_queue_deleted_and_declared_again_in_one_batch_keeps_its_new_messages(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "q"))
+        yield store.when_durable(store.publish(message(1), [("/", "q")]))
+        with store._lock:  # the writer takes nothing until all are queued
+            store.publish(message(2), [("/", "q"), ("/", "other")])
+            store.remove_queue("/", "q")
+            store.add_queue(DurableQueue("/", "q"))
+            store.publish(message(3), [("/", "q")])
+            store.publish(message(4), [("/", "q"), ("/", "other")])
+            store.remove("/", "q", [1, 2])
+        yield store.when_durable(store.last_sequence)
+        _, recovered = yield self.restarted(store)
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "q")]], [3, 4])
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "other")]], [2, 4])
 
     @inlineCallbacks
     def test_acked_messages_are_deleted_and_space_reclaimed(self) -> Any:
@@ -578,6 +774,32 @@ _WRITER = textwrap.dedent(
     """
 ) + _WINDOWED
 
+#: Messages 1, 2, 3 ... published to queue q (every third to queue r as
+#: well), with body b"<n>"; each call acknowledges on q the 50 messages
+#: published two calls before, after publishing: a count made durable means
+#: that every message up to it is stored and every one up to 100 before it
+#: is off q.
+_ACKING_WRITER = textwrap.dedent(
+    """
+    import sys
+    from twisted.internet import reactor
+    from txamqp09.store.interface import DurableQueue, StoredMessage
+    from txamqp09.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(sys.argv[1], reactor)
+    store.open()
+    store.add_queue(DurableQueue("/", "q"))
+    store.add_queue(DurableQueue("/", "r"))
+
+    def write_50(written):
+        for n in range(written + 1, written + 51):
+            queues = [("/", "q"), ("/", "r")] if n % 3 == 0 else [("/", "q")]
+            store.publish(StoredMessage(n, "", "q", b"", b"%d" % n, len(b"%d" % n)), queues)
+        sequence = store.remove("/", "q", range(max(written - 99, 1), max(written - 49, 1)))
+        return sequence, written + 50
+    """
+) + _WINDOWED
+
 #: Offsets 0, 1, 2 ... appended to the log of stream s, with body b"<offset>"
 #: and timestamp <offset>, into chunks the writer takes while they are filled.
 _LOG_WRITER = textwrap.dedent(
@@ -638,6 +860,21 @@ class CrashRecoveryTests(TestCase):
         bodies = [int(m.body or b"") for m in recovered.messages[("/", "q")]]
         self.assertGreaterEqual(len(bodies), confirmed)
         self.assertEqual(bodies, list(range(1, len(bodies) + 1)))
+
+    def test_kill_9_while_acknowledging_keeps_each_unacknowledged_message_once(self) -> None:
+        """Every confirmed message comes back once on each queue it was not
+        acknowledged from; none acknowledged durably comes back."""
+        _, recovered, confirmed = self.killed_writer(_ACKING_WRITER, 6000)
+        on_q = [int(m.body or b"") for m in recovered.messages[("/", "q")]]
+        on_r = [int(m.body or b"") for m in recovered.messages[("/", "r")]]
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "q")]], on_q)
+        self.assertGreaterEqual(on_q[-1], confirmed)
+        self.assertGreater(on_q[0], confirmed - 100, "acknowledged messages came back")
+        self.assertLessEqual(on_q[0], on_q[-1] - 99, "messages not acknowledged are missing")
+        self.assertEqual(on_q, list(range(on_q[0], on_q[-1] + 1)))
+        self.assertEqual(on_r, list(range(3, on_r[-1] + 1, 3)))
+        self.assertGreaterEqual(on_r[-1], confirmed - 2)
+        self.assertIn(on_r[-1], (on_q[-1], on_q[-1] - 1, on_q[-1] - 2), "publishes are written in order")
 
     def test_kill_9_during_appends_keeps_every_confirmed_offset(self) -> None:
         store, recovered, confirmed = self.killed_writer(_LOG_WRITER, 20000)

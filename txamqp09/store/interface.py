@@ -174,8 +174,9 @@ class IMessageStore(Interface):
         """Open the store (at start-up, before any other call) and recover.
 
         Recovered messages carry their bodies until *body_budget* bytes of
-        bodies have been read (all of them when None), queue by queue in
-        order; the later ones come without (see :meth:`read`).
+        bodies have been read (all of them when None), oldest message first
+        (in the order of their ids, a message on several queues counted
+        once); the later ones come without (see :meth:`read`).
         """
 
     def add_exchange(exchange: DurableExchange) -> int:

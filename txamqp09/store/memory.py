@@ -59,12 +59,18 @@ class MemoryStore:
             next_message_id=self._next_id,
             settings=self._settings(),
         )
+        end = None
+        if left is not None:
+            sizes = {i: m.size for messages in self.messages.values() for i, m in messages.items()}
+            for message_id in sorted(sizes):
+                left -= sizes[message_id]
+                if left < 0:
+                    end = message_id
+                    break
         for key, messages in sorted(self.messages.items()):
             kept = recovered.messages[key] = []
-            for _, m in sorted(messages.items()):
-                if left is not None:
-                    left -= m.size
-                body = m.body if left is None or left >= 0 else None
+            for message_id, m in sorted(messages.items()):
+                body = m.body if end is None or message_id < end else None
                 kept.append(
                     StoredMessage(
                         m.message_id, m.exchange, m.routing_key, m.raw_properties, body, m.size, True,

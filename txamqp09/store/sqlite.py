@@ -44,6 +44,18 @@ queued) and tells :meth:`SQLiteStore.add_failure_listener`'s listeners when
 writes fail and when they succeed again. The store closes for good only on
 an error that is not the database's.
 
+Persistent messages are rows of table ``messages``, keyed by message id. A
+message on one queue (the usual case) is that one row, which names its
+queue by a number (table ``queue_names``, numbered by the writer thread
+when it first writes a message to the queue): publishing it inserts one
+row at the end of one B-tree, acknowledging it deletes that row, many of
+them in one statement. A message on several queues has queue 0 and a row
+of ``message_links`` (message id, queue number) for each of them; taking it
+off a queue deletes that link, and the message with its last link.
+Deleting a queue deletes its messages and its number: a scan of
+``messages`` (no index orders them by queue), skipped when no row names it
+(the writer counts them).
+
 Bodies the broker spills under memory pressure (messages the store does not
 keep otherwise) go to a table of their own, emptied when the store opens.
 
@@ -64,15 +76,19 @@ chunk headers alone, without reading the messages.
 durable, so that a stream hands out only messages on disk.
 
 The database records the version of its layout (``PRAGMA user_version``,
-:data:`SCHEMA_VERSION`). A database of version 0 (stream logs as one row per
-message, in ``stream_log``) is migrated when opened: its logs are rewritten
-as chunks, in one transaction. A database of a later version than this
-store knows is refused (:class:`StoreFormatError`) without being changed.
+:data:`SCHEMA_VERSION`). A database of an earlier version is migrated when
+opened, in one transaction: version 0's logs (one row per message, in
+``stream_log``) are rewritten as chunks; the messages of versions 0 and 1
+(a row of ``queue_messages`` for each message and queue, keyed by the
+queue's name, and an index of it by message) are rewritten as above. A
+database of a later version than this store knows is refused
+(:class:`StoreFormatError`) without being changed.
 
 Recovery relies on SQLite's atomic commits: a batch is on disk entirely or
 not at all, so a crash at any point (a torn write, a half-written batch)
-leaves the state of the last committed batch. Recovered messages carry their
-bodies up to a budget; :meth:`SQLiteStore.read` reads others (and bodies the
+leaves the state of the last committed batch. It reads ``messages`` once in
+the order of their ids (the table's own order) and hands each to its
+queues. Recovered messages carry their bodies up to a budget, oldest first; :meth:`SQLiteStore.read` reads others (and bodies the
 broker paged out) through a second, read-only connection on the reactor
 thread, which sees every committed batch. An exclusive ``flock`` on
 ``<database>.lock`` keeps a second process away from the database.
@@ -89,6 +105,7 @@ from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import groupby
 from heapq import heappop, heappush
 from pathlib import Path
 from time import monotonic, time
@@ -149,8 +166,11 @@ _SHARED_PROPERTIES = 1024
 #: Message ids per query of :meth:`SQLiteStore.read`.
 _READ_CHUNK = 500
 #: The version of the database's layout this store writes (``PRAGMA
-#: user_version``): 1 keeps stream logs in chunks; 0 kept one row per message.
-SCHEMA_VERSION = 1
+#: user_version``): 2 keeps a message routed to one queue as one row that
+#: names its queue by number; 1 kept a row of ``queue_messages`` (and an
+#: index entry) per message and queue beside it; 0 kept stream logs as one
+#: row per message.
+SCHEMA_VERSION = 2
 
 # The sqlite3 module binds only int, float, str and bytearray values
 # directly; any other value, bytes included, first goes through its adapter
@@ -160,6 +180,15 @@ SCHEMA_VERSION = 1
 # returns exact bytes unchanged skips those failures. This changes how no
 # value is stored.
 sqlite3.register_adapter(bytes, bytes)
+
+#: The table of persistent messages: a message on one queue names it by its
+#: number (a row of ``queue_names``); one on several queues has queue 0 and
+#: a row of ``message_links`` for each of them.
+_MESSAGES = (
+    "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, queue INTEGER NOT NULL,"
+    " exchange TEXT NOT NULL, routing_key TEXT NOT NULL, properties BLOB NOT NULL, body BLOB NOT NULL,"
+    " published REAL NOT NULL)"
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS exchanges (
@@ -173,13 +202,10 @@ CREATE TABLE IF NOT EXISTS bindings (
     vhost TEXT NOT NULL, source TEXT NOT NULL, destination TEXT NOT NULL,
     destination_kind TEXT NOT NULL, routing_key TEXT NOT NULL, arguments BLOB NOT NULL,
     PRIMARY KEY (vhost, source, destination, destination_kind, routing_key, arguments));
-CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY, exchange TEXT NOT NULL, routing_key TEXT NOT NULL,
-    properties BLOB NOT NULL, body BLOB NOT NULL, published REAL NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS queue_messages (
-    vhost TEXT NOT NULL, queue TEXT NOT NULL, message_id INTEGER NOT NULL,
-    PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS queue_messages_by_message ON queue_messages (message_id);
+CREATE TABLE IF NOT EXISTS queue_names (id INTEGER PRIMARY KEY, vhost TEXT NOT NULL, name TEXT NOT NULL);
+{messages};
+CREATE TABLE IF NOT EXISTS message_links (
+    message_id INTEGER NOT NULL, queue INTEGER NOT NULL, PRIMARY KEY (message_id, queue)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS spilled (id INTEGER PRIMARY KEY, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS stream_chunks (
     vhost TEXT NOT NULL, queue TEXT NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL,
@@ -190,20 +216,88 @@ CREATE INDEX IF NOT EXISTS stream_chunks_by_time ON stream_chunks (vhost, queue,
 CREATE TABLE IF NOT EXISTS settings (
     kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key));
 CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, written REAL NOT NULL);
-"""
+""".format(messages=_MESSAGES)
 
 
-class _Budget:
-    """An SQL function for recovery: true while the bodies read so far fit *limit*."""
+class _QueueNumbers:
+    """The numbers of the queues messages are stored on (table
+    ``queue_names``), by (vhost, name): the writer thread's once the store
+    is open.
 
-    def __init__(self, limit: Optional[int]) -> None:
-        self.left = limit
+    A queue gets a number when a message is first written to it, and loses
+    it when it is deleted (or, at the next start, when it holds no message).
+    What a transaction changes here is undone when it fails.
 
-    def __call__(self, size: int) -> bool:
-        if self.left is None:
-            return True
-        self.left -= size
-        return self.left >= 0
+    :ivar named: the rows of ``queue_names`` numbered since the last insert
+        (their columns one after the other).
+    :ivar alone: by number (every number given), how many rows of
+        ``messages`` name the queue, or more (a failed insert is not taken
+        back): deleting a queue with none needs no scan of the messages.
+    """
+
+    __slots__ = ("numbers", "next", "named", "alone", "_undo", "_deleted")
+
+    def __init__(self) -> None:
+        self.numbers: dict[tuple[str, str], int] = {}
+        self.next = 1
+        self.named: list[Any] = []
+        self.alone: dict[int, int] = {}
+        #: (key, its number and rows before) for each change since the last commit.
+        self._undo: list[tuple[tuple[str, str], Optional[int], int]] = []
+        #: (number, rows deleted) since the last commit.
+        self._deleted: list[tuple[int, int]] = []
+
+    def load(self, names: dict[int, tuple[str, str]], alone: dict[int, int]) -> None:
+        """Take the numbers of the database and the rows naming each (at start-up)."""
+        self.numbers = {key: number for number, key in names.items()}
+        self.next = max(names, default=0) + 1
+        self.alone = alone
+
+    def number(self, key: tuple[str, str]) -> int:
+        """The number of the queue *key*, given one now if it has none."""
+        number = self.numbers.get(key)
+        if number is None:
+            number = self.numbers[key] = self.next
+            self.next += 1
+            self.alone[number] = 0
+            self.named += (number, *key)
+            self._undo.append((key, None, 0))
+        return number
+
+    def deleted(self, number: int, rows: int) -> None:
+        """*rows* of messages on the queue *number* alone were deleted."""
+        self._deleted.append((number, rows))
+
+    def forget(self, key: tuple[str, str]) -> tuple[Optional[int], int]:
+        """Take the number off the queue *key* (deleted): the number it had,
+        and how many rows of messages may name it."""
+        number = self.numbers.pop(key, None)
+        if number is None:
+            return None, 0
+        rows = self.alone.pop(number, 0)
+        self._undo.append((key, number, rows))
+        return number, rows
+
+    def committed(self) -> None:
+        """The changes so far are on disk."""
+        self._undo.clear()
+        alone = self.alone
+        for number, rows in self._deleted:
+            if number in alone:
+                alone[number] -= rows
+        self._deleted.clear()
+
+    def rolled_back(self) -> None:
+        """The transaction of the changes since the last commit failed: undo them."""
+        for key, number, rows in reversed(self._undo):
+            if number is None:
+                self.alone.pop(self.numbers.pop(key), None)
+            else:
+                self.numbers[key] = number
+                self.alone[number] = rows
+        self._undo.clear()
+        self._deleted.clear()
+        self.named.clear()
 
 
 def _table(arguments: dict[str, Any]) -> bytes:
@@ -350,6 +444,8 @@ class SQLiteStore:
         self._carried = False
         #: Publishes not taken by the writer yet, by message id.
         self._unwritten: dict[int, _Publish] = {}
+        #: The queues' numbers, for the writer thread.
+        self._numbers = _QueueNumbers()
         self._sequence = 0
         #: The last sequence number the writer has taken.
         self._taken = 0
@@ -411,17 +507,16 @@ class SQLiteStore:
                     f"{self.path} holds data in layout version {version}, written by a later "
                     f"version of txamqp09; this one reads versions up to {SCHEMA_VERSION}"
                 )
+            if connection.execute("PRAGMA page_count").fetchone()[0] <= 1:
+                connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                connection.execute("VACUUM")
+            connection.executescript(_SCHEMA)
+            _migrate(connection)
+            recovered = self._recover(connection, body_budget)
         except BaseException:
             connection.close()
             self._lock_file.close()
             raise
-        if connection.execute("PRAGMA page_count").fetchone()[0] <= 1:
-            connection.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            connection.execute("VACUUM")
-        connection.executescript(_SCHEMA)
-        _add_published_column(connection)
-        _migrate_stream_log(connection)
-        recovered = self._recover(connection, body_budget)
         try:
             _tidy(connection)
         except sqlite3.Error:
@@ -451,23 +546,7 @@ class SQLiteStore:
             recovered.bindings.append(
                 DurableBinding(vhost, source, destination, kind, key, _arguments(args))
             )
-        db.create_function("within_budget", 1, _Budget(body_budget), deterministic=False)
-        rows = db.execute(
-            "SELECT q.vhost, q.queue, m.id, m.exchange, m.routing_key, m.properties,"
-            " CASE WHEN within_budget(length(m.body)) THEN m.body END, length(m.body), m.published"
-            " FROM queue_messages q JOIN messages m ON m.id = q.message_id"
-            " ORDER BY q.vhost, q.queue, q.message_id"
-        )
-        shared: dict[bytes, bytes] = {}
-        for vhost, queue, message_id, exchange, key, properties, body, size, published in rows:
-            if len(shared) > _SHARED_PROPERTIES:
-                shared.clear()
-            recovered.messages.setdefault((vhost, queue), []).append(
-                StoredMessage(
-                    message_id, exchange, key, shared.setdefault(properties, properties), body, size,
-                    redelivered=True, published=published,
-                )
-            )
+        leftovers, unused = self._recover_messages(db, recovered, body_budget)
         last = db.execute("SELECT max(id) FROM messages").fetchone()[0]
         recovered.next_message_id = (last or 0) + 1
         for vhost, queue, first, last, first_time, last_time, size in db.execute(
@@ -481,10 +560,58 @@ class SQLiteStore:
         for kind, key, value in db.execute("SELECT kind, key, value FROM settings"):
             recovered.settings.setdefault(kind, {})[key] = json.loads(value)
         try:
-            _forget_leftovers(db)
+            _forget_leftovers(db, leftovers, unused)
         except sqlite3.Error:
             pass  # a full disk: they are harmless, and forgotten at the next start
         return recovered
+
+    def _recover_messages(
+        self, db: sqlite3.Connection, recovered: Recovered, body_budget: Optional[int]
+    ) -> tuple[list[int], list[int]]:
+        """Add the stored messages to their queues in *recovered*, in the
+        order of their ids, with their bodies while *body_budget* lasts (in
+        the same order), and take the queues' numbers; the ids of messages no
+        queue holds and the numbers of queues that hold no message, to
+        forget (one pass over the messages, by id: no sort, no index)."""
+        names = {number: (vhost, name) for number, vhost, name in db.execute("SELECT id, vhost, name FROM queue_names")}
+        queues = {number: recovered.messages.get(key, []) for number, key in names.items()}
+        linked: dict[int, list[int]] = {}
+        for message_id, number in db.execute("SELECT message_id, queue FROM message_links"):
+            if number in queues:
+                linked.setdefault(message_id, []).append(number)
+        links = dict.fromkeys(queues, 0)
+        leftovers: list[int] = []
+        shared: dict[bytes, bytes] = {}
+        rows = db.execute(
+            "SELECT id, queue, exchange, routing_key, properties, CASE WHEN id < ? THEN body END,"
+            " length(body), published FROM messages ORDER BY id",
+            (_budget_end(db, body_budget),),
+        )
+        for message_id, number, exchange, key, properties, body, size, published in rows:
+            if len(shared) > _SHARED_PROPERTIES:
+                shared.clear()
+            properties = shared.setdefault(properties, properties)
+            queue = queues.get(number)
+            if queue is not None:
+                queue.append(
+                    StoredMessage(message_id, exchange, key, properties, body, size, True, published)
+                )
+            elif message_id in linked:
+                for number in linked[message_id]:
+                    links[number] += 1
+                    queues[number].append(
+                        StoredMessage(message_id, exchange, key, properties, body, size, True, published)
+                    )
+            else:
+                leftovers.append(message_id)
+        used = {number for number, queue in queues.items() if queue}
+        for number in used:
+            recovered.messages.setdefault(names[number], queues[number])
+        self._numbers.load(
+            {number: key for number, key in names.items() if number in used},
+            {number: len(queues[number]) - links[number] for number in used},
+        )
+        return leftovers, [number for number in names if number not in used]
 
     # -- operations (reactor thread) -------------------------------------------
 
@@ -518,7 +645,7 @@ class SQLiteStore:
         return self._queue(_add_queue, queue)
 
     def remove_queue(self, vhost: str, name: str) -> int:
-        return self._queue(_remove_queue, vhost, name)
+        return self._queue(_remove_queue, self._numbers, vhost, name)
 
     def add_binding(self, binding: DurableBinding) -> int:
         return self._queue(_add_binding, binding)
@@ -786,7 +913,7 @@ class SQLiteStore:
     def _commit(self, db: sqlite3.Connection, batch: _Batch) -> None:
         """Write *batch*; count and time its commit if it wrote anything (writer thread)."""
         started = monotonic()
-        written = _write(db, batch)
+        written = _write(db, batch, self._numbers)
         if written is not None:
             self.commits += 1
             self.commit_seconds.observe(monotonic() - started)
@@ -934,13 +1061,15 @@ def _add_queue(db: sqlite3.Connection, q: DurableQueue) -> None:
     )
 
 
-def _remove_queue(db: sqlite3.Connection, vhost: str, name: str) -> None:
+def _remove_queue(db: sqlite3.Connection, numbers: _QueueNumbers, vhost: str, name: str) -> None:
     db.execute("DELETE FROM queues WHERE vhost = ? AND name = ?", (vhost, name))
     db.execute(
         "DELETE FROM bindings WHERE vhost = ? AND destination = ? AND destination_kind = 'queue'",
         (vhost, name),
     )
-    _purge(db, vhost, name)
+    number, alone = numbers.forget((vhost, name))
+    if number is not None:
+        _purge(db, number, alone)
     db.execute("DELETE FROM stream_chunks WHERE vhost = ? AND queue = ?", (vhost, name))
 
 
@@ -982,9 +1111,22 @@ def _unspill(db: sqlite3.Connection, message_ids: list[tuple[int]]) -> None:
     db.executemany("DELETE FROM spilled WHERE id = ?", message_ids)
 
 
-def _write(db: sqlite3.Connection, batch: _Batch) -> Optional[int]:
+def _write(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Optional[int]:
     """Apply *batch* in one transaction; the messages (publishes and stream
-    appends) it wrote, or None when it wrote nothing at all."""
+    appends) it wrote, or None when it wrote nothing at all. When it fails,
+    what it changed in *numbers* is undone."""
+    try:
+        written = _apply(db, batch, numbers)
+    except BaseException:
+        numbers.rolled_back()
+        raise
+    numbers.committed()
+    return written
+
+
+def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Optional[int]:
+    """:func:`_write`'s transaction. A message on one queue is one row of
+    ``messages``; one on several has a row of ``message_links`` for each."""
     if batch.appends_alone:
         return _append_alone(db, cast(list[_Append], batch.operations))
     messages: list[Any] = []
@@ -992,15 +1134,22 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> Optional[int]:
     appends: list[tuple[Any, ...]] = []
     begun = False
     written = 0
+    known, alone = numbers.numbers, numbers.alone
     for operation in batch.operations:
         if isinstance(operation, _Publish):
-            if operation.queues:
+            queues = operation.queues
+            if queues:
                 written += 1
                 m = operation.message
                 message_id = m.message_id
-                messages += (message_id, m.exchange, m.routing_key, m.raw_properties, m.body, m.published)
-                for vhost, queue in operation.queues:
-                    links += (vhost, queue, message_id)
+                if len(queues) == 1:
+                    number = known.get(queues[0]) or numbers.number(queues[0])
+                    alone[number] += 1
+                else:
+                    number = 0
+                    for key in queues:
+                        links += (message_id, numbers.number(key))
+                messages += (message_id, number, m.exchange, m.routing_key, m.raw_properties, m.body, m.published)
             continue
         if isinstance(operation, _Append):
             row = operation.row()
@@ -1008,25 +1157,18 @@ def _write(db: sqlite3.Connection, batch: _Batch) -> Optional[int]:
             appends.append(row)
             continue
         begun = begun or _begin(db)
-        _insert_messages(db, messages, links)
+        _insert_messages(db, messages, links, numbers.named)
         _insert_log(db, appends)
         operation.function(db, *operation.args)
     if messages or batch.removals or appends:
         begun = begun or _begin(db)
-        _insert_messages(db, messages, links)
+        _insert_messages(db, messages, links, numbers.named)
         _insert_log(db, appends)
-        _remove(db, batch.removals)
+        _remove(db, batch.removals, numbers)
     if not begun:
         return None
     db.execute("COMMIT")
     return written
-
-
-def _add_published_column(db: sqlite3.Connection) -> None:
-    """Give a database written before messages kept their publish time that column."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
-    if "published" not in columns:
-        db.execute("ALTER TABLE messages ADD COLUMN published REAL NOT NULL DEFAULT 0")
 
 
 def _begin(db: sqlite3.Connection) -> bool:
@@ -1035,12 +1177,15 @@ def _begin(db: sqlite3.Connection) -> bool:
     return True
 
 
-def _insert_messages(db: sqlite3.Connection, messages: list[Any], links: list[Any]) -> None:
-    """Insert the gathered messages and their queue links (the columns of
-    their rows one after the other), then forget them."""
+def _insert_messages(db: sqlite3.Connection, messages: list[Any], links: list[Any], named: list[Any]) -> None:
+    """Insert the queues numbered, the gathered messages and their queue
+    links (the columns of their rows one after the other), then forget them."""
+    if named:
+        _insert_rows(db, "INSERT INTO queue_names VALUES", 3, named)
+        named.clear()
     if messages:
-        _insert_rows(db, "INSERT INTO messages VALUES", 6, messages)
-        _insert_rows(db, "INSERT OR IGNORE INTO queue_messages VALUES", 3, links)
+        _insert_rows(db, "INSERT INTO messages VALUES", 7, messages)
+        _insert_rows(db, "INSERT OR IGNORE INTO message_links VALUES", 2, links)
         messages.clear()
         links.clear()
 
@@ -1108,30 +1253,80 @@ def _append_alone(db: sqlite3.Connection, appends: list[_Append]) -> int:
     return written
 
 
-def _migrate_stream_log(db: sqlite3.Connection) -> None:
-    """Rewrite the logs of a version 0 database (one row per message in
-    ``stream_log``) as chunks, in one transaction, and mark the database as
-    of :data:`SCHEMA_VERSION`."""
+def _migrate(db: sqlite3.Connection) -> None:
+    """Rewrite a database of an earlier layout (see :data:`SCHEMA_VERSION`)
+    in the current one, in one transaction, and mark it as of
+    :data:`SCHEMA_VERSION` (a new database has nothing to rewrite)."""
     if db.execute("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
         return
     db.execute("BEGIN IMMEDIATE")
     try:
-        old = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'stream_log'")
-        if old.fetchone() is not None:
-            rows = db.execute(
-                "SELECT vhost, queue, position, segment, timestamp, exchange, routing_key,"
-                " properties, body FROM stream_log ORDER BY vhost, queue, position"
-            )
-            for key, chunk in _chunks_of(rows):
-                db.execute(
-                    "INSERT INTO stream_chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (*key, *chunk.take())
-                )
-            db.execute("DROP TABLE stream_log")
+        _migrate_stream_log(db)
+        _migrate_messages(db)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+def _has_table(db: sqlite3.Connection, name: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def _migrate_stream_log(db: sqlite3.Connection) -> None:
+    """Rewrite the logs of a version 0 database (one row per message in
+    ``stream_log``) as chunks."""
+    if _has_table(db, "stream_log"):
+        rows = db.execute(
+            "SELECT vhost, queue, position, segment, timestamp, exchange, routing_key,"
+            " properties, body FROM stream_log ORDER BY vhost, queue, position"
+        )
+        for key, chunk in _chunks_of(rows):
+            db.execute("INSERT INTO stream_chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (*key, *chunk.take()))
+        db.execute("DROP TABLE stream_log")
+
+
+def _migrate_messages(db: sqlite3.Connection) -> None:
+    """Rewrite the messages of a version 0 or 1 database (a row of
+    ``queue_messages`` for each message and queue, keyed by the queue's
+    name) in table ``messages`` of version 2: each queue numbered, a
+    message on one queue naming its number, one on several linked to each.
+    Messages on no queue are left out; a database written before messages
+    kept their publish time gets 0 for it."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
+    if "queue" in columns:
+        return
+    published = "m.published" if "published" in columns else "0"
+    db.execute("ALTER TABLE messages RENAME TO messages_v1")
+    db.execute(_MESSAGES)
+    if _has_table(db, "queue_messages"):
+        _number_messages(db, published)
+    db.execute("DROP TABLE messages_v1")
+
+
+def _number_messages(db: sqlite3.Connection, published: str) -> None:
+    """:func:`_migrate_messages`' copy of the messages of ``messages_v1``
+    that ``queue_messages`` puts on queues (their *published* column)."""
+    db.execute("INSERT INTO queue_names (vhost, name) SELECT DISTINCT vhost, queue FROM queue_messages")
+    db.execute("CREATE INDEX queue_names_by_name ON queue_names (vhost, name)")
+    db.execute(
+        "CREATE TEMPORARY TABLE queue_counts AS SELECT q.message_id AS id, count(*) AS queues,"
+        " min(n.id) AS number FROM queue_messages q JOIN queue_names n ON n.vhost = q.vhost AND n.name = q.queue"
+        " GROUP BY q.message_id"
+    )
+    db.execute(
+        "INSERT INTO messages SELECT m.id, CASE WHEN c.queues = 1 THEN c.number ELSE 0 END, m.exchange,"
+        f" m.routing_key, m.properties, m.body, {published} FROM queue_counts c JOIN messages_v1 m ON m.id = c.id"
+        " ORDER BY m.id"
+    )
+    db.execute(
+        "INSERT INTO message_links SELECT q.message_id, n.id FROM queue_messages q"
+        " JOIN queue_names n ON n.vhost = q.vhost AND n.name = q.queue"
+        " WHERE q.message_id IN (SELECT id FROM queue_counts WHERE queues > 1)"
+    )
+    for statement in ("DROP TABLE queue_counts", "DROP INDEX queue_names_by_name", "DROP TABLE queue_messages"):
+        db.execute(statement)
 
 
 def _chunks_of(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[tuple[str, str], LogChunk]]:
@@ -1156,29 +1351,81 @@ def _chunks_of(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[tuple[str, str
 #: The columns of ``stream_chunks`` that :meth:`LogChunk.from_row` takes.
 _CHUNK_COLUMNS = "first, count, segment, first_timestamp, last_timestamp, size, ends, data"
 
+#: Deletes a message of several queues once none links it.
 _DELETE_ORPHANS = (
-    "DELETE FROM messages WHERE id = ? AND NOT EXISTS"
-    " (SELECT 1 FROM queue_messages WHERE message_id = ?)"
+    "DELETE FROM messages WHERE id = ? AND queue = 0 AND NOT EXISTS"
+    " (SELECT 1 FROM message_links WHERE message_id = ?)"
 )
 
 
-def _remove(db: sqlite3.Connection, removals: list[tuple[str, str, int]]) -> None:
-    if removals:
-        db.executemany(
-            "DELETE FROM queue_messages WHERE vhost = ? AND queue = ? AND message_id = ?", removals
-        )
-        db.executemany(_DELETE_ORPHANS, [(message_id, message_id) for _, _, message_id in removals])
+def _remove(db: sqlite3.Connection, removals: list[tuple[str, str, int]], numbers: _QueueNumbers) -> None:
+    """Delete the messages of *removals* (vhost, queue, message id) from
+    their queues: the rows of those on one queue, many in each statement;
+    for those on several, the link, and the row with the last link. A
+    removal for a queue without a number holds nothing stored."""
+    known = numbers.numbers
+    for key, rows in groupby(removals, _queue_of):
+        number = known.get(key)
+        if number is not None:
+            numbers.deleted(number, _remove_from(db, number, [row[2] for row in rows]))
 
 
-def _purge(db: sqlite3.Connection, vhost: str, queue: str) -> None:
-    ids = [
-        row[0]
-        for row in db.execute(
-            "SELECT message_id FROM queue_messages WHERE vhost = ? AND queue = ?", (vhost, queue)
-        )
-    ]
-    db.execute("DELETE FROM queue_messages WHERE vhost = ? AND queue = ?", (vhost, queue))
-    db.executemany(_DELETE_ORPHANS, [(message_id, message_id) for message_id in ids])
+def _remove_from(db: sqlite3.Connection, number: int, message_ids: list[int]) -> int:
+    """Delete *message_ids* from the queue numbered *number*: as the rows
+    of messages on it alone, with statements of powers of two of ids (few
+    distinct statements, as :func:`_insert_rows`); the ids of a statement
+    that deleted fewer rows than it named go on to the links. The rows of
+    messages on it alone it deleted."""
+    size = 1 << ((_VARIABLES_PER_STATEMENT - 1).bit_length() - 1)
+    done = deleted = 0
+    while done < len(message_ids):
+        while size > len(message_ids) - done:
+            size >>= 1
+        some = message_ids[done : done + size]
+        rows = db.execute(_delete_by_id(size), [number, *some]).rowcount
+        if rows < size:
+            _unlink(db, number, some)
+        deleted += rows
+        done += size
+    return deleted
+
+
+@lru_cache(maxsize=16)
+def _delete_by_id(count: int) -> str:
+    """The statement that deletes the messages of one queue, by *count* ids."""
+    return f"DELETE FROM messages WHERE queue = ? AND id IN ({', '.join('?' * count)})"
+
+
+def _unlink(db: sqlite3.Connection, number: int, message_ids: list[int]) -> None:
+    """Take messages of several queues off the queue numbered *number*."""
+    db.executemany("DELETE FROM message_links WHERE message_id = ? AND queue = ?", [(i, number) for i in message_ids])
+    db.executemany(_DELETE_ORPHANS, [(i, i) for i in message_ids])
+
+
+def _queue_of(removal: tuple[str, str, int]) -> tuple[str, str]:
+    return removal[0], removal[1]
+
+
+def _purge(db: sqlite3.Connection, number: int, alone: int) -> None:
+    """Delete every message of the queue numbered *number* (deleted), and its
+    number: a scan of the messages when *alone* says rows may name it."""
+    if alone:
+        db.execute("DELETE FROM messages WHERE queue = ?", (number,))
+    linked = db.execute("SELECT message_id FROM message_links WHERE queue = ?", (number,)).fetchall()
+    db.execute("DELETE FROM message_links WHERE queue = ?", (number,))
+    db.executemany(_DELETE_ORPHANS, [(i, i) for (i,) in linked])
+    db.execute("DELETE FROM queue_names WHERE id = ?", (number,))
+
+
+def _budget_end(db: sqlite3.Connection, budget: Optional[int]) -> int:
+    """The first message id whose body is not recovered: the bodies of the
+    messages before it, in the order of their ids, fit *budget* (None: all)."""
+    if budget is not None:
+        for message_id, size in db.execute("SELECT id, length(body) FROM messages ORDER BY id"):
+            budget -= size
+            if budget < 0:
+                return int(message_id)
+    return (1 << 63) - 1
 
 
 def _reclaim(db: sqlite3.Connection) -> None:
@@ -1188,13 +1435,19 @@ def _reclaim(db: sqlite3.Connection) -> None:
         db.executescript("PRAGMA incremental_vacuum;")
 
 
-def _forget_leftovers(db: sqlite3.Connection) -> None:
-    """Delete what a previous run left behind: messages no queue holds, spilled bodies."""
-    db.execute(
-        "DELETE FROM messages WHERE NOT EXISTS"
-        " (SELECT 1 FROM queue_messages WHERE message_id = messages.id)"
-    )
-    db.execute("DELETE FROM spilled")
+def _forget_leftovers(db: sqlite3.Connection, message_ids: list[int], numbers: list[int]) -> None:
+    """Delete what a previous run left behind: messages no queue holds
+    (*message_ids*), the numbers of queues that hold none, spilled bodies."""
+    db.execute("BEGIN")
+    try:
+        db.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in message_ids])
+        db.executemany("DELETE FROM message_links WHERE message_id = ?", [(i,) for i in message_ids])
+        db.executemany("DELETE FROM queue_names WHERE id = ?", [(n,) for n in numbers])
+        db.execute("DELETE FROM spilled")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _tidy(db: sqlite3.Connection) -> None:
