@@ -9,7 +9,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.broker.model.support import message_for_store as message
 from tests.broker.support import session
-from txamqp09.broker.collector import CollectorPolicy, queued_messages
+from txamqp09.broker.collector import DEFAULT_YOUNG_THRESHOLD, CollectorPolicy, queued_messages
 from txamqp09.broker.model import Broker, Client
 
 
@@ -19,6 +19,13 @@ class FakeCollector:
     def __init__(self) -> None:
         self.full_passes = 0
         self.calls: list[str] = []
+        self.thresholds = (700, 10, 10)
+
+    def get_threshold(self) -> tuple[int, int, int]:
+        return self.thresholds
+
+    def set_threshold(self, threshold0: int, threshold1: int = 10, threshold2: int = 10) -> None:
+        self.thresholds = (threshold0, threshold1, threshold2)
 
     def get_stats(self) -> list[dict[str, Any]]:
         return [{"collections": 0}, {"collections": 0}, {"collections": self.full_passes}]
@@ -108,3 +115,32 @@ class CollectorPolicyTests(SynchronousTestCase):
         self.gc.full_passes += 1
         self.clock.advance(5)
         self.assertEqual(self.gc.calls, ["freeze", "unfreeze"])
+
+
+class YoungThresholdTests(SynchronousTestCase):
+    """While the policy runs, young passes are rarer (the store's records
+    of every publish need not be walked and promoted)."""
+
+    def while_running(self, thresholds: tuple[int, int, int], **options: Any) -> tuple[int, int, int]:
+        """The collector's thresholds while a policy with *options* runs,
+        *thresholds* before; checks that stopping restores them."""
+        collector = FakeCollector()
+        collector.thresholds = thresholds
+        policy = CollectorPolicy(Broker(), Clock(), collector=collector, **options)
+        policy.start()
+        policy.start()
+        running = collector.thresholds
+        policy.stop()
+        self.assertEqual(collector.thresholds, thresholds)
+        return running
+
+    def test_raised_while_running_and_restored_after(self) -> None:
+        self.assertEqual(self.while_running((700, 20, 30), young=50_000), (50_000, 20, 30))
+        self.assertEqual(self.while_running((700, 10, 10))[0], DEFAULT_YOUNG_THRESHOLD)
+
+    def test_a_larger_setting_is_kept_and_zero_changes_nothing(self) -> None:
+        self.assertEqual(self.while_running((90_000, 10, 10), young=50_000), (90_000, 10, 10))
+        self.assertEqual(self.while_running((700, 10, 10), young=0), (700, 10, 10))
+
+    def test_raised_also_without_freezing(self) -> None:
+        self.assertEqual(self.while_running((700, 10, 10), threshold=0)[0], DEFAULT_YOUNG_THRESHOLD)

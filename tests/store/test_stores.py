@@ -877,7 +877,21 @@ class CrashRecoveryTests(TestCase):
         self.assertIn(on_r[-1], (on_q[-1], on_q[-1] - 1, on_q[-1] - 2), "publishes are written in order")
 
     def test_kill_9_during_appends_keeps_every_confirmed_offset(self) -> None:
-        store, recovered, confirmed = self.killed_writer(_LOG_WRITER, 20000)
+        self.assert_log_kept(*self.killed_writer(_LOG_WRITER, 20000))
+
+    def test_kill_9_while_checkpoints_are_made_beside_the_commits_keeps_every_confirmed_offset(self) -> None:
+        # A log checkpointed every 16 KiB: the checkpointer's copies and the
+        # log starting over in its file again and again before the kill.
+        script = _LOG_WRITER.replace(
+            "store = SQLiteStore(",
+            "from txamqp09.store import sqlite\nsqlite.CHECKPOINT_BYTES = 16 * 1024\nstore = SQLiteStore(",
+        )
+        self.assertNotEqual(script, _LOG_WRITER)
+        self.assert_log_kept(*self.killed_writer(script, 40000))
+
+    def assert_log_kept(self, store: SQLiteStore, recovered: Any, confirmed: int) -> None:
+        """The recovered log of stream s holds every offset confirmed, each
+        message the one appended at its offset, and nothing else."""
         (segment,) = recovered.logs[("/", "s")]
         self.assertGreaterEqual(segment.last, confirmed - 1)
         offsets: list[int] = []

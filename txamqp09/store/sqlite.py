@@ -23,11 +23,15 @@ file (and at least :data:`VACUUM_MIN_FREE_PAGES`), they are returned to the
 file system.
 The write-ahead log is bounded whatever the batch sizes: the writer takes at
 most about :data:`BATCH_BYTES` of bodies in one transaction (a larger backlog
-becomes several; a stream's chunk counts as the most it may hold), and once the log file has grown to
-:data:`CHECKPOINT_BYTES` it checkpoints the log into the database and
-truncates it (after reporting the batch durable, so that confirms never wait
-for a checkpoint). Removals are bounded too: one transaction applies at most
-:data:`REMOVALS_PER_BATCH` of them, so that the deletes which free a full
+becomes several; a stream's chunk counts as the most it may hold), and once
+the log holds :data:`CHECKPOINT_BYTES` of pages a second connection, on a
+thread of its own, copies them into the database while the writer goes on
+committing; the log then starts over at the beginning of its file. Should
+the log reach twice that all the same, the writer checkpoints and truncates
+it itself (after reporting the batch durable, so that confirms never wait
+for a checkpoint; see :meth:`SQLiteStore._checkpoint`). Removals are
+bounded too: one transaction applies at most :data:`REMOVALS_PER_BATCH` of
+them, so that the deletes which free a full
 disk never need more room in the log than the disk has left (a drain
 acknowledged faster than the writer commits would otherwise gather into one
 transaction whose log outgrows the free space, fail, and fail again on every
@@ -100,6 +104,7 @@ import fcntl
 import json
 import os
 import sqlite3
+import struct
 import threading
 from bisect import bisect_right
 from collections import deque
@@ -147,7 +152,9 @@ __all__ = [
 _log = Logger()
 #: Free pages worth returning to the file system after a batch.
 VACUUM_MIN_FREE_PAGES = 1024
-#: Size of the write-ahead log file at which the writer checkpoints and truncates it.
+#: Bytes of frames in the write-ahead log at which the checkpointer copies
+#: them into the database, beside the writer's commits; at twice as many the
+#: writer checkpoints and truncates the log itself, waiting for it.
 CHECKPOINT_BYTES = 4 * 1024 * 1024
 #: Bytes of bodies (messages, log records, spills) the writer takes into one
 #: transaction at most (a single larger body makes a transaction of its own).
@@ -369,6 +376,124 @@ class _Append:
 _Work = Union[_Publish, _Append, _Operation]
 
 
+class _Checkpointer:
+    """Checkpoints the write-ahead log on a connection and a thread of its
+    own, when the writer asks (see :meth:`SQLiteStore._checkpoint`).
+
+    :ivar asked: the writer asked for a checkpoint and has not caught up
+        with it yet (set and cleared by the writer thread alone).
+    :ivar ended: the checkpoint asked for has ended (set by the
+        checkpointer, cleared by the writer).
+    """
+
+    def __init__(
+        self, db: sqlite3.Connection, reactor: IReactorFromThreads,
+        failed: Callable[[Optional[str]], None], name: str,
+    ) -> None:
+        self._db = db
+        self._reactor = reactor
+        self._failed = failed
+        self._wanted = threading.Condition()
+        self._waiting = False
+        self._stopping = False
+        self._failing = False
+        self.asked = False
+        self.ended = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        """Start the thread (writer thread)."""
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Checkpoint the log now (writer thread)."""
+        with self._wanted:
+            self._waiting = True
+            self._wanted.notify()
+
+    def stop(self) -> None:
+        """Let a checkpoint under way end, stop the thread and close the
+        connection (writer thread; a second call changes nothing)."""
+        with self._wanted:
+            self._stopping = True
+            self._wanted.notify()
+        if self._thread.ident is not None:
+            self._thread.join()
+        self._db.close()
+
+    def _run(self) -> None:
+        while True:
+            with self._wanted:
+                while not self._waiting and not self._stopping:
+                    self._wanted.wait()
+                if self._stopping:
+                    return
+                self._waiting = False
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except Exception as error:
+                if not self._failing:
+                    self._failing = True
+                    self._reactor.callFromThread(self._failed, _describe(error))
+            else:
+                if self._failing:
+                    self._failing = False
+                    self._reactor.callFromThread(self._failed, None)
+            self.ended = True
+
+
+#: The fields of the wal-index header (https://www.sqlite.org/walformat.html)
+#: :class:`_LogFrames` reads: the index's version, the page size and the
+#: number of frames in the log (``mxFrame``), in the machine's byte order.
+_WAL_INDEX_HEADER = struct.Struct("=I8x2xHI")
+#: The wal-index version this store knows the header of.
+_WAL_INDEX_VERSION = 3007000
+#: Bytes of the log file's header, and of each frame's header.
+_WAL_HEADER = 32
+_FRAME_HEADER = 24
+
+
+class _LogFrames:
+    """The bytes of frames the write-ahead log holds (writer thread).
+
+    Once a checkpoint has copied every frame into the database, SQLite
+    writes the next transaction from the start of the log's file again,
+    over the old frames, without shrinking the file (unless it is larger
+    than ``journal_size_limit``): the file's size then no longer tells what
+    the log holds. SQLite keeps the count of frames in the header of the
+    wal-index, the ``-shm`` file the connections to the database share
+    (its layout is part of SQLite's documented file formats). When that
+    header cannot be read, the file's size stands in for it.
+    """
+
+    def __init__(self, index: Path, log: Path) -> None:
+        self._log = log
+        try:
+            self._index: Optional[int] = os.open(index, os.O_RDONLY)
+        except OSError:
+            self._index = None
+
+    def size(self) -> int:
+        """The bytes of the log's frames (with their headers)."""
+        if self._index is not None:
+            header = os.pread(self._index, _WAL_INDEX_HEADER.size, 0)
+            if len(header) == _WAL_INDEX_HEADER.size:
+                version, page_size, frames = _WAL_INDEX_HEADER.unpack(header)
+                if version == _WAL_INDEX_VERSION:
+                    page_size = 65536 if page_size == 1 else page_size
+                    return _WAL_HEADER + frames * (page_size + _FRAME_HEADER) if frames else 0
+        try:
+            return self._log.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def close(self) -> None:
+        """Close the wal-index's file (writer thread)."""
+        if self._index is not None:
+            os.close(self._index)
+            self._index = None
+
+
 class StoreInUse(Exception):
     """Another process has the store open."""
 
@@ -426,6 +551,8 @@ class SQLiteStore:
 
     #: The class of the writer's connection (a subclass can inject faults).
     connection_class: type[sqlite3.Connection] = sqlite3.Connection
+    #: The class of the checkpointer's connection.
+    checkpoint_connection_class: type[sqlite3.Connection] = sqlite3.Connection
 
     def __init__(self, path: str | Path, reactor: IReactorFromThreads) -> None:
         self.path = Path(path)
@@ -460,6 +587,8 @@ class SQLiteStore:
         self._failed_firsts: list[int] = []
         self._failed_lasts: list[int] = []
         self._thread: Optional[threading.Thread] = None
+        self._checkpointer: Optional[_Checkpointer] = None
+        self._log_frames: Optional[_LogFrames] = None
         self._lock_file: Optional[IO[bytes]] = None
         #: The reactor thread's connection for :meth:`read`, opened when first needed.
         self._reader: Optional[sqlite3.Connection] = None
@@ -477,13 +606,13 @@ class SQLiteStore:
 
     # -- start-up ------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, factory: Optional[type[sqlite3.Connection]] = None) -> sqlite3.Connection:
         connection = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, factory=self.connection_class
+            self.path, isolation_level=None, check_same_thread=False, factory=factory or self.connection_class
         )
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
-        connection.execute(f"PRAGMA journal_size_limit={CHECKPOINT_BYTES}")
+        connection.execute(f"PRAGMA journal_size_limit={2 * CHECKPOINT_BYTES}")
         connection.execute("PRAGMA wal_autocheckpoint=0")
         return connection
 
@@ -521,6 +650,11 @@ class SQLiteStore:
             _tidy(connection)
         except sqlite3.Error:
             pass  # a full disk: the writer empties the log once it can write again
+        self._log_frames = _LogFrames(self.path.with_name(self.path.name + "-shm"), self.log_path)
+        self._checkpointer = _Checkpointer(
+            self._connect(self.checkpoint_connection_class), self._reactor, self._checkpoint_failed,
+            f"checkpoints {self.path}",
+        )
         self._thread = threading.Thread(
             target=self._write_loop, args=(connection,), name=f"store {self.path}", daemon=True
         )
@@ -872,6 +1006,9 @@ class SQLiteStore:
     def _write_loop(self, db: sqlite3.Connection) -> None:
         hold_until = 0.0
         idle = False
+        checkpointer = self._checkpointer
+        assert checkpointer is not None
+        checkpointer.start()
         try:
             while (work := self._next_batch(idle, hold_until)) is not None:
                 try:
@@ -900,11 +1037,15 @@ class SQLiteStore:
                     except (OSError, sqlite3.Error) as error:
                         self._write_failed(db, _TIDY, error)
                         hold_until = monotonic() + RETRY_SECONDS
+            checkpointer.stop()
             _tidy_on_close(db)
         except Exception:
             failure = Failure()
             self._reactor.callFromThread(self._broken, failure)
         finally:
+            checkpointer.stop()
+            if self._log_frames is not None:
+                self._log_frames.close()
             db.close()
             if self._lock_file is not None:
                 self._lock_file.close()
@@ -920,8 +1061,8 @@ class SQLiteStore:
             self.batch_messages.observe(written)
 
     def _bound(self, db: sqlite3.Connection, freed: bool) -> None:
-        """Keep the files small after a batch: checkpoint a log grown to
-        :data:`CHECKPOINT_BYTES`, return free pages when the batch may have
+        """Keep the files small after a batch: have the log checkpointed
+        (see :meth:`_checkpoint`), return free pages when the batch may have
         *freed* some (see the module's docstring).
 
         A batch of inserts alone (publishes, stream appends) frees no page:
@@ -931,14 +1072,53 @@ class SQLiteStore:
         writer thread one SQLite call, and with it one more wait for the GIL
         while the reactor thread runs, before it takes the next batch.
         """
-        if self.log_size() >= CHECKPOINT_BYTES:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._checkpoint(db)
         if freed:
             _reclaim(db)
 
+    def _checkpoint(self, db: sqlite3.Connection) -> None:
+        """Checkpoint the log beside the commits (writer thread, after a batch).
+
+        Once the log holds :data:`CHECKPOINT_BYTES` of frames, the
+        checkpointer copies them into the database on its own connection
+        and thread, while the writer goes on committing (a PASSIVE
+        checkpoint, which waits for nobody and makes nobody wait). When it
+        is done, the writer copies what was committed meanwhile (a PASSIVE
+        checkpoint of its own, a few batches' pages): the log is then
+        entirely in the database, and SQLite writes the next transaction
+        from the start of the log's file again, over the old frames, with
+        no file to truncate and grow again. Should the log reach twice
+        :data:`CHECKPOINT_BYTES` all the same (a checkpointer slower than
+        the writer, or failing, or a reader holding on to old frames), the
+        writer checkpoints it and truncates it itself, waiting for it.
+        """
+        checkpointer, frames = self._checkpointer, self._log_frames
+        assert checkpointer is not None and frames is not None
+        log = frames.size()
+        if log >= 2 * CHECKPOINT_BYTES:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        elif checkpointer.ended:
+            checkpointer.ended = checkpointer.asked = False
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        elif log >= CHECKPOINT_BYTES and not checkpointer.asked:
+            checkpointer.asked = True
+            checkpointer.wake()
+
+    def _checkpoint_failed(self, error: Optional[str]) -> None:
+        """The checkpointer's checkpoint failed with *error*, or works
+        again (None): say so in the log once each time (reactor thread)."""
+        if error is not None:
+            _log.warn(
+                "checkpoints of {path} beside the commits fail ({error}): the writer makes them",
+                path=str(self.path), error=error,
+            )
+        else:
+            _log.info("checkpoints of {path} beside the commits work again", path=str(self.path))
+
     def log_allowance(self) -> int:
-        """Bytes the write-ahead log may still grow by before it is checkpointed."""
-        return max(CHECKPOINT_BYTES - self.log_size(), 0)
+        """Bytes the write-ahead log's file may still grow by before the
+        writer checkpoints and truncates it."""
+        return max(2 * CHECKPOINT_BYTES - self.log_size(), 0)
 
     def log_size(self) -> int:
         """The bytes of the write-ahead log's file."""

@@ -34,6 +34,7 @@ __all__ = [
     "Faults",
     "IO_ERROR",
     "MountFailed",
+    "faulty_connection",
     "faulty_store",
     "mount_small_file_system",
     "unmount",
@@ -96,12 +97,18 @@ class _FaultyConnection(sqlite3.Connection):
         return super().executescript(script)
 
 
+def faulty_connection(faults: Faults) -> type[sqlite3.Connection]:
+    """A class of SQLite connections that obey *faults* (for
+    :attr:`SQLiteStore.connection_class` or
+    :attr:`SQLiteStore.checkpoint_connection_class`)."""
+    return type("FaultyConnection", (_FaultyConnection,), {"faults": faults})
+
+
 def faulty_store(path: str | Path, reactor: IReactorFromThreads) -> tuple[SQLiteStore, Faults]:
     """An SQLite store at *path* and the faults its writer connection obeys."""
     faults = Faults()
-    connection_class = type("FaultyConnection", (_FaultyConnection,), {"faults": faults})
     store = SQLiteStore(path, reactor)
-    store.connection_class = connection_class
+    store.connection_class = faulty_connection(faults)
     return store, faults
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, cast
 
+from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.broker.model.support import message_for_store as message
@@ -27,6 +28,9 @@ class DeliveryModeTests(SynchronousTestCase):
         cases = [
             (spec.BasicProperties(), 0),
             (spec.BasicProperties(delivery_mode=1, priority=4), 1),
+            (spec.BasicProperties(delivery_mode=2, message_id="m"), 2),
+            (spec.BasicProperties(content_type="text/plain", message_id="m"), 0),
+            (spec.BasicProperties(headers={}, delivery_mode=2), 2),
             (spec.BasicProperties(content_type="text/plain", content_encoding="gzip",
                                   headers={"a": 1, "b": [b"x"]}, delivery_mode=2, message_id="m"), 2),
         ]
@@ -91,6 +95,23 @@ class WritingTests(SynchronousTestCase):
         self.assertNotIn(("/", "temp"), self.store.messages)
         self.assertIs(self.store.messages[("/", "q")][1], self.store.messages[("/", "also")][1])
         self.assertEqual(publisher.stored_sequence, self.store.last_sequence)
+
+    def test_streams_and_exclusive_queues_are_not_among_a_message_s_queues(self) -> None:
+        self.broker = Broker(persistence=Persistence(self.store), clock=Clock())
+        self.vhost = self.broker.vhosts["/"]
+        self.vhost.declare_queue("log", self.client, durable=True, arguments={"x-queue-type": "stream"})
+        self.vhost.declare_queue("mine", self.client, durable=True, exclusive=True)
+        self.vhost.declare_queue("q", self.client, durable=True)
+        for name in ("log", "mine", "q"):
+            self.vhost.bind_queue(name, "amq.fanout", "", {}, self.client)
+        publisher, _ = self.session()
+        publisher.publish("amq.fanout", message(b"fanned"), False, False)
+        publisher.publish("", message(b"direct", "q"), False, False)
+        publisher.publish("", message(b"to the log", "log"), False, False)
+        publisher.publish("", message(b"to mine", "mine"), False, False)
+        self.assertEqual(stored_bodies(self.store), [b"fanned", b"direct"])
+        self.assertEqual(stored_bodies(self.store, "log"), [])
+        self.assertNotIn(("/", "mine"), self.store.messages)
 
     def test_settled_messages_are_removed_and_requeued_ones_kept(self) -> None:
         self.vhost.declare_queue("q", self.client, durable=True)

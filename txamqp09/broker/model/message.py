@@ -33,8 +33,9 @@ PAGED_OUT = 2
 #: is dropped from memory once that copy is on disk.
 SPILLED = 3
 
-#: Property flags of basic's first four properties (the same in 0-8, 0-9, 0-9-1).
-_CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _DELIVERY_MODE = 0x8000, 0x4000, 0x2000, 0x1000
+#: Property flags of basic's first four properties (the same in 0-8, 0-9,
+#: 0-9-1), all in the first byte of the flags.
+_CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _DELIVERY_MODE = 0x80, 0x40, 0x20, 0x10
 #: The expiration bit in the first byte of the basic property flags: a
 #: message with ``raw_properties[0] & EXPIRATION_FLAG`` has a per-message TTL.
 EXPIRATION_FLAG = 0x01
@@ -47,7 +48,7 @@ def delivery_mode(raw_properties: bytes) -> int:
 
     :raises AMQPSyntaxError: the properties end before the delivery-mode.
     """
-    flags = int.from_bytes(raw_properties[:2], "big")
+    flags = raw_properties[0] if raw_properties else 0
     if not flags & _DELIVERY_MODE:
         return 0
     position = 2

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Un
 
 from txamqp09.broker.model.arguments import (
     QUORUM,
+    STREAM,
     Overflow,
     QueueArguments,
     check_quorum_properties,
@@ -262,6 +263,10 @@ class Queue:
     :ivar exclusive_owner: the client that owns an exclusive queue, or None.
     :ivar stored: the queue and its persistent messages are kept in the
         message store (durable, not exclusive, on a broker with a store).
+    :ivar kept_as: ``((vhost name, queue name),)``, the store's key of the
+        queue's persistent messages, when it keeps them one by one (a
+        stored queue that is not a stream: a stream's log is written as
+        chunks); else ``()``.
     """
 
     # A fixed layout: these attributes are read on every publish and delivery.
@@ -274,6 +279,7 @@ class Queue:
         "durable",
         "effective_policy",
         "exclusive_owner",
+        "kept_as",
         "max_length",
         "max_length_bytes",
         "messages",
@@ -331,6 +337,9 @@ class Queue:
         self.effective_policy: dict[str, Any] = {}
         self._persistence = vhost.persistence
         self.stored = self._persistence is not None and durable and exclusive_owner is None
+        self.kept_as: tuple[tuple[str, str], ...] = (
+            ((vhost.name, name),) if self.stored and settings.queue_type != STREAM else ()
+        )
         self.messages: Union[ReadyMessages, PriorityMessages] = (
             ReadyMessages() if settings.max_priority is None else PriorityMessages(settings.max_priority)
         )

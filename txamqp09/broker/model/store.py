@@ -162,26 +162,24 @@ class Persistence:
         """
         if not queues:
             return 0
-        kept = [
-            (queue.vhost.name, queue.name) for queue in queues
-            if queue.stored and queue.settings.queue_type != STREAM
-        ]
+        # One queue (a direct route) is the common case: its key as it is.
+        kept = queues[0].kept_as if len(queues) == 1 else [key for queue in queues for key in queue.kept_as]
         sequence = message_id = 0
         if kept and delivery_mode(message.raw_properties) == PERSISTENT:
             message_id = self.next_message_id
             self.next_message_id = message_id + 1
             clock = queues[0].vhost.clock
+            origin = message.origin
             sequence = self.store.publish(
                 StoredMessage(
-                    message_id, message.exchange, message.routing_key, message.raw_properties,
-                    message.body, message.size,
-                    published=clock.seconds() if clock is not None else 0.0,
+                    message_id, origin[0], origin[1], message.raw_properties, message.body, message.size,
+                    False, clock.seconds() if clock is not None else 0.0,
                 ),
                 kept,
             )
         elif not self.over_budget:
             return 0
-        self._track(message, message_id, len(queues), spill=not sequence or len(kept) < len(queues), sequence=sequence)
+        self._track(message, message_id, len(queues), not sequence or len(kept) < len(queues), sequence)
         return sequence
 
     def remove(self, queue: Queue, messages: Iterable[Message]) -> None:
