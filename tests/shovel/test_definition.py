@@ -10,7 +10,7 @@ from twisted.trial.unittest import TestCase
 
 from tests.management.support import ManagementTestCase
 from txamqp09.links.redaction import hide_passwords, redacted
-from txamqp09.links.uri import LinkUri
+from txamqp09.links.uri import LinkUri, LocalAddress
 from txamqp09.shovel.definition import ShovelDefinition, shovel_errors
 
 OK = {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}
@@ -92,6 +92,41 @@ class DefinitionTests(TestCase):
              definition.publish_properties),
             (7, 3, True, {"priority": 1}),
         )
+
+
+class LocalUriTests(TestCase):
+    """A URI without a host reaches this broker, logged in as its direct logins say."""
+
+    def setUp(self) -> None:
+        self.asked: list[Any] = []
+
+    def direct(self, user: Any) -> tuple[str, str]:
+        self.asked.append(user)
+        return (user or "none", "one/time+secret")
+
+    def login(self, uri: str, direct: bool = True) -> tuple[str, str, str, int, str]:
+        local = LocalAddress("127.0.0.1", 5999, self.direct if direct else None)
+        parameters = LinkUri(uri).parameters(local)
+        return (parameters.username, parameters.password, parameters.host, parameters.port, parameters.virtual_host)
+
+    def test_without_a_user(self) -> None:
+        self.assertEqual(self.login("amqp:///v%2Fx?heartbeat=5"), ("none", "one/time+secret", "127.0.0.1", 5999, "v/x"))
+        self.assertEqual(self.asked, [None])
+
+    def test_a_user_without_a_password(self) -> None:
+        self.assertEqual(self.login("amqp://ann%40home@"), ("ann@home", "one/time+secret", "127.0.0.1", 5999, "/"))
+        self.assertEqual(self.asked, ["ann@home"])
+
+    def test_a_user_and_a_password_log_in_as_given(self) -> None:
+        self.assertEqual(self.login("amqp://ann:pw@/v"), ("ann", "pw", "127.0.0.1", 5999, "v"))
+        self.assertEqual(self.asked, [])
+
+    def test_without_direct_logins_as_guest(self) -> None:
+        self.assertEqual(self.login("amqp://", direct=False), ("guest", "guest", "127.0.0.1", 5999, "/"))
+
+    def test_a_host_is_not_this_broker(self) -> None:
+        self.assertEqual(self.login("amqp://h:1"), ("guest", "guest", "h", 1, "/"))
+        self.assertEqual(self.asked, [])
 
 
 class RedactionTests(TestCase):

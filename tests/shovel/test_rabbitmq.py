@@ -6,6 +6,7 @@ project's broker."""
 from __future__ import annotations
 
 import html
+import json
 import uuid
 from typing import Any, Optional
 
@@ -20,7 +21,7 @@ from txamqp09.links.uri import LocalAddress
 from txamqp09.shovel.service import ShovelService
 from txamqp09.shovel.worker import RUNNING
 from txamqp09.testing.broker import LoopbackBroker
-from txamqp09.testing.rabbitmq import RabbitMQ, rabbitmq_missing, shared_rabbitmq
+from txamqp09.testing.rabbitmq import CLI_USER, RabbitMQ, rabbitmq_missing, shared_rabbitmq
 from txamqp09.testing.waiting import acknowledged_messages, eventually
 
 #: The plugins of the node these tests share.
@@ -170,3 +171,45 @@ class RabbitMQShovelPluginTests(RabbitMQShovelTestCase):
         status = await http_request(self.rabbit_api, "GET", "/api/shovels/%2F")
         (row,) = [row for row in status.body if row["name"] == f"from-ours-{self.tag}"]
         self.assertEqual((row["state"], row["src_uri"]), ("running", f"amqp://127.0.0.1:{self.ours.port}"))
+
+
+class DirectLoginsAlikeTests(RabbitMQShovelTestCase):
+    """A shovel whose URIs name the broker it runs in, in a virtual host
+    where guest has no permissions: with no user it acts as RabbitMQ's
+    direct user ``none`` (every right), with a user and no password as that
+    user; both brokers move the messages alike."""
+
+    def local(self) -> Optional[LocalAddress]:
+        return LocalAddress("127.0.0.1", self.ours.port, self.ours.factory.security.direct_login)
+
+    async def moved_alike(self, uri: str) -> None:
+        vhost, user = f"direct-{self.tag}", f"owner-{self.tag}"
+        definition = {"src-uri": uri.format(user=user, vhost=vhost), "src-queue": "from",
+                      "dest-uri": uri.format(user=user, vhost=vhost), "dest-queue": "to"}
+        rabbit = self.rabbit
+        rabbit.call("rabbit_vhost", "add", vhost, CLI_USER)
+        self.addCleanup(rabbit.call, "rabbit_vhost", "delete", vhost, CLI_USER)
+        rabbit.call("rabbit_auth_backend_internal", "add_user", user, "pw", CLI_USER)
+        self.addCleanup(rabbit.call, "rabbit_auth_backend_internal", "delete_user", user, CLI_USER)
+        rabbit.call("rabbit_auth_backend_internal", "set_permissions", user, vhost, ".*", ".*", ".*", CLI_USER)
+        config = self.ours.factory.config
+        config.put_vhost(vhost)
+        config.put_user(user, password="pw")
+        config.set_permissions(user, vhost, ".*", ".*", ".*")
+        moved = []
+        for port in (rabbit.port, self.ours.port):
+            url = f"amqp://{user}:pw@127.0.0.1:{port}/{vhost}"
+            await self.publish(url, "from", 3)
+            if port == rabbit.port:
+                rabbit.call("rabbit_runtime_parameters", "parse_set", vhost, "shovel", "s", json.dumps(definition),
+                            CLI_USER)
+            else:
+                config.set_parameter("shovel", vhost, "s", definition)
+            moved.append(await self.received(url, "to", 3))
+        self.assertEqual(moved, [[b"0", b"1", b"2"]] * 2)
+
+    async def test_no_user(self) -> None:
+        await self.moved_alike("amqp:///{vhost}")
+
+    async def test_a_user_without_a_password(self) -> None:
+        await self.moved_alike("amqp://{user}@/{vhost}")

@@ -247,3 +247,47 @@ class BlockedDestinationTests(ShovelServiceTestCase):
         consumer = await self.channel(self.destination)
         got = await self.drain(consumer, "to", total)
         self.assertEqual(sorted(message.body[:4] for message in got), [b"%04d" % n for n in range(total)])
+
+
+class LocalLoginTests(TestCase):
+    """``amqp://`` shovels on a broker without guest: they log in as its
+    direct logins say (RabbitMQ's direct connections), not as guest."""
+
+    def setUp(self) -> None:
+        self.broker = LoopbackBroker()
+        self.broker.start()
+        self.addCleanup(self.broker.stop)
+        self.config: RuntimeConfig = self.broker.factory.config
+        self.config.put_user("admin", password="s3cret")
+        self.config.set_permissions("admin", "/", ".*", ".*", ".*")
+        self.config.put_user("ann")  # no password at all
+        self.config.set_permissions("ann", "/", ".*", ".*", ".*")
+        self.config.delete_user("guest")
+        self.service = ShovelService(self.config, reactor, self.local, "test@node")
+        self.service.startService()
+        self.addCleanup(self.service.stopService)
+
+    def local(self) -> Optional[LocalAddress]:
+        return LocalAddress("127.0.0.1", self.broker.port, self.broker.factory.security.direct_login)
+
+    async def moved_as(self, uri: str) -> list[str]:
+        """Move three messages from ``from`` to ``to`` with a shovel at both
+        ends on *uri*; the users the broker's connections are logged in as."""
+        connection = await connect(reactor, f"amqp://admin:s3cret@127.0.0.1:{self.broker.port}/")
+        self.addCleanup(connection.disconnect)
+        channel = await connection.channel()
+        for queue in ("from", "to"):
+            await channel.queue_declare(queue, durable=True)
+        for number in range(3):
+            channel.basic_publish(b"%d" % number, routing_key="from")
+        self.config.set_parameter("shovel", "/", "s", {
+            "src-uri": uri, "src-queue": "from", "dest-uri": uri, "dest-queue": "to", "reconnect-delay": 0.1})
+        moved = await acknowledged_messages(channel, "to", 3, reactor)
+        self.assertEqual([message.body for message in moved], [b"0", b"1", b"2"])
+        return sorted(c.user.name for c in self.broker.factory.connections if c.user is not None)
+
+    async def test_no_user_is_none(self) -> None:
+        self.assertEqual(await self.moved_as("amqp://"), ["admin", "none", "none"])
+
+    async def test_a_user_without_a_password(self) -> None:
+        self.assertEqual(await self.moved_as("amqp://ann@/%2F"), ["admin", "ann", "ann"])

@@ -403,19 +403,21 @@ class Publisher:
         )
         if self._output.held:
             self._output.send_after(0, frames)
-        elif frames:  # empty when sent as parts
+        else:
             self._write(frames)
 
     def _severalFrames(self, parts: list[BodyLike]) -> bytes:
-        """A content method's frames (basic.deliver, get-ok, return), its
-        body's as views of it: queued as they are (see
-        :meth:`~txamqp09.protocol.AMQPConnection.writeParts`; then
-        nothing is left to write), unless the output is held (then joined,
-        to wait with it)."""
+        """What is left to write of a content method's frames (basic.deliver,
+        get-ok, return), its body's as views of it: when the output is held,
+        all of them joined (to wait with it); else the last part (the last
+        body frame's end byte), the others queued as they are (see
+        :meth:`~txamqp09.protocol.AMQPConnection.writeParts`). So the
+        caller writes what it gets, as for a content of one frame."""
         if self._output.held:
             return b"".join(parts)
+        end = bytes(parts.pop())
         self._connection.writeParts(parts)
-        return b""
+        return end
 
     def get_ok(self, delivery_tag: int, redelivered: bool, message: Message, message_count: int) -> None:
         """basic.get-ok with *message*'s content, after the answers held for the store."""
@@ -439,8 +441,7 @@ class Publisher:
             self.number, BASIC_CLASS, head, middle, tail, message.raw_properties, body,
             self._body_max, self._several_frames,
         )
-        if frames:
-            self._output.send_after(0, frames)
+        self._output.send_after(0, frames)
 
     def confirmed(self, sequence: int, ack: bool) -> None:
         """Confirm one published message.

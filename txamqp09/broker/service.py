@@ -147,12 +147,13 @@ class BrokerService(MultiService):
 
     def amqp_address(self) -> Optional[LocalAddress]:
         """Where this broker's first plain AMQP listener on TCP listens (an
-        address of every interface given as loopback), once it does."""
+        address of every interface given as loopback), once it does, with
+        the direct logins of its links to it."""
         for endpoint in self._endpoints:
             address = endpoint.address
             if endpoint.protocol == "amqp" and isinstance(address, (IPv4Address, IPv6Address)):
                 host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(address.host, address.host)
-                return LocalAddress(host, address.port)
+                return LocalAddress(host, address.port, self.factory.security.direct_login)
         return None
 
     def privilegedStartService(self) -> None:

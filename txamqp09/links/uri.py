@@ -5,7 +5,9 @@ are AMQP URIs (``amqp://user:pass@host:port/vhost?heartbeat=30``,
 ``amqps://`` with TLS options; docs/client.rst lists the query options).
 As in RabbitMQ, a URI without a host (``amqp://``, ``amqp:///vhost``) means
 this broker itself: the link connects to the broker's own AMQP listener on
-loopback, as ``guest`` unless the URI names a user.
+loopback and logs in as RabbitMQ's direct connections do: as user ``none``
+with every right when the URI names no user, as the user it names without a
+password, or with the password it gives (:class:`LocalAddress`).
 
 A URI holds a password: :func:`redacted` is what logs and the management
 API show (:mod:`.redaction`), and :func:`shown_uris` redacts a parameter's
@@ -16,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
-from urllib.parse import urlsplit
+from typing import Any, Callable, Optional
+from urllib.parse import quote, unquote, urlsplit
 
 from txamqp09.client.params import ConnectionParameters, parse_url
 from txamqp09.links.redaction import redacted
@@ -30,10 +32,18 @@ _SCHEMES = ("amqp", "amqps")
 
 @dataclass(frozen=True)
 class LocalAddress:
-    """Where this broker's own AMQP listener is (for URIs without a host)."""
+    """Where this broker's own AMQP listener is (for URIs without a host).
+
+    :ivar direct: hands out the user name and one-time password of a
+        direct login as a user (None: as RabbitMQ's user ``none``, every
+        right), for URIs without a password (see
+        :meth:`~txamqp09.broker.auth.security.Security.direct_login`); None
+        to log in as the URI says (``guest`` without a user).
+    """
 
     host: str
     port: int
+    direct: Optional[Callable[[Optional[str]], tuple[str, str]]] = None
 
 
 def uri_problem(uri: str) -> Optional[str]:
@@ -122,4 +132,9 @@ class LinkUri:
         host = f"[{local.host}]" if ":" in local.host else local.host
         parts = urlsplit(self.text)
         query = f"?{parts.query}" if parts.query else ""
-        return parse_url(f"amqp://{parts.netloc}{host}:{local.port}{parts.path}{query}").replace(**changes)
+        user = parts.netloc.rpartition("@")[0]
+        if local.direct is not None and parts.password is None:
+            name, password = local.direct(unquote(user) if user else None)
+            user = f"{quote(name, safe='')}:{quote(password, safe='')}"
+        credentials = f"{user}@" if user else ""
+        return parse_url(f"amqp://{credentials}{host}:{local.port}{parts.path}{query}").replace(**changes)

@@ -347,3 +347,71 @@ class SecurityLoginTests(SynchronousTestCase):
         self.security.realm.requestAvatar = broken  # type: ignore[method-assign]
         failure = self.failureResultOf(self.login("PLAIN", b"\x00alice\x00wonderland"))
         self.assertTrue(failure.check(RuntimeError))
+
+
+class DirectLoginTests(SynchronousTestCase):
+    """Logins a broker hands its own links (URIs without a host or password),
+    as RabbitMQ's direct connections: user ``none`` with every right, or a
+    named user without a password; a password for its user only."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.security = Security(database(), self.clock)
+
+    def login(self, name: str, password: str, mechanism: str = "PLAIN") -> Deferred[Login]:
+        if mechanism == "PLAIN":
+            response = b"\x00" + name.encode() + b"\x00" + password.encode()
+        else:
+            response = amqplain({"LOGIN": name.encode(), "PASSWORD": password.encode()})
+        return self.security.login(mechanism, response, REMOTE)
+
+    def assertRefused(self, name: str, password: str) -> None:
+        refusing = self.login(name, password)
+        self.clock.advance(60)
+        self.failureResultOf(refusing, LoginRefused)
+
+    def test_no_user_is_none_with_every_right(self) -> None:
+        name, password = self.security.direct_login(None)
+        self.assertEqual(name, "none")
+        user = self.successResultOf(self.login(name, password)).user
+        self.assertEqual((user.name, user.tags), ("none", ()))
+        self.security.database.add_vhost(VirtualHost("other"))
+        self.assertTrue(user.may_open_vhost("other"))
+        self.assertFalse(user.may_open_vhost("missing"))
+        self.assertTrue(all(check("other", "any.thing") for check in (user.can_configure, user.can_write, user.can_read)))
+        self.assertEqual(user.realm_rights("/", "/data"), frozenset(Right))
+        guard = self.security.open_vhost(user, "/", tickets=False)
+        self.assertIs(guard.user, user)
+
+    def test_a_named_user_without_a_password(self) -> None:
+        name, password = self.security.direct_login("alice")
+        self.assertEqual(name, "alice")
+        login = self.successResultOf(self.login(name, password, "AMQPLAIN"))
+        self.assertIsInstance(login.user, AMQPUser)
+        self.assertEqual(login.user.name, "alice")
+        self.assertFalse(login.user.can_write("/", "anything"), "alice keeps her own permissions")
+        self.assertEqual(self.security.realm.connections("alice"), 1)
+        login.logout()
+        self.assertEqual(self.security.realm.connections("alice"), 0)
+
+    def test_a_password_for_its_user_only(self) -> None:
+        name, password = self.security.direct_login(None)
+        self.assertEqual(self.security.direct_login(None), (name, password), "one password per user acted as")
+        self.successResultOf(self.login(name, password))
+        self.successResultOf(self.login(name, password))
+        self.assertRefused("alice", password)
+        _, alice = self.security.direct_login("alice")
+        self.assertNotEqual(alice, password)
+        self.assertRefused("certuser", alice)
+        self.assertRefused("none", alice)
+        self.assertRefused("alice", alice + "x")
+        self.assertEqual(self.successResultOf(self.login("alice", alice)).user.name, "alice")
+
+    def test_a_deleted_user_is_refused(self) -> None:
+        name, password = self.security.direct_login("alice")
+        self.security.database.delete_user("alice")
+        self.assertRefused(name, password)
+
+    def test_each_broker_its_own(self) -> None:
+        other = Security(database(), self.clock)
+        self.assertRefused(*other.direct_login(None))

@@ -33,6 +33,8 @@ from txamqp09.broker.auth.users import GUEST, UserDatabase
 __all__ = [
     "AMQPRealm",
     "AMQPUser",
+    "DIRECT_USER",
+    "DirectUser",
     "ExternalChecker",
     "IAMQPUser",
     "LoopbackOnly",
@@ -107,6 +109,51 @@ class AMQPUser:
     def realm_rights(self, vhost: str, realm: str) -> frozenset[Right]:
         """The rights the user holds on ``realm`` in ``vhost``."""
         return self.database.realm_rights(self.name, vhost, realm)
+
+
+#: The name of the user a direct connection without a user acts as (RabbitMQ's).
+DIRECT_USER = "none"
+
+
+@implementer(IAMQPUser)
+class DirectUser:
+    """The avatar of a connection of this broker to itself that names no
+    user (a shovel's or federation upstream's ``amqp://``): like RabbitMQ's
+    direct connections, it acts as user ``none`` with every right on every
+    virtual host there is; no password, no tags."""
+
+    name = DIRECT_USER
+    tags: tuple[str, ...] = ()
+
+    def __init__(self, database: UserDatabase) -> None:
+        self.database = database
+
+    def __repr__(self) -> str:
+        return "<DirectUser>"
+
+    def may_open_vhost(self, vhost: str) -> bool:
+        """Whether ``vhost`` exists."""
+        return vhost in self.database.vhosts
+
+    def allows(self, permission: Permission, vhost: str, name: str) -> bool:
+        """Always."""
+        return True
+
+    def can_configure(self, vhost: str, name: str) -> bool:
+        """Always."""
+        return True
+
+    def can_write(self, vhost: str, name: str) -> bool:
+        """Always."""
+        return True
+
+    def can_read(self, vhost: str, name: str) -> bool:
+        """Always."""
+        return True
+
+    def realm_rights(self, vhost: str, realm: str) -> frozenset[Right]:
+        """Every right."""
+        return frozenset(Right)
 
 
 #: What twisted.cred checkers return (ours: the user's name in UTF-8).

@@ -26,16 +26,25 @@ See docs/security.rst, "In the broker".
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Optional, Protocol
 
 from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
-from twisted.internet.defer import Deferred, fail
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
-from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly, make_portal, secret_of, username_of
+from txamqp09.broker.auth.cred import (
+    DIRECT_USER,
+    DirectUser,
+    IAMQPUser,
+    LoopbackOnly,
+    make_portal,
+    secret_of,
+    username_of,
+)
 from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused
 from txamqp09.broker.auth.methods import AccessGuard
 from txamqp09.broker.auth.sasl import MechanismRegistry, PasswordCredentials, PeerInfo
@@ -48,6 +57,8 @@ from txamqp09.wire.errors import InvalidPath, NotAllowed
 __all__ = ["Login", "Security", "refusal_text"]
 
 _CONNECTION_OPEN = (10, 40)
+#: What the portal gives for a login: (interface, avatar, logout).
+_Avatar = tuple[Any, IAMQPUser, Callable[[], None]]
 
 
 def refusal_text(mechanism: str) -> str:
@@ -111,6 +122,38 @@ class Security:
         #: What is open, for the limits; the server factory sets it (None: no
         #: vhost connection or channel limit is checked).
         self.census: Census | None = None
+        #: The passwords of direct logins by the user they act as (None: DirectUser), and back.
+        self._direct_passwords: dict[Optional[str], str] = {}
+        self._direct_users: dict[str, Optional[str]] = {}
+
+    def direct_login(self, user: Optional[str]) -> tuple[str, str]:
+        """A user name and password for connections of this broker to itself
+        (a shovel's or federation upstream's URI without a host or a
+        password), which log in as RabbitMQ's direct connections do: as
+        *user* without checking a password (the user must exist), or, for
+        None, as user ``none`` with every right (:class:`DirectUser`).
+
+        The password is random, one per user acted as, and known only in
+        this process (it changes with each start).
+        """
+        password = self._direct_passwords.get(user)
+        if password is None:
+            password = self._direct_passwords[user] = secrets.token_urlsafe(32)
+            self._direct_users[password] = user
+        return (DIRECT_USER if user is None else user), password
+
+    def _direct_user(self, user: str | None, secret: bytes | None) -> Deferred[_Avatar] | None:
+        """The login of a password :meth:`direct_login` handed out for
+        *user*, or None when *secret* is not one for *user*."""
+        password = secret.decode("utf-8", "replace") if secret is not None else ""
+        if user is None or password not in self._direct_users:
+            return None
+        acting = self._direct_users[password]
+        if acting is None:
+            return succeed((IAMQPUser, DirectUser(self.database), lambda: None)) if user == DIRECT_USER else None
+        if acting == user and user in self.database.users:
+            return succeed(self.realm.requestAvatar(user.encode("utf-8"), None, IAMQPUser))
+        return None
 
     def mechanisms_field(self, peer: PeerInfo) -> bytes:
         """connection.start's ``mechanisms`` for this peer."""
@@ -125,6 +168,7 @@ class Security:
         client's failures slow down nobody else. A host holding too many
         refusals waiting for their reply is refused unchecked, unless the
         login presents the secret its user last logged in with from that host.
+        A password :meth:`direct_login` handed out logs in as it says.
         Fails with :class:`LoginRefused` (403, a connection exception): for an unoffered
         mechanism or a malformed response with a text saying so, for a wrong
         user or password with :func:`refusal_text`, which does not tell
@@ -137,6 +181,9 @@ class Security:
             user, secret = None, None
         else:
             malformed, user, secret = None, username_of(credentials), secret_of(credentials)
+        direct = self._direct_user(user, secret)
+        if direct is not None:
+            return direct.addCallback(self._logged_in, None, peer)
         if not self.throttle.admits_known(user, peer.host, secret):
             pending = self.throttle.pending(peer.host)
             oplog.login_refused(user, peer.host, mechanism, f"not checked: {pending} refusals from this host wait")
@@ -152,9 +199,7 @@ class Security:
             errbackArgs=(user, mechanism, peer),
         )
 
-    def _logged_in(
-        self, result: tuple[Any, IAMQPUser, Callable[[], None]], secret: bytes | None, peer: PeerInfo
-    ) -> Login:
+    def _logged_in(self, result: _Avatar, secret: bytes | None, peer: PeerInfo) -> Login:
         _, user, logout = result
         self.throttle.succeeded(user.name, peer.host, secret)
         return Login(user, logout)
