@@ -252,6 +252,33 @@ class PublishTests(SynchronousTestCase):
         self.assertEqual(server.received(), [])
 
 
+    def test_publish_encoded_is_publish_many_with_encoded_properties(self) -> None:
+        """Bodies of one frame, of none and of several (frame_max 4096),
+        each with its encoded properties, in order, in one write; the
+        same bytes as basic_publish_many sends."""
+        server = ScriptedServer()
+        server.open(frame_max=4096)
+        channel = server.open_channel(1)
+        spec = server.spec
+        properties = [spec.BasicProperties(message_id=f"m-{n}", delivery_mode=2).encode() for n in range(4)]
+        bodies = [b"one", b"", bytes(range(256)) * 40, b"last"]
+        server.transport.clear()
+        self.assertIsNone(channel.basic_publish_encoded("x", "k", properties, bodies, mandatory=True))
+        encoded = server.transport.value()
+        received = [command for _, command in server.received()]
+        self.assertEqual(
+            [(c.method.exchange, c.method.routing_key, c.method.mandatory, c.body, c.properties.message_id)
+             for c in received],
+            [("x", "k", True, body, f"m-{n}") for n, body in enumerate(bodies)],
+        )
+        channel.basic_publish_many([(body, "x", "k", raw) for raw, body in zip(properties, bodies)], mandatory=True)
+        self.assertEqual(server.transport.value(), encoded)
+        self.assertIsNone(channel.basic_publish_encoded("x", "k", [], []))
+        self.assertRaises(ValueError, channel.basic_publish_encoded, "x", "k", properties, bodies[:3])
+        server.received()
+        self.assertEqual(server.received(), [])
+
+
 class ConfirmTests(SynchronousTestCase):
     def confirming(self) -> tuple[ScriptedServer, Channel]:
         server, channel = opened()
@@ -307,6 +334,15 @@ class ConfirmTests(SynchronousTestCase):
         self.assertNoResult(group)
         server.send(1, server.spec.BasicAck(delivery_tag=4))
         self.assertEqual((self.successResultOf(group), channel.unconfirmed), (4, 0))
+
+    def test_publish_encoded_confirmed_together(self) -> None:
+        server, channel = self.confirming()
+        raw = server.spec.BasicProperties().encode()
+        group = channel.basic_publish_encoded("", "q", [raw] * 3, [b"1", b"2", b"3"])
+        assert group is not None
+        self.assertEqual(channel.unconfirmed, 3)
+        server.send(1, server.spec.BasicAck(delivery_tag=3, multiple=True))
+        self.assertEqual((self.successResultOf(group), channel.unconfirmed), (3, 0))
 
     def test_channel_close_fails_unconfirmed(self) -> None:
         server, channel = self.confirming()

@@ -164,6 +164,43 @@ class DrainTests(_BrokerTestCase):
         self.assertEqual([(row["body"], row["redelivered"]) for row in rows],
                          [(b"0", True), (b"1", True), (b"2", True), (b"3", False)])
 
+class PublisherTests(_BrokerTestCase):
+    @inline
+    async def test_encoded_and_row_chunks_in_order_all_confirmed(self) -> None:
+        """Chunks with encoded properties and chunks of rows, through a
+        window of two chunks: every message arrives in order with its
+        properties, and close counts the confirmed ones."""
+        from pyarrow import RecordBatch, array, binary, map_, string
+
+        from txamqp09.spark.amqp import Publisher
+        from txamqp09.spark.arrow import BatchPublications
+
+        channel = await self.channel()
+        await channel.queue_declare("out", durable=True)
+        publisher = await Publisher.open(self.broker.url)
+        publications = BatchPublications("", "out", {"delivery_mode": 2}, "w-0", publisher.properties_class)
+        plain = RecordBatch.from_pydict({"body": array([b"%d" % n for n in range(700)], binary())})
+        typed = RecordBatch.from_pydict({
+            "body": array([b"p"] * 3, binary()),
+            "properties": array([[("priority", "4")]] * 3, map_(string(), string())),
+        })
+        encoded = publications.encoded(plain)
+        assert encoded is not None
+        properties, bodies = encoded
+        for start in range(0, 700, 300):
+            await publisher.publish_encoded("", "out", properties[start:start + 300], bodies[start:start + 300])
+        await publisher.publish(list(publications.of(typed)))
+        self.assertEqual(await publisher.close(), 703)
+        self.assertEqual((await channel.queue_declare("out", passive=True)).message_count, 703)
+        received = []
+        for _ in range(703):
+            got = await channel.basic_get("out", no_ack=True)
+            assert got is not None
+            received.append((got.body, got.properties.message_id, got.properties.delivery_mode, got.properties.priority))
+        self.assertEqual(received, [(b"%d" % n, f"w-0-{n}", 2, None) for n in range(700)]
+                         + [(b"p", f"w-0-{n}", 2, 4) for n in range(700, 703)])
+
+
 class FewerCollectionsTests(TestCase):
     def test_threshold_raised_inside_and_restored_after(self) -> None:
         import gc

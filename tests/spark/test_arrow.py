@@ -190,6 +190,72 @@ class BatchPublicationsTests(TestCase):
         [row] = BatchPublications("", "q", defaults, None, spec.BasicProperties).of(batch)
         self.assertEqual(row[3], spec.BasicProperties(**defaults).encode())
 
+    def test_encoded_column_wise_as_row_by_row(self) -> None:
+        """A batch whose rows set nothing but a body (binary or string;
+        absent or all-null exchange and routing key, absent, null or empty
+        properties and headers) is encoded column-wise: the same properties
+        and bodies as row by row, the numbers running on across batches
+        whichever way each was taken."""
+        import pyarrow as pa
+
+        from txamqp09.spark.arrow import BatchPublications
+        from txamqp09.wire import _amqp0_9_1 as spec
+
+        text = pa.map_(pa.string(), pa.string())
+        batches = [
+            pa.RecordBatch.from_pydict({"body": pa.array([b"a", b""], pa.binary())}),
+            pa.RecordBatch.from_pydict({
+                "body": pa.array(["text", "t\u00e9xt"]),
+                "exchange": pa.array([None, None], pa.string()),
+                "routing_key": pa.array([None, None], pa.string()),
+                "properties": pa.array([None, []], text),
+                "headers": pa.array([[], None], text),
+            }),
+            pa.RecordBatch.from_pydict({"body": pa.array([b"p"], pa.binary()), "properties": pa.array([[("priority", "1")]], text)}),
+            pa.RecordBatch.from_pydict({"body": pa.array([b"x"] * 11, pa.binary())}),
+        ]
+        by_rows = BatchPublications("", "q", {"delivery_mode": 2}, "w", spec.BasicProperties)
+        columns = BatchPublications("", "q", {"delivery_mode": 2}, "w", spec.BasicProperties)
+        for batch in batches:
+            expected = list(by_rows.of(batch))
+            encoded = columns.encoded(batch)
+            if "properties" in batch.schema.names and batch.num_rows == 1:
+                self.assertIsNone(encoded)
+                self.assertEqual(list(columns.of(batch)), expected)
+                continue
+            assert encoded is not None
+            self.assertEqual([(body, "", "q", raw) for raw, body in zip(*encoded)], expected)
+        self.assertEqual(columns.count, by_rows.count)
+        self.assertEqual(spec.BasicProperties.decode(expected[-1][3], 0).message_id, "w-15")
+
+    def test_rows_setting_anything_are_not_encoded_column_wise(self) -> None:
+        import pyarrow as pa
+
+        from txamqp09.spark.arrow import BatchPublications
+        from txamqp09.wire import _amqp0_9_1 as spec
+
+        text = pa.map_(pa.string(), pa.string())
+        body = pa.array([b"a", b"b"], pa.binary())
+        batches = [
+            {"body": pa.array([b"a", None], pa.binary())},
+            {"body": pa.array([1, 2])},
+            {"text": pa.array(["a", "b"])},
+            {"body": body, "exchange": pa.array([None, "x"])},
+            {"body": body, "routing_key": pa.array(["k", None])},
+            {"body": body, "properties": pa.array([None, [("priority", "1")]], text)},
+            {"body": body, "headers": pa.array([[("h", "v")], None], text)},
+            {"body": body, "headers": pa.array(["not", "a map"])},
+        ]
+        publications = BatchPublications("", "q", {}, "w", spec.BasicProperties)
+        for columns in batches:
+            self.assertIsNone(publications.encoded(pa.RecordBatch.from_pydict(columns)))
+        self.assertEqual(publications.count, 0)
+        without_encoder = BatchPublications("", "q", {}, "w")
+        self.assertIsNone(without_encoder.encoded(pa.RecordBatch.from_pydict({"body": body})))
+        unnumbered = BatchPublications("", "q", {"priority": 2}, None, spec.BasicProperties)
+        encoded = unnumbered.encoded(pa.RecordBatch.from_pydict({"body": body}))
+        self.assertEqual(encoded, ([spec.BasicProperties(priority=2).encode()] * 2, [b"a", b"b"]))
+
     def test_a_message_id_too_long_for_a_short_string_is_refused(self) -> None:
         import pyarrow as pa
 
@@ -199,6 +265,12 @@ class BatchPublicationsTests(TestCase):
         batch = pa.RecordBatch.from_pydict({"body": pa.array([b"x"], pa.binary())})
         with self.assertRaisesRegex(ValueError, "longer than 255 bytes"):
             list(BatchPublications("", "q", {}, "p" * 300, spec.BasicProperties).of(batch))
+        with self.assertRaisesRegex(ValueError, "longer than 255 bytes"):
+            BatchPublications("", "q", {}, "p" * 300, spec.BasicProperties).encoded(batch)
+        many = pa.RecordBatch.from_pydict({"body": pa.array([b"x"] * 11, pa.binary())})
+        fits = BatchPublications("", "q", {}, "p" * 253, spec.BasicProperties)  # "-9" fits, "-10" does not
+        with self.assertRaisesRegex(ValueError, "longer than 255 bytes"):
+            fits.encoded(many)
 
     def test_bad_rows(self) -> None:
         import pyarrow as pa

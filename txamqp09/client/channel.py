@@ -54,6 +54,7 @@ from txamqp09.wire.frames import (
     Command,
     content_frames,
     encoded_content_frames,
+    encoded_contents_frames,
     tag_frame,
 )
 from txamqp09.wire.versions import ProtocolVersion
@@ -537,6 +538,37 @@ class Channel:
         ]))
         if self._confirms is not None:
             return self._confirms.published_group(len(messages))
+        return None
+
+    def basic_publish_encoded(
+        self, exchange: str, routing_key: str, properties: Sequence[bytes], bodies: Sequence[bytes],
+        *, mandatory: bool = False,
+    ) -> Optional[Deferred[int]]:
+        """Publish a message per body to one exchange with one routing key,
+        with one write: :meth:`basic_publish_many` for messages whose
+        properties are encoded already (each as ``Properties.encode()``
+        of the channel's protocol version gives them), without a call per
+        message.
+
+        :param properties: each message's encoded properties, in order.
+        :param bodies: each message's body, as many.
+        :returns: as :meth:`basic_publish_many`.
+        :raises ChannelClosed: the channel is closed.
+        :raises ValueError: not as many properties as bodies.
+        """
+        if self.state is not _OPEN:
+            raise self._unusable()
+        if len(properties) != len(bodies):
+            raise ValueError(f"{len(properties)} encoded properties for {len(bodies)} bodies")
+        if not bodies:
+            return None
+        key = (exchange, routing_key, mandatory, False)
+        method = self._publish_methods.get(key) or self._cachePublishMethod(key)
+        self._send(encoded_contents_frames(
+            self.number, BASIC_CLASS, method, properties, bodies, self.connection.body_frame_limit - FRAME_OVERHEAD,
+        ))
+        if self._confirms is not None:
+            return self._confirms.published_group(len(bodies))
         return None
 
     def _publishFrames(

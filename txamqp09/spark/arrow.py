@@ -138,6 +138,20 @@ def _column(batch: pa.RecordBatch, name: str) -> Optional[list[Any]]:
     return None if index < 0 else batch.column(index).to_pylist()
 
 
+#: The body column types :meth:`BatchPublications.encoded` takes (their
+#: values' bytes are the bodies as they are).
+_BODY_TYPES = frozenset((pa.binary(), pa.string()))
+
+
+def _all_empty(column: pa.Array) -> bool:
+    """Whether a column is a map column without entries (every row null
+    or an empty map, its offsets all the same)."""
+    if not isinstance(column, pa.MapArray):
+        return False
+    offsets = column.offsets
+    return bool(offsets[0].as_py() == offsets[len(offsets) - 1].as_py())
+
+
 class BatchPublications:
     """What to publish for each row of record batches (the Arrow form of
     :func:`~txamqp09.spark.rows.publication`).
@@ -166,6 +180,37 @@ class BatchPublications:
         #: Rows published so far (the n of the next message-id).
         self.count = 0
         self._encoded = _EncodedDefaults(encoder, self.defaults, id_prefix) if encoder is not None else None
+
+    def encoded(self, batch: pa.RecordBatch) -> Optional[tuple[list[bytes], list[bytes]]]:
+        """The encoded properties and the bodies of *batch*'s rows, built
+        column-wise, when every row takes the defaults: a body column
+        without nulls (binary or string), and no row setting an exchange, a
+        routing key, properties or headers; else None (then :meth:`of`
+        takes the batch). Counts the rows as :meth:`of` does.
+
+        Only with an encoder (see the class).
+
+        :raises ValueError: a message-id longer than 255 bytes.
+        """
+        encoded = self._encoded
+        index = batch.schema.get_field_index("body")
+        if encoded is None or index < 0:
+            return None
+        bodies = batch.column(index)
+        if bodies.null_count or bodies.type not in _BODY_TYPES:
+            return None
+        for name in ("exchange", "routing_key"):
+            at = batch.schema.get_field_index(name)
+            if at >= 0 and batch.column(at).null_count < batch.num_rows:
+                return None
+        for name in ("properties", "headers"):
+            at = batch.schema.get_field_index(name)
+            if at >= 0 and not _all_empty(batch.column(at)):
+                return None
+        number = self.count
+        properties = encoded.numbered_range(number, number + batch.num_rows)
+        self.count += batch.num_rows
+        return properties, bodies.cast(pa.binary()).to_pylist()
 
     def of(self, batch: pa.RecordBatch) -> Iterator[Publication]:
         """The publications of *batch*'s rows, in order.
@@ -227,6 +272,19 @@ class _EncodedDefaults:
         self.head = template[:at]
         self.tail = template[at + 1 + len(placeholder):]
         self.id_head = f"{id_prefix}-".encode()
+
+    def numbered_range(self, first: int, end: int) -> list[bytes]:
+        """The properties of rows *first* to *end* (exclusive): :meth:`numbered` of each.
+
+        :raises ValueError: a message-id is longer than a short string allows.
+        """
+        if self.fixed is not None:
+            return [self.fixed] * (end - first)
+        if end > first:
+            self.numbered(end - 1)  # the longest message-id, checked
+        head, tail, id_head = self.head, self.tail, self.id_head
+        return [head + bytes((len(message_id),)) + message_id + tail
+                for message_id in [id_head + b"%d" % number for number in range(first, end)]]
 
     def numbered(self, number: int) -> bytes:
         """The properties of row *number*.

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import TYPE_CHECKING, Callable, Generic, Iterator, Mapping, Optional, Protocol, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Generic, Iterator, Mapping, Optional, Protocol, Sequence, TypeVar, Union
 
 from txamqp09.wire.base import CONTENT_HEADER, Method, Properties, properties_error
 from txamqp09.wire.errors import (
@@ -64,6 +64,7 @@ __all__ = [
     "method_frame",
     "content_frames",
     "encoded_content_frames",
+    "encoded_contents_frames",
     "encoded_content_parts",
     "tag_frame",
     "Command",
@@ -542,6 +543,33 @@ def encoded_content_frames(
         )
     parts = encoded_content_parts(channel, class_id, head, middle, tail, properties, body, body_max)
     return b"".join(parts) if several is None else several(parts)
+
+
+def encoded_contents_frames(
+    channel: int, class_id: int, method: bytes, properties: Sequence[bytes], bodies: Sequence[bytes],
+    body_max: int,
+) -> bytes:
+    """The frames of one content method per body, joined: the method's
+    encoded payload *method* (the same for each), then a content header
+    with the body's encoded *properties* and the body frames.
+
+    What :func:`encoded_content_frames` gives for each (method, properties,
+    body), built without a call per body for bodies of one frame.
+    """
+    method_frame = _HEADER.pack(FRAME_METHOD, channel, len(method)) + method
+    header, body_frame = _CONTENT_HEADER_FRAME.pack, _BODY_FRAME.pack
+    parts: list[bytes] = []
+    add = parts.extend
+    for encoded, body in zip(properties, bodies, strict=True):
+        size = len(body)
+        if not size or size > body_max:
+            add((encoded_content_frames(channel, class_id, method, b"", b"", encoded, body, body_max),))
+            continue
+        add((
+            method_frame, header(FRAME_END, FRAME_HEADER, channel, 12 + len(encoded), class_id, 0, size), encoded,
+            body_frame(FRAME_END, FRAME_BODY, channel, size), body, _END,
+        ))
+    return b"".join(parts)
 
 
 def encoded_content_parts(
