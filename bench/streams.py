@@ -23,12 +23,18 @@ Run::
     python bench/streams.py --only txamqp09
 
 Runs alternate between the brokers; ``--repeat N`` keeps the fastest of N
-per broker and phase.
+per broker and phase. With ``--threads`` each run of this broker also
+prints (on stderr) the CPU time of each of its threads during the phase, in
+milliseconds, the reactor's first (the store's writer and checkpointer
+follow, in the order they started), and how many times each gave up the
+processor while waiting (voluntary context switches: for the writer, its
+waits for the disk, for the interpreter's lock and for work).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import selectors
 import sys
 import tempfile
@@ -36,7 +42,7 @@ import time
 import uuid
 from typing import Any, Optional
 
-from broker import Connection, Result, _counter, cpu_seconds, rss_kib, running_brokers
+from broker import _CLOCK_TICKS, Connection, Result, _counter, cpu_seconds, rss_kib, running_brokers
 from durable import Confirms
 
 from txamqp09.wire import _amqp0_9_1 as spec
@@ -112,16 +118,45 @@ def delete(port: int, stream: str) -> None:
     connection.close()
 
 
+def thread_times(pid: int) -> dict[int, tuple[int, int]]:
+    """CPU time (clock ticks) and voluntary context switches of each thread of *pid*."""
+    times = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                waits = int(status.read().split("\nvoluntary_ctxt_switches:")[1].split()[0])
+        except OSError:
+            continue
+        times[int(task)] = (int(fields[11]) + int(fields[12]), waits)
+    return times
+
+
+def thread_report(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]]) -> str:
+    """What each thread that ran used between *before* and *after*, in the order the threads started."""
+    used = []
+    for task in sorted(after):
+        ticks, waits = (a - b for a, b in zip(after[task], before.get(task, (0, 0))))
+        if ticks or waits:
+            used.append(f"{ticks * 1000 // _CLOCK_TICKS} ms / {waits} waits")
+    return "threads: " + ", ".join(used)
+
+
 def measure(broker: Any, options: argparse.Namespace) -> list[Result]:
     """Append to a new stream, then read it; one result per phase."""
     stream = f"bench-stream-{uuid.uuid4()}"
     results = []
+    threads = options.threads and broker.name == "txamqp09"
     for phase in PHASES:
         cpu_before = cpu_seconds(broker.pid)
+        threads_before = thread_times(broker.pid) if threads else {}
         if phase == "append":
             seconds = append(broker.port, stream, options.messages, options.body_size, options.window)
         else:
             seconds = read(broker.port, stream, options.messages, options.prefetch)
+        if threads:
+            print(f"{phase} {thread_report(threads_before, thread_times(broker.pid))}", file=sys.stderr)
         results.append(Result(
             broker.name, phase, options.messages, seconds, cpu_seconds(broker.pid) - cpu_before,
             rss_kib(broker.pid),
@@ -154,6 +189,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--prefetch", type=int, default=1000, help="the reader's prefetch count")
     parser.add_argument("--repeat", type=int, default=1, help="runs per broker; the fastest counts")
     parser.add_argument("--only", choices=("txamqp09", "rabbitmq"), help="benchmark one broker")
+    parser.add_argument("--threads", action="store_true", help="print this broker's CPU per thread")
     options = parser.parse_args(argv)
     best: dict[tuple[str, str], Result] = {}
     with tempfile.TemporaryDirectory(prefix="bench-streams-") as base_dir:

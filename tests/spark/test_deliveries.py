@@ -69,28 +69,48 @@ def frames(deliveries: list[tuple[Any, Any, bytes]], frame_max: int = FRAME_MIN_
 
 
 class _Reader:
-    """A taker on channel 1 of a frame scanner, and what it reported."""
+    """A taker on channel 1 of a frame scanner (and the scanner's run
+    taker, unless *runs* is false), and what it reported."""
 
-    def __init__(self, start: int = 0, end: int = 2**63 - 1, gets: bool = False) -> None:
+    def __init__(self, start: int = 0, end: int = 2**63 - 1, gets: bool = False, runs: bool = True) -> None:
         from txamqp09.spark.deliveries import DeliveryTaker, GetTaker, StreamDeliveryTaker
 
         self.connection = _Connection()
-        self.arrived: list[tuple[Optional[int], int]] = []
+        #: (offset, tag, count) of each report.
+        self.reports: list[tuple[Optional[int], int, int]] = []
         self.failures: list[Exception] = []
         self.other: list[tuple[int, bytes]] = []
         self.emptied = 0
         self.taker: DeliveryTaker
         if gets:
-            self.taker = GetTaker(self.connection, 1, self._fallback,
-                                  lambda offset, tag: self.arrived.append((offset, tag)), self._emptied,
+            self.taker = GetTaker(self.connection, 1, self._fallback, self._arrived, self._emptied,
                                   self.failures.append)
         else:
             self.taker = StreamDeliveryTaker(
-                self.connection, 1, TAG, self._fallback, start, end,
-                lambda offset, tag: self.arrived.append((offset, tag)), self.failures.append,
+                self.connection, 1, TAG, self._fallback, start, end, self._arrived, self.failures.append,
             )
         self.scanner = FrameScanner(lambda kind, channel, payload: self.other.append((kind, payload)), 1 << 20)
         self.scanner.takers[1] = self.taker.take
+        if runs:
+            self.scanner.run_taker = self.taker.take_run
+
+    def _arrived(self, offset: Optional[int], tag: int, count: int) -> None:
+        assert count > 0
+        self.reports.append((offset, tag, count))
+
+    @property
+    def arrived(self) -> int:
+        """How many deliveries were reported."""
+        return sum(count for _, _, count in self.reports)
+
+    def assertReported(self, case: TestCase, each: list[tuple[Optional[int], int]]) -> None:
+        """The reports count *each* delivery's (offset, tag), each report
+        naming the last of those it counts."""
+        case.assertEqual(self.arrived, len(each))
+        counted = 0
+        for offset, tag, count in self.reports:
+            counted += count
+            case.assertEqual((offset, tag), each[counted - 1])
 
     def _fallback(self, frame_type: int, buf: bytearray, start: int, end: int) -> bool:
         return False
@@ -123,12 +143,20 @@ def expected(deliveries: list[tuple[Any, Any, bytes]]) -> list[dict[str, Any]]:
     return message_batch(decoded).to_pylist() if decoded else []
 
 
-class StreamDeliveryTakerTests(TestCase):
+class _ReaderCase(TestCase):
     skip = arrow_missing()
+    #: Whether the scanner's run taker takes what it can (else the frame taker takes each frame).
+    runs = True
+
+    def reader(self, start: int = 0, end: int = 2**63 - 1, gets: bool = False) -> _Reader:
+        return _Reader(start, end, gets, self.runs)
+
+
+class StreamDeliveryTakerTests(_ReaderCase):
 
     def assertRows(self, deliveries: list[tuple[Any, Any, bytes]], frame_max: int = FRAME_MIN_SIZE,
                    pieces: int = 1) -> _Reader:
-        reader = _Reader()
+        reader = self.reader()
         self.assertEqual(reader.rows(frames(deliveries, frame_max), pieces), expected(deliveries))
         self.assertEqual(reader.failures, [])
         return reader
@@ -139,7 +167,7 @@ class StreamDeliveryTakerTests(TestCase):
         for base in (0, LONG):
             deliveries = [deliver(base + number, b"%d" % number, tag=number + 1) for number in range(50)]
             reader = self.assertRows(deliveries)
-            self.assertEqual(reader.arrived, [(base + number, number + 1) for number in range(50)])
+            reader.assertReported(self, [(base + number, number + 1) for number in range(50)])
 
     def test_every_property(self) -> None:
         """Properties of every kind, the offset among other headers (nested
@@ -198,7 +226,7 @@ class StreamDeliveryTakerTests(TestCase):
             string.replace(b"\x01m", b"\x09m"),
             trailing,
         ):
-            reader = _Reader()
+            reader = self.reader()
             reader.scanner.scan(data)
             columns = reader.taker.take_columns()
             self.assertEqual(len(columns), 1)
@@ -226,21 +254,21 @@ class StreamDeliveryTakerTests(TestCase):
 
     def test_range(self) -> None:
         """Deliveries outside [start, end) are no rows, but arrive (for the range's end)."""
-        reader = _Reader(LONG + 3, LONG + 6)
+        reader = self.reader(LONG + 3, LONG + 6)
         deliveries = [deliver(LONG + number, b"%d" % number, tag=number + 1) for number in range(8)]
         self.assertEqual(reader.rows(frames(deliveries)), expected(deliveries[3:6]))
-        self.assertEqual([offset for offset, _ in reader.arrived], [LONG + number for number in range(8)])
+        reader.assertReported(self, [(LONG + number, number + 1) for number in range(8)])
 
     def test_other_frames_go_to_the_fallback(self) -> None:
         """Another consumer's deliveries and other methods are not taken."""
-        reader = _Reader()
+        reader = self.reader()
         data = frames([deliver(LONG, consumer_tag="other")]) + method_frame(1, spec.BasicQosOk())
         self.assertEqual(reader.rows(data + frames([deliver(LONG + 1)])), expected([deliver(LONG + 1)]))
         self.assertEqual([kind for kind, _ in reader.other], [1, 2, 3, 1])
 
     def test_closed_channel(self) -> None:
         """Deliveries on a channel that is no longer open are not taken."""
-        reader = _Reader()
+        reader = self.reader()
         reader.connection.open = False
         self.assertEqual(reader.rows(frames([deliver(LONG)])), [])
         self.assertEqual([kind for kind, _ in reader.other], [1, 2, 3])
@@ -249,7 +277,7 @@ class StreamDeliveryTakerTests(TestCase):
         """A delivery without an offset is reported and dropped."""
         from txamqp09.spark.deliveries import NotAStream
 
-        reader = _Reader()
+        reader = self.reader()
         method, _, body = deliver(LONG)
         plain = (method, spec.BasicProperties(headers={"a": 1}), body)
         self.assertEqual(reader.rows(frames([plain])), [])
@@ -259,11 +287,11 @@ class StreamDeliveryTakerTests(TestCase):
     def test_unexpected_frames(self) -> None:
         """A method frame where content is due is 505; a body longer than
         its header announced is 501."""
-        reader = _Reader()
+        reader = self.reader()
         method, properties, body = deliver(LONG)
         with self.assertRaises(UnexpectedFrame):
             reader.scanner.scan(method_frame(1, method) + method_frame(1, method))
-        reader = _Reader()
+        reader = self.reader()
         whole = frames([deliver(LONG, b"abc")])
         longer = whole[:-5] + b"abcd" + b"\xce"
         longer = longer[: len(whole) - 12] + (4).to_bytes(4, "big") + longer[len(whole) - 8 :]
@@ -272,7 +300,7 @@ class StreamDeliveryTakerTests(TestCase):
 
     def test_layouts_kept(self) -> None:
         """Alternating headers tables are both kept: each decoded once."""
-        reader = _Reader()
+        reader = self.reader()
         deliveries = [deliver(LONG + number, headers={"kind": "a"} if number % 2 else {"kind": 7, "more": "b"})
                       for number in range(10)]
         self.assertEqual(reader.rows(frames(deliveries)), expected(deliveries))
@@ -282,6 +310,9 @@ class StreamDeliveryTakerTests(TestCase):
     @given(st.data())
     def test_any_deliveries(self, data: st.DataObject) -> None:
         """Any properties, headers, bodies, frame sizes and reads."""
+        self.check_any_deliveries(data)
+
+    def check_any_deliveries(self, data: st.DataObject) -> None:
         codec = AMQP0_9_1.tables
         count = data.draw(st.integers(0, 12))
         base = data.draw(st.sampled_from([0, LONG, -5]))
@@ -299,13 +330,12 @@ class StreamDeliveryTakerTests(TestCase):
                 routing_key=data.draw(st.sampled_from(["k", "é"])),
             )
             deliveries.append((method, properties, data.draw(st.binary(max_size=9000))))
-        reader = _Reader(start=-2**63)
+        reader = self.reader(start=-2**63)
         pieces = data.draw(st.integers(1, 9))
         self.assertEqual(reader.rows(frames(deliveries, FRAME_MIN_SIZE), pieces), expected(deliveries))
 
 
-class GetTakerTests(TestCase):
-    skip = arrow_missing()
+class GetTakerTests(_ReaderCase):
 
     @wire_settings
     @given(st.data())
@@ -313,6 +343,9 @@ class GetTakerTests(TestCase):
         """basic.get-ok with any properties (headers or none, an offset
         header or none), bodies and message counts, between get-empty
         answers, as message_batch gives them."""
+        self.check_any_messages(data)
+
+    def check_any_messages(self, data: st.DataObject) -> None:
         codec = AMQP0_9_1.tables
         answers = []
         messages = []
@@ -329,8 +362,86 @@ class GetTakerTests(TestCase):
             message = (method, properties, data.draw(st.binary(max_size=5000)))
             messages.append(message)
             answers.append(frames([message]))
-        reader = _Reader(gets=True)
+        reader = self.reader(gets=True)
         self.assertEqual(reader.rows(b"".join(answers), data.draw(st.integers(1, 5))), expected(messages))
         self.assertEqual(reader.emptied, len(answers) - len(messages))
-        self.assertEqual([tag for _, tag in reader.arrived], [method.delivery_tag for method, _, _ in messages])
+        reader.assertReported(self, [(None, method.delivery_tag) for method, _, _ in messages])
         self.assertEqual(reader.failures, [])
+
+
+class FramesOneByOneTests(StreamDeliveryTakerTests, GetTakerTests):
+    """The same cases with every frame taken by the frame taker alone."""
+
+    runs = False
+
+    @wire_settings
+    @given(st.data())
+    def test_any_deliveries(self, data: st.DataObject) -> None:
+        self.check_any_deliveries(data)
+
+    @wire_settings
+    @given(st.data())
+    def test_any_messages(self, data: st.DataObject) -> None:
+        self.check_any_messages(data)
+
+
+class RunTests(TestCase):
+    """Runs of messages taken whole by the scanner's run taker."""
+
+    skip = arrow_missing()
+
+    def test_one_call_for_a_run(self) -> None:
+        """Alike deliveries in one read are taken in one call, reported once."""
+        reader = _Reader()
+        deliveries = [deliver(LONG + number, b"%d" % number, tag=number + 1, message_id=f"m{number}")
+                      for number in range(50)]
+        self.assertEqual(reader.rows(frames(deliveries)), expected(deliveries))
+        self.assertEqual(reader.reports, [(LONG + 49, 50, 50)])
+
+    def test_a_message_under_way_waits(self) -> None:
+        """The frames of a message not all received stay unread until the
+        rest comes: the frame taker sees none of them."""
+        taken: list[int] = []
+        deliveries = [deliver(LONG + number, b"%d" % number * 10, tag=number + 1) for number in range(3)]
+        data = frames(deliveries)
+        last = len(frames(deliveries[:2]))
+        for cut in (last + 5, len(data) - 40, len(data) - 1):
+            reader = _Reader()
+            take = reader.taker.take
+            reader.scanner.takers[1] = lambda kind, *frame: bool(taken.append(kind)) or take(kind, *frame)
+            reader.scanner.scan(data[:cut])
+            self.assertEqual(reader.scanner.buffered, len(data) - last - (len(data) - cut))
+            self.assertEqual(reader.reports, [(LONG + 1, 2, 2)])
+            reader.scanner.scan(data[cut:])
+            self.assertEqual(reader.reports, [(LONG + 1, 2, 2), (LONG + 2, 3, 1)])
+            self.assertEqual(reader.scanner.buffered, 0)
+            self.assertEqual(reader.taker.take_columns().offsets, [LONG, LONG + 1, LONG + 2])
+        self.assertEqual(taken, [])
+
+    def test_other_frames_end_a_run(self) -> None:
+        """A frame that is not a delivery of the consumer ends the run: the
+        frame taker and the handler get what follows, in order."""
+        reader = _Reader()
+        data = (frames([deliver(LONG, tag=1), deliver(LONG + 1, tag=2)]) + method_frame(1, spec.BasicQosOk())
+                + frames([deliver(LONG + 2, tag=3)]))
+        self.assertEqual(reader.rows(data), expected([deliver(LONG + number) for number in range(3)]))
+        self.assertEqual(reader.reports, [(LONG + 1, 2, 2), (LONG + 2, 3, 1)])
+        self.assertEqual([kind for kind, _ in reader.other], [1])
+
+    def test_a_broken_frame_end_in_a_run(self) -> None:
+        """A frame without its frame-end octet ends the run; the scanner
+        refuses it (501) after the messages before it were taken."""
+        reader = _Reader()
+        data = bytearray(frames([deliver(LONG + number, b"abc", tag=number + 1) for number in range(3)]))
+        data[-1] = 0
+        with self.assertRaises(FrameError):
+            reader.scanner.scan(bytes(data))
+        self.assertEqual(reader.taker.take_columns().offsets, [LONG, LONG + 1])
+
+    def test_a_closed_channel_takes_no_run(self) -> None:
+        """Deliveries on a channel no longer open go to the handler."""
+        reader = _Reader()
+        reader.connection.open = False
+        reader.scanner.scan(frames([deliver(LONG), deliver(LONG + 1)]))
+        self.assertEqual(reader.reports, [])
+        self.assertEqual([kind for kind, _ in reader.other], [1, 2, 3, 1, 2, 3])

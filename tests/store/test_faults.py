@@ -15,7 +15,7 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import TestCase
 
-from tests.store.test_stores import chunk_of, message
+from tests.store.test_stores import assert_version_1_recovered, chunk_of, message, version_1_database
 from txamqp09.store import sqlite
 from txamqp09.store.interface import DurableBinding, DurableQueue
 from txamqp09.store.sqlite import SQLiteStore
@@ -33,6 +33,10 @@ from txamqp09.testing.waiting import eventually
 
 reactor = cast(IReactorFromThreads, global_reactor)
 Q = ("/", "q")
+#: Bytes left free for a migration: room for the write-ahead log's index
+#: and the new layout's empty tables, not for the copy of
+#: version_1_database's 64 KiB body.
+FREE_FOR_MIGRATION = 128 * 1024
 
 
 class Reports:
@@ -207,6 +211,21 @@ class WriteFailureTests(TestCase):
 
 class FullFileSystemTests(TestCase):
     """A real full disk: a tmpfs of 2 MiB."""
+
+    def test_a_migration_on_a_full_disk_leaves_version_1_for_the_next_start(self) -> None:
+        path = version_1_database(self.mount / "data")
+        stat = os.statvfs(self.mount)
+        filler = self.mount / "filler"
+        filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - FREE_FOR_MIGRATION))
+        error = self.assertRaises(sqlite3.OperationalError, SQLiteStore(path, reactor).open)
+        self.assertIn(DISK_FULL, str(error))
+        with sqlite3.connect(path) as db:
+            self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 1)
+            self.assertEqual(db.execute("SELECT count(*) FROM queue_messages").fetchone()[0], 5)
+        filler.unlink()
+        store = SQLiteStore(path, reactor)
+        self.addCleanup(store.close)
+        assert_version_1_recovered(self, store, store.open(), True)
 
     def setUp(self) -> None:
         self.patch(sqlite, "RETRY_SECONDS", 0.02)

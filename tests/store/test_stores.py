@@ -56,6 +56,75 @@ def offsets_and_bodies(chunk: LogChunk) -> list[tuple[int, bytes]]:
     return [(chunk.first + index, chunk.message(index)[2]) for index in range(chunk.count)]
 
 
+def old_database(directory: Path, script: str) -> tuple[Path, sqlite3.Connection]:
+    """A new database file in *directory* (made) with the table of queues of
+    versions 0 and 1 and the tables *script* makes: its path, and a connection to it."""
+    path = directory / "store.db"
+    directory.mkdir()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(
+        "CREATE TABLE queues (vhost TEXT NOT NULL, name TEXT NOT NULL, auto_delete INTEGER NOT NULL,"
+        " arguments BLOB NOT NULL, PRIMARY KEY (vhost, name));" + script
+    )
+    return path, db
+
+
+def version_1_database(directory: Path, published: bool = True) -> Path:
+    """A database in *directory* as version 1 wrote it (without the publish times when
+    not *published*, as before they were kept): queues a, b, c and
+    stream s; message 1 on a, 2 on a and b, 3 on b, 4 on c (a body of
+    64 KiB), 5 on no queue; a spilled body; one chunk of s's log."""
+    path, db = old_database(
+        directory,
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY, exchange TEXT NOT NULL, routing_key TEXT NOT NULL,"
+        " properties BLOB NOT NULL, body BLOB NOT NULL"
+        + (", published REAL NOT NULL DEFAULT 0);" if published else ");")
+        + "CREATE TABLE queue_messages (vhost TEXT NOT NULL, queue TEXT NOT NULL, message_id INTEGER NOT NULL,"
+        " PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;"
+        "CREATE INDEX queue_messages_by_message ON queue_messages (message_id);"
+        "CREATE TABLE spilled (id INTEGER PRIMARY KEY, body BLOB NOT NULL);"
+        "CREATE TABLE stream_chunks (vhost TEXT NOT NULL, queue TEXT NOT NULL, first INTEGER NOT NULL,"
+        " count INTEGER NOT NULL, segment INTEGER NOT NULL, first_timestamp INTEGER NOT NULL,"
+        " last_timestamp INTEGER NOT NULL, size INTEGER NOT NULL, ends BLOB NOT NULL, data BLOB NOT NULL,"
+        " PRIMARY KEY (vhost, queue, first));"
+        "PRAGMA user_version = 1;"
+    )
+    db.executemany("INSERT INTO queues VALUES ('/', ?, 0, x'00000000')", [("a",), ("b",), ("c",)])
+    db.execute("INSERT INTO queues VALUES ('/', 's', 0, ?)", (RABBITMQ.encode_table({"x-queue-type": b"stream"}),))
+    for n in range(1, 6):
+        body = bytes(65536) if n == 4 else b"m%d" % n
+        row = (n, "ex", f"key.{n}", b"\x10\x00\x02" + bytes([n]), body) + ((1000.0 + n,) if published else ())
+        db.execute(f"INSERT INTO messages VALUES ({', '.join('?' * len(row))})", row)
+    db.executemany(
+        "INSERT INTO queue_messages VALUES ('/', ?, ?)", [("a", 1), ("a", 2), ("b", 2), ("b", 3), ("c", 4)]
+    )
+    db.execute("INSERT INTO spilled VALUES (6, x'00')")
+    db.execute("INSERT INTO stream_chunks VALUES ('/', 's', ?, ?, ?, ?, ?, ?, ?, ?)", chunk_of(0, 3, 0).take())
+    db.close()
+    return path
+
+
+
+def assert_version_1_recovered(case: TestCase, store: SQLiteStore, recovered: Any, published: bool) -> None:
+    """What :func:`version_1_database` wrote comes back from *store* (*case* asserts)."""
+    case.assertEqual(
+        {name: [m.message_id for m in recovered.messages[("/", name)]] for name in "abc"},
+        {"a": [1, 2], "b": [2, 3], "c": [4]},
+    )
+    for name in "abc":
+        for m in recovered.messages[("/", name)]:
+            n = m.message_id
+            case.assertEqual(
+                (m.exchange, m.routing_key, m.raw_properties, m.body, m.size, m.redelivered, m.published),
+                ("ex", f"key.{n}", b"\x10\x00\x02" + bytes([n]), bytes(65536) if n == 4 else b"m%d" % n,
+                 65536 if n == 4 else 2, True, 1000.0 + n if published else 0.0),
+            )
+    case.assertEqual(recovered.next_message_id, 5, "message 5 was on no queue: forgotten")
+    case.assertEqual(recovered.logs[("/", "s")], [LogSegment(0, 2, 1000, 1020, 6)])
+    case.assertEqual(offsets_and_bodies(store.read_log("/", "s", 0)), [(0, b"b0"), (1, b"b1"), (2, b"b2")])
+    case.assertEqual(store.read([4, 5, 6]), {4: bytes(65536)}, "spilled bodies do not survive a restart")
+
+
 class StoreContract(_TestCase):
     """Behaviour every store has; subclasses say how to make and reopen one."""
 
@@ -447,22 +516,11 @@ class SQLiteStoreTests(LogContract, TestCase):
         kept = store.read_log("/", "s", 0)
         self.assertEqual((kept.first, kept.end), (2900, 3000))
 
-    def old_database(self, script: str) -> tuple[Path, sqlite3.Connection]:
-        """A new database file with the table of queues of versions 0 and 1
-        and the tables *script* makes: its path, and a connection to it."""
-        path = Path(self.mktemp()) / "store.db"
-        path.parent.mkdir()
-        db = sqlite3.connect(path, isolation_level=None)
-        db.executescript(
-            "CREATE TABLE queues (vhost TEXT NOT NULL, name TEXT NOT NULL, auto_delete INTEGER NOT NULL,"
-            " arguments BLOB NOT NULL, PRIMARY KEY (vhost, name));" + script
-        )
-        return path, db
-
     def version_0_database(self, messages: int) -> Path:
         """A database as version 0 wrote it: stream s with one row per message
         in stream_log, in segments of 1000 (offset n appended at 1000 + n ms)."""
-        path, db = self.old_database(
+        path, db = old_database(
+            Path(self.mktemp()),
             "CREATE TABLE stream_log (vhost TEXT NOT NULL, queue TEXT NOT NULL, position INTEGER NOT NULL,"
             " segment INTEGER NOT NULL, timestamp INTEGER NOT NULL, exchange TEXT NOT NULL,"
             " routing_key TEXT NOT NULL, properties BLOB NOT NULL, body BLOB NOT NULL,"
@@ -496,65 +554,13 @@ class SQLiteStoreTests(LogContract, TestCase):
             reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'stream_log'").fetchone(), "the old table went"
         )
 
-    def version_1_database(self, published: bool = True) -> Path:
-        """A database as version 1 wrote it (without the publish times when
-        not *published*, as before they were kept): queues a, b, c and
-        stream s; message 1 on a, 2 on a and b, 3 on b, 4 on c (a body of
-        64 KiB), 5 on no queue; a spilled body; one chunk of s's log."""
-        path, db = self.old_database(
-            "CREATE TABLE messages (id INTEGER PRIMARY KEY, exchange TEXT NOT NULL, routing_key TEXT NOT NULL,"
-            " properties BLOB NOT NULL, body BLOB NOT NULL"
-            + (", published REAL NOT NULL DEFAULT 0);" if published else ");")
-            + "CREATE TABLE queue_messages (vhost TEXT NOT NULL, queue TEXT NOT NULL, message_id INTEGER NOT NULL,"
-            " PRIMARY KEY (vhost, queue, message_id)) WITHOUT ROWID;"
-            "CREATE INDEX queue_messages_by_message ON queue_messages (message_id);"
-            "CREATE TABLE spilled (id INTEGER PRIMARY KEY, body BLOB NOT NULL);"
-            "CREATE TABLE stream_chunks (vhost TEXT NOT NULL, queue TEXT NOT NULL, first INTEGER NOT NULL,"
-            " count INTEGER NOT NULL, segment INTEGER NOT NULL, first_timestamp INTEGER NOT NULL,"
-            " last_timestamp INTEGER NOT NULL, size INTEGER NOT NULL, ends BLOB NOT NULL, data BLOB NOT NULL,"
-            " PRIMARY KEY (vhost, queue, first));"
-            "PRAGMA user_version = 1;"
-        )
-        db.executemany("INSERT INTO queues VALUES ('/', ?, 0, x'00000000')", [("a",), ("b",), ("c",)])
-        db.execute("INSERT INTO queues VALUES ('/', 's', 0, ?)", (RABBITMQ.encode_table({"x-queue-type": b"stream"}),))
-        for n in range(1, 6):
-            body = bytes(65536) if n == 4 else b"m%d" % n
-            row = (n, "ex", f"key.{n}", b"\x10\x00\x02" + bytes([n]), body) + ((1000.0 + n,) if published else ())
-            db.execute(f"INSERT INTO messages VALUES ({', '.join('?' * len(row))})", row)
-        db.executemany(
-            "INSERT INTO queue_messages VALUES ('/', ?, ?)", [("a", 1), ("a", 2), ("b", 2), ("b", 3), ("c", 4)]
-        )
-        db.execute("INSERT INTO spilled VALUES (6, x'00')")
-        db.execute("INSERT INTO stream_chunks VALUES ('/', 's', ?, ?, ?, ?, ?, ?, ?, ?)", chunk_of(0, 3, 0).take())
-        db.close()
-        return path
-
-    def assert_version_1_recovered(self, store: SQLiteStore, recovered: Any, published: bool) -> None:
-        """What :meth:`version_1_database` wrote comes back from *store*."""
-        self.assertEqual(
-            {name: [m.message_id for m in recovered.messages[("/", name)]] for name in "abc"},
-            {"a": [1, 2], "b": [2, 3], "c": [4]},
-        )
-        for name in "abc":
-            for m in recovered.messages[("/", name)]:
-                n = m.message_id
-                self.assertEqual(
-                    (m.exchange, m.routing_key, m.raw_properties, m.body, m.size, m.redelivered, m.published),
-                    ("ex", f"key.{n}", b"\x10\x00\x02" + bytes([n]), bytes(65536) if n == 4 else b"m%d" % n,
-                     65536 if n == 4 else 2, True, 1000.0 + n if published else 0.0),
-                )
-        self.assertEqual(recovered.next_message_id, 5, "message 5 was on no queue: forgotten")
-        self.assertEqual(recovered.logs[("/", "s")], [LogSegment(0, 2, 1000, 1020, 6)])
-        self.assertEqual(offsets_and_bodies(store.read_log("/", "s", 0)), [(0, b"b0"), (1, b"b1"), (2, b"b2")])
-        self.assertEqual(store.read([4, 5, 6]), {4: bytes(65536)}, "spilled bodies do not survive a restart")
-
     @inlineCallbacks
     def test_a_version_1_database_is_migrated(self) -> Any:
         for published in (True, False):
-            path = self.version_1_database(published)
+            path = version_1_database(Path(self.mktemp()), published)
             store = SQLiteStore(path, reactor)
             recovered = store.open()
-            self.assert_version_1_recovered(store, recovered, published)
+            assert_version_1_recovered(self, store, recovered, published)
             reader = store._reading()
             self.assertEqual(reader.execute("PRAGMA user_version").fetchone()[0], SCHEMA_VERSION)
             self.assertEqual(
@@ -581,7 +587,7 @@ class SQLiteStoreTests(LogContract, TestCase):
             yield store.close()
 
     def test_a_failed_migration_leaves_version_1_as_it_was(self) -> None:
-        path = self.version_1_database()
+        path = version_1_database(Path(self.mktemp()))
         with sqlite3.connect(path) as db:
             # The migration fails halfway: its links are refused.
             db.execute(
@@ -597,7 +603,7 @@ class SQLiteStoreTests(LogContract, TestCase):
             self.assertEqual(db.execute("SELECT count(*) FROM queue_messages").fetchone()[0], 5)
         store = SQLiteStore(path, reactor)
         self.addCleanup(store.close)
-        self.assert_version_1_recovered(store, store.open(), True)
+        assert_version_1_recovered(self, store, store.open(), True)
 
     def test_a_database_of_a_later_version_is_refused_and_left_alone(self) -> None:
         path = self.version_0_database(10)

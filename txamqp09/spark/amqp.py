@@ -125,8 +125,9 @@ class StreamRange(_Handover):
     retention removed some of its messages.
 
     Deliveries are acknowledged (which gives the broker credit for more:
-    a stream keeps its messages) as they arrive, every half window, while
-    fewer than :attr:`held` wait to be taken; a take acknowledges the rest.
+    a stream keeps its messages) as they arrive, once half a window or more
+    arrived unacknowledged, while fewer than :attr:`held` wait to be taken;
+    a take acknowledges the rest.
     So the broker keeps sending while the Spark thread works on a batch,
     and at most :attr:`held` plus a window of messages wait in memory.
     """
@@ -163,6 +164,7 @@ class StreamRange(_Handover):
             reading._arrived, lambda error: reading._finish(Failure(error)),
         )
         takers[channel.number] = taker.take
+        connection.scanner.run_taker = taker.take_run
         consumer = await channel.basic_consume(
             queue, _dropped, consumer_tag=tag, arguments={"x-stream-offset": start}
         )
@@ -185,8 +187,9 @@ class StreamRange(_Handover):
             self._error = error
             self._wake()
 
-    def _arrived(self, offset: int, tag: int) -> None:
-        """The taker's report of each delivery."""
+    def _arrived(self, offset: int, tag: int, count: int) -> None:
+        """The taker's report of deliveries (*count* of them, the last at
+        *offset* under delivery tag *tag*)."""
         if self.finished:
             return
         self._last_tag = tag
@@ -485,6 +488,7 @@ class Drain(_Handover):
             lambda error: self._fail(Failure(error)),
         )
         takers[channel.number] = taker.take
+        connection.scanner.run_taker = taker.take_run
 
     @classmethod
     async def open(cls, url: str, queue: str, limit: int, rows: int) -> Drain:
@@ -510,16 +514,16 @@ class Drain(_Handover):
             self.connection.write(self._request_frame * count)
             self.requested += count
 
-    def _arrived(self, offset: Optional[int], tag: int) -> None:
+    def _arrived(self, offset: Optional[int], tag: int, count: int) -> None:
         self._last_tag = tag
-        self._answered()
+        self._answered(count)
 
     def _emptied(self) -> None:
         self.emptied = True
-        self._answered()
+        self._answered(1)
 
-    def _answered(self) -> None:
-        self.answered += 1
+    def _answered(self, count: int) -> None:
+        self.answered += count
         if self.requested - self.answered <= self.window - self.chunk:
             self._request()
         if self._ready() >= self.rows or self.finished:

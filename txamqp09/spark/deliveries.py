@@ -48,7 +48,9 @@ from txamqp09.spark.rows import STREAM_OFFSET_HEADER, TEXT_PROPERTIES
 from txamqp09.wire.base import CONTENT_HEADER, Properties, decode_method, properties_error
 from txamqp09.wire.errors import FrameError, PreconditionFailed, UnexpectedFrame
 from txamqp09.wire.fields import encode_shortstr
-from txamqp09.wire.frames import BASIC_CLASS, FRAME_BODY, FRAME_HEADER, FRAME_METHOD, FrameTaker
+from txamqp09.wire.frames import (
+    BASIC_CLASS, FRAME_BODY, FRAME_END, FRAME_HEADER, FRAME_METHOD, FRAME_OVERHEAD, FrameTaker,
+)
 
 __all__ = [
     "DeliveryColumns", "DeliveryTaker", "StreamDeliveryTaker", "GetTaker", "NotAStream", "LAYOUTS_KEPT",
@@ -61,6 +63,8 @@ _DELIVER_IDS = bytes((0, BASIC_CLASS, 0, 60))
 _GET_OK_IDS = bytes((0, BASIC_CLASS, 0, 71))
 _GET_EMPTY_IDS = bytes((0, BASIC_CLASS, 0, 72))
 _TAG = struct.Struct(">Q")
+#: A frame's header: type, channel, payload size.
+_FRAME = struct.Struct(">BHI")
 _TABLE_SIZE = struct.Struct(">I")
 #: The offset header's name and type (long-long) in an encoded header table.
 _OFFSET_ENTRY = encode_shortstr(STREAM_OFFSET_HEADER) + b"l"
@@ -413,8 +417,16 @@ class DeliveryTaker:
     and a frame that does not fit a message under way is 505 unexpected-frame.
 
     Each message becomes a row of :attr:`columns` (in a stream's range: see
-    :class:`StreamDeliveryTaker`); *arrived* is called after each with its
-    offset and delivery tag.
+    :class:`StreamDeliveryTaker`); *arrived* is called with the number of
+    messages that arrived and the offset and delivery tag of the last of
+    them: after each message, or once after a run of them
+    (:meth:`take_run`).
+
+    :meth:`take_run` is the connection's run taker (see
+    :attr:`~txamqp09.wire.frames.FrameScanner.run_taker`): it takes the
+    messages at the start of each received buffer that are alike the last
+    one (the same envelope and headers table layout, the body in one
+    frame) whole, in one loop, and leaves everything else to :meth:`take`.
 
     :param connection: the channel's connection (its version and body limit).
     :param number: the channel's number.
@@ -434,7 +446,7 @@ class DeliveryTaker:
         number: int,
         prefix: bytes,
         fallback: FrameTaker,
-        arrived: Callable[[Optional[int], int], None],
+        arrived: Callable[[Optional[int], int, int], None],
         failed: Callable[[Exception], None],
         trailer: int = 0,
     ) -> None:
@@ -517,6 +529,98 @@ class DeliveryTaker:
             self._delivered()
         return True
 
+    def take_run(self, buf: bytearray, frame_max: int) -> tuple[int, bool]:
+        """The connection's :data:`~txamqp09.wire.frames.RunTaker`: the
+        messages at the start of *buf*, each whole (method, header and one
+        body frame, checked as the scanner and :meth:`take` check them),
+        until a frame that is not one of them (left to the scanner and
+        :meth:`take`, as is a body in several frames), or a message not all
+        received yet (which waits for more bytes, to be taken whole)."""
+        if self._state != _METHOD or not self._connection.takesDeliveries(self._number):
+            return 0, False
+        number, prefix, streaming, tag_end = self._number, self._prefix, self.streaming, self._tag_end
+        tag_at = len(prefix)
+        first, end_offset = self.start, self.end
+        max_body = min(self._connection.max_body_size, frame_max - FRAME_OVERHEAD)
+        columns = self.columns
+        offsets, sizes, properties, data = columns.offsets, columns.sizes, columns.properties, columns.data
+        envelope_noted, table_noted = self._envelope_noted, self._table_noted
+        envelope = self._envelope
+        unpack_frame, read_offset = _FRAME.unpack_from, self._read_offset
+        size = len(buf)
+        pos = count = tag = 0
+        last_offset: Optional[int] = None
+        wait = False
+        while size - pos >= 7:
+            frame_type, channel, length = unpack_frame(buf, pos)
+            start = pos + 7
+            end = start + length
+            if (
+                frame_type != FRAME_METHOD or channel != number or length + FRAME_OVERHEAD > frame_max
+                or end >= size or buf[end] != FRAME_END or not buf.startswith(prefix, start)
+            ):
+                break
+            header = end + 1
+            wait = size - header < 7
+            if wait:
+                break
+            frame_type, channel, length = unpack_frame(buf, header)
+            header_end = header + 7 + length
+            if (
+                frame_type != FRAME_HEADER or channel != number or length + FRAME_OVERHEAD > frame_max
+                or length < _PROPERTIES_AT + 2
+            ):
+                break
+            wait = header_end >= size
+            if wait or buf[header_end] != FRAME_END:
+                break
+            class_id, _, body_size = CONTENT_HEADER.unpack_from(buf, header + 7)
+            if class_id != BASIC_CLASS or body_size > max_body:
+                break
+            body = header_end + 1
+            if body_size:
+                wait = size - body < 7
+                if wait:
+                    break
+                frame_type, channel, length = unpack_frame(buf, body)
+                body_end = body + 7 + length
+                if frame_type != FRAME_BODY or channel != number or length != body_size:
+                    break
+                wait = body_end >= size
+                if wait or buf[body_end] != FRAME_END:
+                    break
+                pos = body_end + 1
+            else:
+                body_end = pos = body
+            # The whole message is in: take it.
+            if end - start != envelope.size or not buf.startswith(envelope.tail, start + tag_end):
+                self._newEnvelope(bytes(buf[start:end]))
+                envelope = self._envelope
+            properties_at = header + 7 + _PROPERTIES_AT
+            offset = read_offset(buf, properties_at, header_end)
+            if streaming and offset is None:
+                continue
+            if not streaming or first <= offset < end_offset:  # type: ignore[operator]  # streaming: an int
+                row = len(offsets)
+                if self._table is not table_noted:
+                    columns.tables.append((row, self._table))  # type: ignore[arg-type]  # read: it has one
+                    table_noted = self._table
+                if envelope is not envelope_noted:
+                    columns.envelopes.append((row, envelope))
+                    envelope_noted = envelope
+                offsets.append(offset)
+                sizes.append(body_size)
+                properties.append(bytes(buf[properties_at:header_end]))
+                data += buf[body_end - body_size : body_end]
+            count += 1
+            tag = _TAG.unpack_from(buf, start + tag_at)[0]
+            last_offset = offset
+        self._envelope_noted, self._table_noted = envelope_noted, table_noted
+        self._complete = len(data)
+        if count:
+            self._arrived(last_offset, tag, count)
+        return pos, wait
+
     def _read_offset(self, buf: bytearray, properties: int, end: int) -> Optional[int]:
         """The offset in the properties from *properties* to *end* of *buf*
         (None: it has none, reported to *failed*)."""
@@ -565,7 +669,7 @@ class DeliveryTaker:
             columns.properties.append(self._properties)
             self._complete = len(columns.data)
         if self._offset is not None or not self.streaming:
-            self._arrived(self._offset, self._tag)
+            self._arrived(self._offset, self._tag, 1)
 
     def _unexpected(self, expected: str) -> UnexpectedFrame:
         return UnexpectedFrame(f"expected {expected}, got another frame instead",
@@ -660,9 +764,9 @@ class StreamDeliveryTaker(DeliveryTaker):
     the basic.deliver frames of consumer *consumer_tag*.
 
     Deliveries with offsets from *start* up to (not including) *end* become
-    rows; *arrived* is called after each delivery with its offset and
-    delivery tag. A delivery without an offset calls *failed* with
-    :class:`NotAStream` and is dropped.
+    rows; *arrived* is called as deliveries arrive (see
+    :class:`DeliveryTaker`). A delivery without an offset calls *failed*
+    with :class:`NotAStream` and is dropped.
     """
 
     streaming = True
@@ -675,7 +779,7 @@ class StreamDeliveryTaker(DeliveryTaker):
         fallback: FrameTaker,
         start: int,
         end: int,
-        arrived: Callable[[int, int], None],
+        arrived: Callable[[int, int, int], None],
         failed: Callable[[Exception], None],
     ) -> None:
         super().__init__(
@@ -689,8 +793,8 @@ class StreamDeliveryTaker(DeliveryTaker):
 class GetTaker(DeliveryTaker):
     """The frame taker of a channel that takes messages from a classic
     queue with basic.get: its basic.get-ok frames with their content become
-    rows (*arrived* is called after each with no offset and its delivery
-    tag), and *emptied* is called for each basic.get-empty.
+    rows (*arrived* is called as they arrive, with no offset: see
+    :class:`DeliveryTaker`), and *emptied* is called for each basic.get-empty.
     """
 
     def __init__(
@@ -698,7 +802,7 @@ class GetTaker(DeliveryTaker):
         connection: Any,
         number: int,
         fallback: FrameTaker,
-        arrived: Callable[[Optional[int], int], None],
+        arrived: Callable[[Optional[int], int, int], None],
         emptied: Callable[[], None],
         failed: Callable[[Exception], None],
     ) -> None:

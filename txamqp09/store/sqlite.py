@@ -1446,8 +1446,15 @@ def _migrate(db: sqlite3.Connection) -> None:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        _roll_back(db)
         raise
+
+
+def _roll_back(db: sqlite3.Connection) -> None:
+    """End a failed transaction of *db* (SQLite may have rolled it back itself:
+    a full disk or an I/O error can end it)."""
+    if db.in_transaction:
+        db.execute("ROLLBACK")
 
 
 def _has_table(db: sqlite3.Connection, name: str) -> bool:
@@ -1626,7 +1633,7 @@ def _forget_leftovers(db: sqlite3.Connection, message_ids: list[int], numbers: l
         db.execute("DELETE FROM spilled")
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        _roll_back(db)
         raise
 
 

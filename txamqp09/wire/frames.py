@@ -57,6 +57,7 @@ __all__ = [
     "Frame",
     "FrameHandler",
     "FrameTaker",
+    "RunTaker",
     "PieceTaker",
     "PIECES_FROM",
     "FrameScanner",
@@ -106,6 +107,10 @@ FrameHandler = Callable[[int, int, bytes], None]
 #: end) -> whether it took the frame (else the frame goes to the general
 #: handler). It reads the payload in place, without a copy.
 FrameTaker = Callable[[int, bytearray, int, int], bool]
+#: A connection's receiver of runs of frames: (buffer, frame_max) -> (how
+#: many bytes of frames at the start of the buffer it took, whether the
+#: frames after them wait for more bytes). See :attr:`FrameScanner.run_taker`.
+RunTaker = Callable[[bytearray, int], tuple[int, bool]]
 #: What the scanner calls when handling a frame raised a channel-level error.
 ChannelErrorHandler = Callable[[int, ChannelLevelError], None]
 
@@ -194,11 +199,20 @@ class FrameScanner:
     where it is :class:`bytes` (see :class:`PieceTaker`), and so are the body
     frames that follow it in the same block. The frames of a large body are
     thus never copied into the buffer and out again.
+
+    A connection that receives one kind of frames in bulk (a consumer's
+    deliveries with their content) may set a *run taker*
+    (:attr:`run_taker`): each scan offers it the buffer first, and it takes
+    as many whole frames from the start as it recognises (in one call,
+    without a call per frame), or asks that the frames wait for more bytes
+    (the start of a message it will take whole); the frames after what it
+    took are scanned as usual.
     """
 
     __slots__ = (
         "_buffer", "frame_max", "reserved_types", "_handler", "takers", "piece_takers",
         "channel_error", "halted", "_stopped", "_piece_taker", "_piece_channel", "_piece_due",
+        "run_taker",
     )
 
     def __init__(
@@ -216,6 +230,8 @@ class FrameScanner:
         self.takers: dict[int, FrameTaker] = {}
         #: The receivers of large body frames in pieces, by channel number.
         self.piece_takers: dict[int, PieceTaker] = {}
+        #: The receiver offered the buffer before each scan of its frames.
+        self.run_taker: Optional[RunTaker] = None
         #: The piece taker of the body frame under way, its channel, and the
         #: payload bytes it still lacks (its frame-end octet follows them).
         self._piece_taker: Optional[PieceTaker] = None
@@ -285,6 +301,10 @@ class FrameScanner:
         unpack_header, limit = _HEADER.unpack_from, self.frame_max
         takers, handler = self.takers, self._handler
         try:
+            if self.run_taker is not None:
+                pos, wait = self.run_taker(buf, limit)
+                if wait or self.halted:
+                    return
             while size - pos >= 7:
                 frame_type, channel, length = unpack_header(buf, pos)
                 if length + FRAME_OVERHEAD > limit:
