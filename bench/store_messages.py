@@ -1,22 +1,24 @@
-"""CPU instructions the SQLite store spends per persistent message and per removal, counted with cachegrind.
+"""CPU instructions the SQLite store spends per persistent message, per removal and per spilled body, counted with cachegrind.
 
 The store alone (no broker, no sockets), in a temporary directory, with its
 writer thread: N persistent messages of 100 bytes are published to one
 durable queue, 1,000 at a time (then a wait until they are durable); with
 ``ack`` they are then removed from it in the order published, 100 per call
 (as consumers' acknowledgements reach the store), 1,000 at a time. Every
-removal meets a message already written, so it costs a delete. Cachegrind
-counts the instructions of both threads::
+removal meets a message already written, so it costs a delete. With
+``spill`` nothing is published: N bodies of 100 bytes are spilled instead
+(as the broker pages out messages the store does not keep otherwise), 1,000
+at a time. Cachegrind counts the instructions of both threads::
 
     PY=$(python -c "import sys; print(sys.executable)")
-    for phases in publish ack; do for n in 2000 22000; do
+    for phases in publish ack spill; do for n in 2000 22000; do
         PYTHONHASHSEED=0 PYTHONPATH=. valgrind --tool=cachegrind --cache-sim=no \\
             --cachegrind-out-file=/dev/null $PY bench/store_messages.py $n $phases 2>&1 | grep "I *refs"
     done; done
 
 The difference of the two ``publish`` counts divided by 20,000 is the cost of
 publishing one message; that of the two ``ack`` counts, less the publishing,
-is the cost of one removal.
+is the cost of one removal; that of the two ``spill`` counts, of one spill.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ WINDOW = 1000
 ACKS = 100
 
 
-def main(count: int, ack: bool) -> None:
-    """Publish *count* messages (a multiple of :data:`WINDOW`), then remove them if *ack*."""
+def main(count: int, phases: str) -> None:
+    """Publish *count* messages (a multiple of :data:`WINDOW`), then remove
+    them if *phases* is ``ack``; or spill as many bodies if it is ``spill``."""
     with tempfile.TemporaryDirectory(prefix="store-messages-") as directory:
         calls = ThreadCalls()
         store = SQLiteStore(Path(directory) / "store.db", calls)  # type: ignore[arg-type]
@@ -48,9 +51,12 @@ def main(count: int, ack: bool) -> None:
         queues = [("/", "q")]
         for first in range(1, count + 1, WINDOW):
             for message_id in range(first, first + WINDOW):
-                store.publish(StoredMessage(message_id, "", "q", properties, body, 100), queues)
+                if phases == "spill":
+                    store.spill(message_id, body)
+                else:
+                    store.publish(StoredMessage(message_id, "", "q", properties, body, 100), queues)
             wait_for(store, calls)
-        if ack:
+        if phases == "ack":
             for first in range(1, count + 1, WINDOW):
                 for start in range(first, first + WINDOW, ACKS):
                     store.remove("/", "q", range(start, start + ACKS))
@@ -59,4 +65,4 @@ def main(count: int, ack: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2] == "ack")
+    main(int(sys.argv[1]), sys.argv[2])

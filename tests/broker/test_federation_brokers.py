@@ -56,6 +56,12 @@ class Node:
 class FederationAcrossProcessesTests(TestCase):
     """Brokers run as ``twistd amqp09 --management ...`` child processes."""
 
+    #: A test starts two or three broker processes and runs amqp09ctl once
+    #: per broker (each about 0.5 s of CPU, many seconds of wall time on a
+    #: loaded machine), then waits on up to seven conditions of 30 s each:
+    #: trial's default 120 s was once exceeded at load 15-18.
+    timeout = 300
+
     async def start_nodes(self, count: int) -> list[Node]:
         nodes = [self.node(self.mktemp()) for _ in range(count)]
         await gatherResults([node.process.start(reactor) for node in nodes])

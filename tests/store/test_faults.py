@@ -122,6 +122,19 @@ class WriteFailureTests(TestCase):
         self.assertEqual([m.message_id for m in recovered.messages[Q]], [2])
 
     @inlineCallbacks
+    def test_spilled_bodies_of_a_failed_batch_are_written_with_the_next(self) -> Any:
+        store, faults, reports = self.make()
+        faults.arm("INSERT OR REPLACE INTO spilled", DISK_FULL)
+        with store._lock:  # the writer takes nothing until all are queued
+            spilled = [store.spill(n, b"spilled %d" % n) for n in range(1, 301)]
+        yield store.when_durable(spilled[-1])
+        self.assertEqual(faults.raised, [("INSERT OR REPLACE INTO SPILLED", DISK_FULL)])
+        self.assertFalse(store.failed_between(0, spilled[-1]), "spills are not publishes: none is dropped")
+        self.assertEqual(store.read(list(range(1, 301))), {n: b"spilled %d" % n for n in range(1, 301)})
+        yield reports.until(2)
+        self.assertIsNone(reports.heard[1])
+
+    @inlineCallbacks
     def test_deleting_a_queue_scans_the_messages_only_while_rows_name_it(self) -> Any:
         """The writer counts the rows naming each queue; an acknowledgement
         whose batch failed and was written again counts once."""

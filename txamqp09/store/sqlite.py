@@ -351,6 +351,23 @@ class _Publish:
         return self.message.size
 
 
+class _Spill:
+    """A body to keep in table ``spilled`` (:meth:`SQLiteStore.spill`): the
+    writer inserts a batch's spills with multi-row statements, as it does
+    messages.
+
+    :ivar row: (message id, body).
+    :ivar size: the bytes of the body.
+    """
+
+    __slots__ = ("row", "size", "sequence")
+
+    def __init__(self, message_id: int, body: bytes) -> None:
+        self.row = (message_id, body)
+        self.size = len(body)
+        self.sequence = 0
+
+
 class _Append:
     """A chunk to write to a stream's log: what the stream added to it until
     the writer takes it. It counts towards :data:`BATCH_BYTES` as
@@ -373,7 +390,7 @@ class _Append:
 
 
 #: What the writer thread applies, in order.
-_Work = Union[_Publish, _Append, _Operation]
+_Work = Union[_Publish, _Append, _Spill, _Operation]
 
 
 class _Checkpointer:
@@ -750,12 +767,15 @@ class SQLiteStore:
     # -- operations (reactor thread) -------------------------------------------
 
     def _queue(self, function: Callable[..., None], *args: Any) -> int:
-        operation = _Operation(function, args)
+        return self._enqueue(_Operation(function, args))
+
+    def _enqueue(self, work: Union[_Spill, _Operation]) -> int:
+        """Queue *work* for the writer; its sequence number."""
         with self._mutex:
             self._check_open()
-            self._pending.append(operation)
-            self._pending_bytes += operation.size
-            operation.sequence = sequence = self._next_sequence()
+            self._pending.append(work)
+            self._pending_bytes += work.size
+            work.sequence = sequence = self._next_sequence()
             return sequence
 
     def _check_open(self) -> None:
@@ -818,7 +838,7 @@ class SQLiteStore:
             return sequence
 
     def spill(self, message_id: int, body: bytes) -> int:
-        return self._queue(_spill, message_id, body)
+        return self._enqueue(_Spill(message_id, body))
 
     def unspill(self, message_ids: Sequence[int]) -> int:
         return self._queue(_unspill, [(message_id,) for message_id in message_ids])
@@ -1283,10 +1303,6 @@ def _remove_setting(db: sqlite3.Connection, kind: str, key: str) -> None:
     db.execute("DELETE FROM settings WHERE kind = ? AND key = ?", (kind, key))
 
 
-def _spill(db: sqlite3.Connection, message_id: int, body: bytes) -> None:
-    db.execute("INSERT OR REPLACE INTO spilled VALUES (?, ?)", (message_id, body))
-
-
 def _unspill(db: sqlite3.Connection, message_ids: list[tuple[int]]) -> None:
     db.executemany("DELETE FROM spilled WHERE id = ?", message_ids)
 
@@ -1311,6 +1327,7 @@ def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Opt
         return _append_alone(db, cast(list[_Append], batch.operations))
     messages: list[Any] = []
     links: list[Any] = []
+    spills: list[Any] = []
     appends: list[tuple[Any, ...]] = []
     begun = False
     written = 0
@@ -1331,6 +1348,9 @@ def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Opt
                         links += (message_id, numbers.number(key))
                 messages += (message_id, number, m.exchange, m.routing_key, m.raw_properties, m.body, m.published)
             continue
+        if isinstance(operation, _Spill):
+            spills += operation.row
+            continue
         if isinstance(operation, _Append):
             row = operation.row()
             written += row[3]
@@ -1338,11 +1358,13 @@ def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Opt
             continue
         begun = begun or _begin(db)
         _insert_messages(db, messages, links, numbers.named)
+        _insert_spilled(db, spills)
         _insert_log(db, appends)
         operation.function(db, *operation.args)
-    if messages or batch.removals or appends:
+    if messages or spills or batch.removals or appends:
         begun = begun or _begin(db)
         _insert_messages(db, messages, links, numbers.named)
+        _insert_spilled(db, spills)
         _insert_log(db, appends)
         _remove(db, batch.removals, numbers)
     if not begun:
@@ -1368,6 +1390,14 @@ def _insert_messages(db: sqlite3.Connection, messages: list[Any], links: list[An
         _insert_rows(db, "INSERT OR IGNORE INTO message_links VALUES", 2, links)
         messages.clear()
         links.clear()
+
+
+def _insert_spilled(db: sqlite3.Connection, spills: list[Any]) -> None:
+    """Insert the gathered spilled bodies (ids and bodies one after the
+    other; a body spilled again replaces itself), then forget them."""
+    if spills:
+        _insert_rows(db, "INSERT OR REPLACE INTO spilled VALUES", 2, spills)
+        spills.clear()
 
 
 #: Values one statement of :func:`_insert_rows` binds at most: SQLite's
