@@ -219,3 +219,32 @@ class FewerCollectionsTests(TestCase):
         gc.set_threshold(2 * TASK_GC_THRESHOLD, 7, 9)
         with fewer_collections():
             self.assertEqual(gc.get_threshold(), (2 * TASK_GC_THRESHOLD, 7, 9))
+
+
+class SettledHeapTests(TestCase):
+    def test_first_call_freezes_what_lives(self) -> None:
+        """The first call into the reactor of a process leaves the objects
+        alive by then out of later collections; later calls change nothing."""
+        import os
+        import subprocess
+        import sys
+
+        import txamqp09
+
+        tree = os.path.dirname(os.path.dirname(os.path.abspath(txamqp09.__file__)))
+        program = (
+            "import gc\n"
+            "from txamqp09.spark.reactor import call_in_reactor\n"
+            "before = gc.get_freeze_count()\n"
+            "call_in_reactor(lambda: None)\n"
+            "first = gc.get_freeze_count()\n"
+            "garbage = [[] for _ in range(1000)]\n"
+            "call_in_reactor(lambda: None)\n"
+            "print(before, first, gc.get_freeze_count())\n"
+        )
+        output = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                                timeout=60, env={**os.environ, "PYTHONPATH": tree}).stdout
+        before, first, later = map(int, output.split())
+        self.assertEqual(before, 0)
+        self.assertGreater(first, 10_000)
+        self.assertEqual(later, first)
