@@ -41,7 +41,7 @@ from txamqp09.wire import _amqp0_9_1 as spec
 
 QUEUE = "backlog"
 _LISTENING = re.compile(rb"ServerFactory starting on (\d+)")
-_RESTORED = re.compile(rb"(\d+) persistent messages restored in ([\d.]+) s")
+_RESTORED = re.compile(rb"(\d+) persistent messages in ([\d.]+) s")
 #: Messages handed to the store between two waits for durability.
 _CHUNK = 20000
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from twisted.internet import reactor
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SkipTest, TestCase
 
 from tests.client.support import inline
 from tests.spark.session import arrow_missing
@@ -221,18 +221,26 @@ class FewerCollectionsTests(TestCase):
             self.assertEqual(gc.get_threshold(), (2 * TASK_GC_THRESHOLD, 7, 9))
 
 
+def _freeze_counts(program: str) -> list[int]:
+    """What *program*, run in a fresh Python process with this tree on its
+    path, prints: numbers, on one line."""
+    import os
+    import subprocess
+    import sys
+
+    import txamqp09
+
+    tree = os.path.dirname(os.path.dirname(os.path.abspath(txamqp09.__file__)))
+    output = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                            timeout=60, env={**os.environ, "PYTHONPATH": tree}).stdout
+    return [int(number) for number in output.split()]
+
+
 class SettledHeapTests(TestCase):
     def test_first_call_freezes_what_lives(self) -> None:
         """The first call into the reactor of a process leaves the objects
         alive by then out of later collections; later calls change nothing."""
-        import os
-        import subprocess
-        import sys
-
-        import txamqp09
-
-        tree = os.path.dirname(os.path.dirname(os.path.abspath(txamqp09.__file__)))
-        program = (
+        before, first, later = _freeze_counts(
             "import gc\n"
             "from txamqp09.spark.reactor import call_in_reactor\n"
             "before = gc.get_freeze_count()\n"
@@ -242,9 +250,28 @@ class SettledHeapTests(TestCase):
             "call_in_reactor(lambda: None)\n"
             "print(before, first, gc.get_freeze_count())\n"
         )
-        output = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
-                                timeout=60, env={**os.environ, "PYTHONPATH": tree}).stdout
-        before, first, later = map(int, output.split())
+        self.assertEqual(before, 0)
+        self.assertGreater(first, 10_000)
+        self.assertEqual(later, first)
+
+    def test_schema_freezes_what_lives(self) -> None:
+        """The data source's schema(), which Spark asks in the worker that
+        creates it, does the same (once)."""
+        from tests.spark.session import spark_missing
+
+        if spark_missing():
+            raise SkipTest(spark_missing())
+        before, first, later = _freeze_counts(
+            "import gc\n"
+            "from txamqp09.spark.source import AMQPDataSource\n"
+            "before = gc.get_freeze_count()\n"
+            "source = AMQPDataSource({})\n"
+            "source.schema()\n"
+            "first = gc.get_freeze_count()\n"
+            "garbage = [[] for _ in range(1000)]\n"
+            "source.schema()\n"
+            "print(before, first, gc.get_freeze_count())\n"
+        )
         self.assertEqual(before, 0)
         self.assertGreater(first, 10_000)
         self.assertEqual(later, first)

@@ -23,7 +23,8 @@ Spark's daemon also runs a full collection after every task a reused
 worker ran, which walked every object of the process again (pyspark,
 pyarrow, numpy, Twisted and this package: about 80,000 objects, 16-28 ms
 per task on a 2-core machine, and as much for each planning call). So the
-first :func:`call_in_reactor` in a process (:func:`settle_heap`) collects
+first :func:`call_in_reactor` in a process (:func:`settle_heap`; the data
+source's ``schema()`` does the same in the worker that creates it) collects
 once and then leaves the objects alive by then (modules, classes,
 functions: what lives as long as the process) out of every later collection
 (:func:`gc.freeze`); what later tasks allocate is collected as before.
@@ -47,6 +48,7 @@ TASK_GC_THRESHOLD = 100_000
 _T = TypeVar("_T")
 _lock = threading.Lock()
 _thread: "threading.Thread | None" = None
+_settled = False
 
 
 def reactor() -> Any:
@@ -69,9 +71,13 @@ def reactor() -> Any:
 
 def settle_heap() -> None:
     """Collect garbage, then leave every object alive now out of the
-    cyclic garbage collector's later collections (see the module's text)."""
-    gc.collect()
-    gc.freeze()
+    cyclic garbage collector's later collections (see the module's text);
+    once per process."""
+    global _settled
+    if not _settled:
+        _settled = True
+        gc.collect()
+        gc.freeze()
 
 
 @overload

@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 
 from txamqp09.spark import amqp
 from txamqp09.spark.options import ReadOptions, WriteOptions
-from txamqp09.spark.reactor import call_in_reactor, fewer_collections
+from txamqp09.spark.reactor import call_in_reactor, fewer_collections, settle_heap
 from txamqp09.spark.arrow import BatchPublications, message_batch
 from txamqp09.spark.rows import SCHEMA, Publication
 
@@ -403,6 +403,8 @@ class AMQPDataSource(DataSource):
         return "amqp09"
 
     def schema(self) -> str:
+        # Spark asks in the Python worker that creates the data source.
+        settle_heap()
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
