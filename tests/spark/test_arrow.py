@@ -213,6 +213,8 @@ class BatchPublicationsTests(TestCase):
             }),
             pa.RecordBatch.from_pydict({"body": pa.array([b"p"], pa.binary()), "properties": pa.array([[("priority", "1")]], text)}),
             pa.RecordBatch.from_pydict({"body": pa.array([b"x"] * 11, pa.binary())}),
+            pa.RecordBatch.from_pydict({"body": pa.array([b"large", b""], pa.large_binary())}),
+            pa.RecordBatch.from_pydict({"body": pa.array(["large text"], pa.large_string())}),
         ]
         by_rows = BatchPublications("", "q", {"delivery_mode": 2}, "w", spec.BasicProperties)
         columns = BatchPublications("", "q", {"delivery_mode": 2}, "w", spec.BasicProperties)
@@ -226,7 +228,7 @@ class BatchPublicationsTests(TestCase):
             assert encoded is not None
             self.assertEqual([(body, "", "q", raw) for raw, body in zip(*encoded)], expected)
         self.assertEqual(columns.count, by_rows.count)
-        self.assertEqual(spec.BasicProperties.decode(expected[-1][3], 0).message_id, "w-15")
+        self.assertEqual(spec.BasicProperties.decode(expected[-1][3], 0).message_id, "w-18")
 
     def test_rows_setting_anything_are_not_encoded_column_wise(self) -> None:
         import pyarrow as pa

@@ -233,6 +233,20 @@ class StreamDeliveryTakerTests(_ReaderCase):
             with self.assertRaises(AMQPSyntaxError):
                 list(columns.record_batches())
 
+    def test_undecodable_table(self) -> None:
+        """A headers table that does not decode is 502, raised when its
+        delivery is taken; the deliveries before it were reported."""
+        from txamqp09.wire.errors import AMQPSyntaxError
+
+        reader = self.reader()
+        deliveries = [deliver(LONG + number, b"%d" % number, tag=number + 1,
+                              headers={"zz": "q" if number < 2 else "r"}) for number in range(3)]
+        data = frames(deliveries)
+        with self.assertRaises(AMQPSyntaxError):
+            reader.scanner.scan(data.replace(b"zzS\x00\x00\x00\x01r", b"zz!\x00\x00\x00\x01r"))
+        reader.assertReported(self, [(LONG, 1), (LONG + 1, 2)])
+        self.assertEqual(reader.taker.take_columns().offsets, [LONG, LONG + 1])
+
     def test_only_the_offset(self) -> None:
         """No property but the headers table, which holds only the offset."""
         self.assertRows([deliver(LONG + number) for number in range(5)])

@@ -139,8 +139,9 @@ def _column(batch: pa.RecordBatch, name: str) -> Optional[list[Any]]:
 
 
 #: The body column types :meth:`BatchPublications.encoded` takes (their
-#: values' bytes are the bodies as they are).
-_BODY_TYPES = frozenset((pa.binary(), pa.string()))
+#: values' bytes are the bodies as they are), in Spark's Arrow form with
+#: or without large (64-bit offset) vectors.
+_BODY_TYPES = frozenset((pa.binary(), pa.string(), pa.large_binary(), pa.large_string()))
 
 
 def _all_empty(column: pa.Array) -> bool:
@@ -210,7 +211,7 @@ class BatchPublications:
         number = self.count
         properties = encoded.numbered_range(number, number + batch.num_rows)
         self.count += batch.num_rows
-        return properties, bodies.cast(pa.binary()).to_pylist()
+        return properties, bodies.cast(pa.large_binary()).to_pylist()
 
     def of(self, batch: pa.RecordBatch) -> Iterator[Publication]:
         """The publications of *batch*'s rows, in order.

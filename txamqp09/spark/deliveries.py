@@ -551,74 +551,77 @@ class DeliveryTaker:
         pos = count = tag = 0
         last_offset: Optional[int] = None
         wait = False
-        while size - pos >= 7:
-            frame_type, channel, length = unpack_frame(buf, pos)
-            start = pos + 7
-            end = start + length
-            if (
-                frame_type != FRAME_METHOD or channel != number or length + FRAME_OVERHEAD > frame_max
-                or end >= size or buf[end] != FRAME_END or not buf.startswith(prefix, start)
-            ):
-                break
-            header = end + 1
-            wait = size - header < 7
-            if wait:
-                break
-            frame_type, channel, length = unpack_frame(buf, header)
-            header_end = header + 7 + length
-            if (
-                frame_type != FRAME_HEADER or channel != number or length + FRAME_OVERHEAD > frame_max
-                or length < _PROPERTIES_AT + 2
-            ):
-                break
-            wait = header_end >= size
-            if wait or buf[header_end] != FRAME_END:
-                break
-            class_id, _, body_size = CONTENT_HEADER.unpack_from(buf, header + 7)
-            if class_id != BASIC_CLASS or body_size > max_body:
-                break
-            body = header_end + 1
-            if body_size:
-                wait = size - body < 7
+        try:
+            while size - pos >= 7:
+                frame_type, channel, length = unpack_frame(buf, pos)
+                start = pos + 7
+                end = start + length
+                if (
+                    frame_type != FRAME_METHOD or channel != number or length + FRAME_OVERHEAD > frame_max
+                    or end >= size or buf[end] != FRAME_END or not buf.startswith(prefix, start)
+                ):
+                    break
+                header = end + 1
+                wait = size - header < 7
                 if wait:
                     break
-                frame_type, channel, length = unpack_frame(buf, body)
-                body_end = body + 7 + length
-                if frame_type != FRAME_BODY or channel != number or length != body_size:
+                frame_type, channel, length = unpack_frame(buf, header)
+                header_end = header + 7 + length
+                if (
+                    frame_type != FRAME_HEADER or channel != number or length + FRAME_OVERHEAD > frame_max
+                    or length < _PROPERTIES_AT + 2
+                ):
                     break
-                wait = body_end >= size
-                if wait or buf[body_end] != FRAME_END:
+                wait = header_end >= size
+                if wait or buf[header_end] != FRAME_END:
                     break
-                pos = body_end + 1
-            else:
-                body_end = pos = body
-            # The whole message is in: take it.
-            if end - start != envelope.size or not buf.startswith(envelope.tail, start + tag_end):
-                self._newEnvelope(bytes(buf[start:end]))
-                envelope = self._envelope
-            properties_at = header + 7 + _PROPERTIES_AT
-            offset = read_offset(buf, properties_at, header_end)
-            if streaming and offset is None:
-                continue
-            if not streaming or first <= offset < end_offset:  # type: ignore[operator]  # streaming: an int
-                row = len(offsets)
-                if self._table is not table_noted:
-                    columns.tables.append((row, self._table))  # type: ignore[arg-type]  # read: it has one
-                    table_noted = self._table
-                if envelope is not envelope_noted:
-                    columns.envelopes.append((row, envelope))
-                    envelope_noted = envelope
-                offsets.append(offset)
-                sizes.append(body_size)
-                properties.append(bytes(buf[properties_at:header_end]))
-                data += buf[body_end - body_size : body_end]
-            count += 1
-            tag = _TAG.unpack_from(buf, start + tag_at)[0]
-            last_offset = offset
-        self._envelope_noted, self._table_noted = envelope_noted, table_noted
-        self._complete = len(data)
-        if count:
-            self._arrived(last_offset, tag, count)
+                class_id, _, body_size = CONTENT_HEADER.unpack_from(buf, header + 7)
+                if class_id != BASIC_CLASS or body_size > max_body:
+                    break
+                body = header_end + 1
+                if body_size:
+                    wait = size - body < 7
+                    if wait:
+                        break
+                    frame_type, channel, length = unpack_frame(buf, body)
+                    body_end = body + 7 + length
+                    if frame_type != FRAME_BODY or channel != number or length != body_size:
+                        break
+                    wait = body_end >= size
+                    if wait or buf[body_end] != FRAME_END:
+                        break
+                    pos = body_end + 1
+                else:
+                    body_end = pos = body
+                # The whole message is in: take it.
+                if end - start != envelope.size or not buf.startswith(envelope.tail, start + tag_end):
+                    self._newEnvelope(bytes(buf[start:end]))
+                    envelope = self._envelope
+                properties_at = header + 7 + _PROPERTIES_AT
+                offset = read_offset(buf, properties_at, header_end)
+                if streaming and offset is None:
+                    continue
+                if not streaming or first <= offset < end_offset:  # type: ignore[operator]  # streaming: an int
+                    row = len(offsets)
+                    if self._table is not table_noted:
+                        columns.tables.append((row, self._table))  # type: ignore[arg-type]  # read: it has one
+                        table_noted = self._table
+                    if envelope is not envelope_noted:
+                        columns.envelopes.append((row, envelope))
+                        envelope_noted = envelope
+                    offsets.append(offset)
+                    sizes.append(body_size)
+                    properties.append(bytes(buf[properties_at:header_end]))
+                    data += buf[body_end - body_size : body_end]
+                count += 1
+                tag = _TAG.unpack_from(buf, start + tag_at)[0]
+                last_offset = offset
+        finally:
+            # Also when a message's properties fail: those before it count.
+            self._envelope_noted, self._table_noted = envelope_noted, table_noted
+            self._complete = len(data)
+            if count:
+                self._arrived(last_offset, tag, count)
         return pos, wait
 
     def _read_offset(self, buf: bytearray, properties: int, end: int) -> Optional[int]:
