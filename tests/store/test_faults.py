@@ -434,12 +434,30 @@ class Checkpoints(sqlite3.Connection):
         return super().execute(sql, parameters)
 
 
+def free() -> threading.Event:
+    """An event that is set: what holds nothing."""
+    event = threading.Event()
+    event.set()
+    return event
+
+
 def checkpoints(made: list[str], held: Optional[threading.Event] = None) -> type[sqlite3.Connection]:
     """A class of :class:`Checkpoints` recording into *made*, held by *held* (never by default)."""
-    if held is None:
-        held = threading.Event()
-        held.set()
-    return type("Recorded", (Checkpoints,), {"made": made, "held": held})
+    return type("Recorded", (Checkpoints,), {"made": made, "held": held or free()})
+
+
+class BusyOnce(Checkpoints):
+    """A connection that records its checkpoints (in :attr:`made`) and,
+    once :attr:`armed` is set, answers the first TRUNCATE one as SQLite
+    does while another connection checkpoints: busy, nothing copied."""
+
+    armed: threading.Event
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        if sql == "PRAGMA wal_checkpoint(TRUNCATE)" and self.armed.is_set() and "busy" not in self.made:
+            self.made.append("busy")
+            return sqlite3.Connection.execute(self, "SELECT 1, -1, -1")
+        return super().execute(sql, parameters)
 
 
 class CheckpointerTests(TestCase):
@@ -515,6 +533,34 @@ class CheckpointerTests(TestCase):
         self.assertEqual(recovered.logs[("/", "s")][0].last, 9999)
 
     @inlineCallbacks
+    def test_the_writer_bounds_the_log_after_a_copy_under_way(self) -> Any:
+        # SQLite answers a checkpoint "busy" while another connection's is
+        # under way: the writer at the bound waits for the checkpointer's copy
+        # to end, then truncates the log.
+        made: list[str] = []
+        held, armed = threading.Event(), threading.Event()
+        self.addCleanup(held.set)  # before the store closes
+        store = self.make()
+        store.connection_class = type("Busy", (BusyOnce,), {"made": made, "held": free(), "armed": armed})
+        store.checkpoint_connection_class = checkpoints(made, held)
+        store.open()
+        yield store.when_durable(store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"})))
+        armed.set()
+        for n in range(100):
+            durable = store.when_durable(store.append_log("/", "s", chunk_of(100 * n, 100 * (n + 1), 0, 256)))
+            yield eventually(lambda: durable.called or "busy" in made, global_reactor, what="a commit or a busy answer")
+            if "busy" in made:
+                break
+        self.assertIn("busy", made, "the log never reached twice the checkpoint size")
+        held.set()  # the checkpointer's copy goes on, and ends
+        busy = made.index("busy")
+        yield eventually(lambda: len(made) >= busy + 3, global_reactor, what="the writer's truncation")
+        self.assertEqual(made[busy:busy + 3], ["busy", "PRAGMA wal_checkpoint(PASSIVE)", "PRAGMA wal_checkpoint(TRUNCATE)"])
+        yield durable
+        recovered = yield self.reopened(store)
+        self.assertEqual(recovered.logs[("/", "s")][0].last, 100 * (n + 1) - 1)
+
+    @inlineCallbacks
     def test_a_failing_checkpointer_leaves_checkpoints_to_the_writer(self) -> Any:
         events: list[dict[str, Any]] = []
         globalLogPublisher.addObserver(events.append)
@@ -533,11 +579,17 @@ class CheckpointerTests(TestCase):
         self.assertEqual(reports.heard, [])
         faults.disarm()
         yield self.appended_more(store)
-        said = [formatEvent(event) for event in events if "beside the commits" in event.get("log_format", "")]
-        self.assertEqual(len(said), 2, said)
-        self.assertIn(DISK_FULL, said[0])
-        self.assertIn(str(store.path), said[0])
-        self.assertIn("work again", said[1])
+
+        def said() -> list[str]:
+            return [formatEvent(event) for event in events if "beside the commits" in event.get("log_format", "")]
+
+        # The checkpointer tells the reactor thread it works again; that call
+        # may come after the durable notice appended_more waited for.
+        yield eventually(lambda: len(said()) >= 2, global_reactor, what="the second log line")
+        self.assertEqual(len(said()), 2, said())
+        self.assertIn(DISK_FULL, said()[0])
+        self.assertIn(str(store.path), said()[0])
+        self.assertIn("work again", said()[1])
 
     @inlineCallbacks
     def appended_more(self, store: SQLiteStore) -> Any:

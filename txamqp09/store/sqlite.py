@@ -412,6 +412,7 @@ class _Checkpointer:
         self._failed = failed
         self._wanted = threading.Condition()
         self._waiting = False
+        self._running = False
         self._stopping = False
         self._failing = False
         self.asked = False
@@ -427,6 +428,12 @@ class _Checkpointer:
         with self._wanted:
             self._waiting = True
             self._wanted.notify()
+
+    def settle(self) -> None:
+        """Wait until no checkpoint is asked for or under way (writer thread)."""
+        with self._wanted:
+            while self._waiting or self._running:
+                self._wanted.wait()
 
     def stop(self) -> None:
         """Let a checkpoint under way end, stop the thread and close the
@@ -446,6 +453,7 @@ class _Checkpointer:
                 if self._stopping:
                     return
                 self._waiting = False
+                self._running = True
             try:
                 self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             except Exception as error:
@@ -456,7 +464,10 @@ class _Checkpointer:
                 if self._failing:
                     self._failing = False
                     self._reactor.callFromThread(self._failed, None)
-            self.ended = True
+            with self._wanted:
+                self._running = False
+                self.ended = True
+                self._wanted.notify_all()
 
 
 #: The fields of the wal-index header (https://www.sqlite.org/walformat.html)
@@ -1110,13 +1121,20 @@ class SQLiteStore:
         no file to truncate and grow again. Should the log reach twice
         :data:`CHECKPOINT_BYTES` all the same (a checkpointer slower than
         the writer, or failing, or a reader holding on to old frames), the
-        writer checkpoints it and truncates it itself, waiting for it.
+        writer checkpoints it and truncates it itself, waiting for it (and
+        for a copy of the checkpointer's under way: SQLite lets one
+        connection checkpoint at a time).
         """
         checkpointer, frames = self._checkpointer, self._log_frames
         assert checkpointer is not None and frames is not None
         log = frames.size()
         if log >= 2 * CHECKPOINT_BYTES:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+                # Busy: SQLite lets one connection checkpoint at a time, and
+                # the checkpointer's copy is under way. The log is bounded
+                # here, so wait for that copy to end and truncate after it.
+                checkpointer.settle()
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         elif checkpointer.ended:
             checkpointer.ended = checkpointer.asked = False
             db.execute("PRAGMA wal_checkpoint(PASSIVE)")
