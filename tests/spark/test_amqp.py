@@ -3,7 +3,7 @@ project's broker in this process, without Spark."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import reactor
 from twisted.trial.unittest import SkipTest, TestCase
@@ -221,9 +221,9 @@ class FewerCollectionsTests(TestCase):
             self.assertEqual(gc.get_threshold(), (2 * TASK_GC_THRESHOLD, 7, 9))
 
 
-def _freeze_counts(program: str) -> list[int]:
-    """What *program*, run in a fresh Python process with this tree on its
-    path, prints: numbers, on one line."""
+def _child_stdout(arguments: list[str]) -> str:
+    """What Python run with *arguments* in a fresh process, with this tree
+    on its path, prints (it must end within 60 s, successfully)."""
     import os
     import subprocess
     import sys
@@ -231,9 +231,21 @@ def _freeze_counts(program: str) -> list[int]:
     import txamqp09
 
     tree = os.path.dirname(os.path.dirname(os.path.abspath(txamqp09.__file__)))
-    output = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
-                            timeout=60, env={**os.environ, "PYTHONPATH": tree}).stdout
-    return [int(number) for number in output.split()]
+    return subprocess.run([sys.executable, *arguments], capture_output=True, text=True, check=True,
+                          timeout=60, cwd=tree, env={**os.environ, "PYTHONPATH": tree}).stdout
+
+
+def _freeze_counts(program: str) -> list[int]:
+    """What *program*, run in a fresh Python process with this tree on its
+    path, prints: numbers, on one line."""
+    return [int(number) for number in _child_stdout(["-c", program]).split()]
+
+
+def _child_output(arguments: list[str]) -> Any:
+    """The JSON the last line of :func:`_child_stdout` holds."""
+    import json
+
+    return json.loads(_child_stdout(arguments).splitlines()[-1])
 
 
 class SettledHeapTests(TestCase):
@@ -275,3 +287,62 @@ class SettledHeapTests(TestCase):
         self.assertEqual(before, 0)
         self.assertGreater(first, 10_000)
         self.assertEqual(later, first)
+
+
+class StoppedReadTests(TestCase):
+    """A read that Spark stops after its first batches (``limit``, ``take``,
+    a failing task) cleans up at once: its connection closes, nothing is
+    left waiting in the reactor or running in a thread, and a classic
+    queue's messages, unacknowledged, are all back in the queue.
+
+    Each case runs :mod:`tests.spark.partial` in a process of its own (the
+    read calls into a reactor thread of its process, which trial's reactor
+    cannot be)."""
+
+    skip = arrow_missing()
+
+    def stopped(self, kind: str, how: str) -> None:
+        from tests.spark.partial import BATCHES, MESSAGES, ROWS
+
+        outcome = _child_output(["-m", "tests.spark.partial", kind, how])
+        self.assertGreaterEqual(outcome["taken"], BATCHES * ROWS)
+        self.assertLess(outcome["taken"], MESSAGES)
+        self.assertEqual(
+            (outcome["ready"], outcome["consumers"], outcome["calls"], outcome["threads"]), (MESSAGES, 0, [], [])
+        )
+
+    def test_stream_closed(self) -> None:
+        self.stopped("stream", "close")
+
+    def test_stream_consumer_raises(self) -> None:
+        self.stopped("stream", "raise")
+
+    def test_stream_collected_in_reactor_thread(self) -> None:
+        """Closed by the garbage collector in the reactor thread, the read
+        starts closing its connection there instead of waiting for the
+        reactor thread (itself) for ever."""
+        self.stopped("stream", "collect")
+
+    def test_drain_closed(self) -> None:
+        self.stopped("classic", "close")
+
+    def test_drain_consumer_raises(self) -> None:
+        self.stopped("classic", "raise")
+
+    def test_drain_collected_in_reactor_thread(self) -> None:
+        self.stopped("classic", "collect")
+
+
+class ReactorThreadTests(TestCase):
+    def test_call_from_the_reactor_thread_is_refused(self) -> None:
+        """call_in_reactor in the reactor thread raises at once (it would
+        wait for itself for ever)."""
+        (refused,) = _child_stdout([
+            "-c",
+            "from txamqp09.spark.reactor import call_in_reactor\n"
+            "try:\n"
+            "    call_in_reactor(call_in_reactor, print)\n"
+            "except RuntimeError as error:\n"
+            "    print('wait for itself' in str(error))\n",
+        ]).split()
+        self.assertEqual(refused, "True")

@@ -12,6 +12,14 @@ The process must not run the reactor itself already: a program that runs
 Twisted in its main thread (a trial test, for instance) keeps the Spark
 session's calls off the reactor thread and never calls this module.
 
+A call from the reactor thread itself could never be answered (the thread
+would wait for itself), so :func:`call_in_reactor` refuses it. One such
+call cannot be avoided: a read's generator that is dropped unfinished
+(inside a reference cycle, say) is closed by the garbage collector in
+whichever thread it runs, the reactor thread too, and its cleanup then
+closes the read's connection there. :func:`finish_in_reactor` serves
+cleanups: from the reactor thread it starts them without waiting.
+
 A task that moves many messages holds thousands of them (and their
 properties and header tables) at once; with Python's default thresholds the
 cyclic garbage collector then runs every 700 allocations and walks them
@@ -38,8 +46,9 @@ from contextlib import contextmanager
 from typing import Any, Callable, Coroutine, Iterator, TypeVar, overload
 
 from twisted.internet import defer, threads
+from twisted.logger import Logger
 
-__all__ = ["call_in_reactor", "fewer_collections", "reactor", "settle_heap"]
+__all__ = ["call_in_reactor", "finish_in_reactor", "fewer_collections", "reactor", "settle_heap"]
 
 #: Allocations between two collections of the youngest generation while a
 #: task runs (Python's default is 700).
@@ -49,6 +58,7 @@ _T = TypeVar("_T")
 _lock = threading.Lock()
 _thread: "threading.Thread | None" = None
 _settled = False
+_log = Logger()
 
 
 def reactor() -> Any:
@@ -96,13 +106,43 @@ def call_in_reactor(function: Callable[..., Any], *args: Any, **kwargs: Any) -> 
     """Run *function* in the reactor thread and return what it produced.
 
     A coroutine or Deferred is waited for; its failure is raised here.
+
+    :raises RuntimeError: called from the reactor thread (the call would
+        wait for ever).
     """
     running = reactor()
+    if in_reactor_thread():
+        raise RuntimeError(f"call_in_reactor({function!r}) from the reactor thread would wait for itself")
 
     def start() -> "defer.Deferred[Any]":
         return defer.maybeDeferred(function, *args, **kwargs)
 
     return threads.blockingCallFromThread(running, start)
+
+
+def in_reactor_thread() -> bool:
+    """Whether the calling thread is the reactor thread of this module."""
+    return _thread is not None and threading.current_thread() is _thread
+
+
+def finish_in_reactor(function: Callable[..., Any], *args: Any) -> None:
+    """Run the cleanup *function* (closing a connection) in the reactor
+    thread: as :func:`call_in_reactor` from any other thread; from the
+    reactor thread (a generator the garbage collector closes there), it is
+    started on the reactor's next turn and not waited for, and a failure
+    is logged."""
+    if not in_reactor_thread():
+        call_in_reactor(function, *args)
+        return
+
+    def start() -> None:
+        defer.maybeDeferred(function, *args).addErrback(
+            lambda failure: _log.failure("cleanup {function!r} failed", failure, function=function)
+        )
+
+    from twisted.internet import reactor as running
+
+    running.callLater(0, start)
 
 
 @contextmanager

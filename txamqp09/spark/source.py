@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 
 from txamqp09.spark import amqp
 from txamqp09.spark.options import ReadOptions, WriteOptions
-from txamqp09.spark.reactor import call_in_reactor, fewer_collections, settle_heap
+from txamqp09.spark.reactor import call_in_reactor, fewer_collections, finish_in_reactor, settle_heap
 from txamqp09.spark.arrow import BatchPublications, message_batch
 from txamqp09.spark.rows import SCHEMA, Publication
 
@@ -112,7 +112,7 @@ def read_offset_range(options: ReadOptions, partition: OffsetRange) -> Iterator[
             while columns := call_in_reactor(reading.take):
                 yield from columns.record_batches()
         finally:
-            call_in_reactor(reading.close)
+            finish_in_reactor(reading.close)
 
 
 class StreamBatchReader(DataSourceReader):
@@ -198,7 +198,7 @@ def drain(options: ReadOptions, limit: int) -> Iterator[pa.RecordBatch]:
                 yield from columns.record_batches()
             call_in_reactor(draining.acknowledge)
         finally:
-            call_in_reactor(draining.close)
+            finish_in_reactor(draining.close)
 
 
 async def _ready_messages(url: str, queue: str) -> int:
