@@ -346,3 +346,29 @@ class ReactorThreadTests(TestCase):
             "    print('wait for itself' in str(error))\n",
         ]).split()
         self.assertEqual(refused, "True")
+
+
+class QueueFeedTests(_BrokerTestCase):
+    @inline
+    async def test_close_ends_a_wait_and_returns_the_unacknowledged(self) -> None:
+        """Closing the feed while a wait_for waits fires the wait with what
+        arrived, as does a wait_for after (no timer is left behind: trial
+        fails a test that leaves one); every unacknowledged delivery is
+        back in the queue."""
+        from txamqp09.spark.amqp import QueueFeed
+
+        channel = await self.channel()
+        await channel.queue_declare("work")
+        for number in range(5):
+            channel.basic_publish(b"%d" % number, routing_key="work")
+        await channel.basic_qos(0)
+        feed, ready = await QueueFeed.open(self.broker.url, "work", prefetch=10)
+        self.assertEqual(ready, 5)
+        self.assertEqual(await feed.wait_for(5, timeout=30), 5)
+        await feed.ack_through(2)
+        waiting = feed.wait_for(100, timeout=30)
+        await feed.close()
+        self.assertEqual(await waiting, 5)
+        self.assertEqual(await feed.wait_for(100, timeout=30), 5)
+        declared = await channel.queue_declare("work", passive=True)
+        self.assertEqual((declared.message_count, declared.consumer_count), (3, 0))

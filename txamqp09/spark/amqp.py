@@ -315,6 +315,7 @@ class QueueFeed:
         """Start consuming *queue*; also the number of messages it held ready."""
         connection, channel = await open_channel(url)
         feed = cls(connection, channel, prefetch)
+        channel.whenClosed().addCallback(feed._ended)
         declared = await channel.queue_declare(queue, passive=True)
         await channel.basic_qos(prefetch)
         await channel.basic_consume(queue, feed._deliver)
@@ -330,6 +331,11 @@ class QueueFeed:
         if self._waiting and self._waiting[0] <= self.received:
             self._wake()
 
+    def _ended(self, ending: object) -> None:
+        """The channel ended: no more deliveries come, so a wait ends now."""
+        if self._waiting:
+            self._wake()
+
     def _wake(self) -> None:
         count, arrived, timer = self._waiting
         self._waiting = ()
@@ -339,8 +345,9 @@ class QueueFeed:
 
     def wait_for(self, count: int, timeout: float) -> Deferred[int]:
         """Fires with :attr:`received` once it reaches *count*, or after
-        *timeout* seconds, whichever comes first (one waiter at a time)."""
-        if self.received >= count:
+        *timeout* seconds, or when the channel ends, whichever comes first
+        (one waiter at a time)."""
+        if self.received >= count or self.channel.closed_by is not None:
             return succeed(self.received)
         arrived: Deferred[int] = Deferred()
         self._waiting = (count, arrived, _reactor().callLater(timeout, self._wake))
