@@ -249,22 +249,25 @@ def _child_output(arguments: list[str]) -> Any:
 
 
 class SettledHeapTests(TestCase):
-    def test_first_call_freezes_what_lives(self) -> None:
-        """The first call into the reactor of a process leaves the objects
-        alive by then out of later collections; later calls change nothing."""
+    def assert_frozen_once(self, setup: str, call: str) -> None:
+        """In a fresh process, after *setup*: nothing is frozen before the
+        first *call*, more than 10,000 objects are after it, and a second
+        call (with more objects alive) freezes nothing more."""
         before, first, later = _freeze_counts(
-            "import gc\n"
-            "from txamqp09.spark.reactor import call_in_reactor\n"
-            "before = gc.get_freeze_count()\n"
-            "call_in_reactor(lambda: None)\n"
+            f"import gc\n{setup}\n"
+            f"before = gc.get_freeze_count()\n{call}\n"
             "first = gc.get_freeze_count()\n"
-            "garbage = [[] for _ in range(1000)]\n"
-            "call_in_reactor(lambda: None)\n"
+            f"garbage = [[] for _ in range(1000)]\n{call}\n"
             "print(before, first, gc.get_freeze_count())\n"
         )
         self.assertEqual(before, 0)
         self.assertGreater(first, 10_000)
         self.assertEqual(later, first)
+
+    def test_first_call_freezes_what_lives(self) -> None:
+        """The first call into the reactor of a process leaves the objects
+        alive by then out of later collections; later calls change nothing."""
+        self.assert_frozen_once("from txamqp09.spark.reactor import call_in_reactor", "call_in_reactor(lambda: None)")
 
     def test_schema_freezes_what_lives(self) -> None:
         """The data source's schema(), which Spark asks in the worker that
@@ -273,20 +276,9 @@ class SettledHeapTests(TestCase):
 
         if spark_missing():
             raise SkipTest(spark_missing())
-        before, first, later = _freeze_counts(
-            "import gc\n"
-            "from txamqp09.spark.source import AMQPDataSource\n"
-            "before = gc.get_freeze_count()\n"
-            "source = AMQPDataSource({})\n"
-            "source.schema()\n"
-            "first = gc.get_freeze_count()\n"
-            "garbage = [[] for _ in range(1000)]\n"
-            "source.schema()\n"
-            "print(before, first, gc.get_freeze_count())\n"
+        self.assert_frozen_once(
+            "from txamqp09.spark.source import AMQPDataSource\nsource = AMQPDataSource({})", "source.schema()"
         )
-        self.assertEqual(before, 0)
-        self.assertGreater(first, 10_000)
-        self.assertEqual(later, first)
 
 
 class StoppedReadTests(TestCase):
