@@ -488,7 +488,9 @@ class CheckpointerTests(TestCase):
             yield store.when_durable(store.append_log("/", "s", chunk_of(100 * n, 100 * (n + 1), 0, 256)))
             largest = max(largest, store.log_size())
             if patient and checkpointer.asked:
-                yield eventually(lambda: checkpointer.ended, global_reactor, what="the checkpoint's end")
+                # A checkpoint ends with an fsync of the database file, which
+                # can take seconds on a disk other tests keep busy.
+                yield eventually(lambda: checkpointer.ended, global_reactor, timeout=60, what="the checkpoint's end")
         return largest
 
     @inlineCallbacks
