@@ -1350,6 +1350,13 @@ def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Opt
     begun = False
     written = 0
     known, alone = numbers.numbers, numbers.alone
+
+    def insert_gathered() -> None:
+        """Insert the rows gathered so far (each list emptied)."""
+        _insert_messages(db, messages, links, numbers.named)
+        _insert_spilled(db, spills)
+        _insert_log(db, appends)
+
     for operation in batch.operations:
         if isinstance(operation, _Publish):
             queues = operation.queues
@@ -1375,15 +1382,11 @@ def _apply(db: sqlite3.Connection, batch: _Batch, numbers: _QueueNumbers) -> Opt
             appends.append(row)
             continue
         begun = begun or _begin(db)
-        _insert_messages(db, messages, links, numbers.named)
-        _insert_spilled(db, spills)
-        _insert_log(db, appends)
+        insert_gathered()
         operation.function(db, *operation.args)
     if messages or spills or batch.removals or appends:
         begun = begun or _begin(db)
-        _insert_messages(db, messages, links, numbers.named)
-        _insert_spilled(db, spills)
-        _insert_log(db, appends)
+        insert_gathered()
         _remove(db, batch.removals, numbers)
     if not begun:
         return None
