@@ -48,7 +48,7 @@ from typing import Any, Callable, Coroutine, Iterator, TypeVar, overload
 from twisted.internet import defer, threads
 from twisted.logger import Logger
 
-__all__ = ["call_in_reactor", "finish_in_reactor", "fewer_collections", "reactor", "settle_heap"]
+__all__ = ["call_in_reactor", "finish_in_reactor", "fewer_collections", "in_reactor_thread", "reactor", "settle_heap"]
 
 #: Allocations between two collections of the youngest generation while a
 #: task runs (Python's default is 700).
@@ -140,9 +140,7 @@ def finish_in_reactor(function: Callable[..., Any], *args: Any) -> None:
             lambda failure: _log.failure("cleanup {function!r} failed", failure, function=function)
         )
 
-    from twisted.internet import reactor as running
-
-    running.callLater(0, start)
+    reactor().callLater(0, start)
 
 
 @contextmanager
