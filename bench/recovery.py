@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Optional, cast
 
-from startup import fill
+from startup import add_backlog_options, filled_store
 
 from twisted.internet.interfaces import IReactorFromThreads
 from txamqp09.store.sqlite import SQLiteStore
@@ -41,19 +41,12 @@ def recover(path: Path, budget: Optional[int]) -> tuple[float, float, int]:
 
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the backlog")
-    parser.add_argument("--body-size", type=int, default=100, help="bytes per message body")
+    add_backlog_options(parser, body_size=100)
     parser.add_argument("--budget", type=int, help="body budget of the opening (default: every body)")
-    parser.add_argument("--data-dir", help="the store's directory (default: a temporary one)")
-    parser.add_argument("--keep", action="store_true", help="keep the data dir; reuse it if filled")
     options = parser.parse_args(argv)
     base = Path(options.data_dir or tempfile.mkdtemp(prefix="bench-recovery-"))
-    path = base / "store.db"
     try:
-        if not path.exists():
-            seconds = fill(path, options.messages, options.body_size)
-            print(f"filled {options.messages:,} messages of {options.body_size} B "
-                  f"in {seconds:.1f} s ({path.stat().st_size / 2**20:,.0f} MiB)")
+        path = filled_store(base, options.messages, options.body_size)
         wall, cpu, count = recover(path, options.budget)
         print(f"recovered {count:,} messages in {wall:.2f} s ({cpu:.2f} s CPU, "
               f"{cpu / max(count, 1) * 1e6:.2f} us per message)")

