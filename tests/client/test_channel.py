@@ -273,9 +273,9 @@ class PublishTests(SynchronousTestCase):
         )
         channel.basic_publish_many([(body, "x", "k", raw) for raw, body in zip(properties, bodies)], mandatory=True)
         self.assertEqual(server.transport.value(), encoded)
+        server.received()
         self.assertIsNone(channel.basic_publish_encoded("x", "k", [], []))
         self.assertRaises(ValueError, channel.basic_publish_encoded, "x", "k", properties, bodies[:3])
-        server.received()
         self.assertEqual(server.received(), [])
 
 

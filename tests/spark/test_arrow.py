@@ -190,6 +190,31 @@ class BatchPublicationsTests(TestCase):
         [row] = BatchPublications("", "q", defaults, None, spec.BasicProperties).of(batch)
         self.assertEqual(row[3], spec.BasicProperties(**defaults).encode())
 
+    def test_a_default_message_id_is_not_numbered(self) -> None:
+        """A message-id among the defaults is every row's that sets none,
+        whether its row is encoded or a mapping (as without an encoder)."""
+        import pyarrow as pa
+
+        from txamqp09.spark.arrow import BatchPublications
+        from txamqp09.wire import _amqp0_9_1 as spec
+
+        text = pa.map_(pa.string(), pa.string())
+        batch = pa.RecordBatch.from_pydict({
+            "body": pa.array([b"a", b"b"], pa.binary()),
+            "properties": pa.array([None, [("priority", "1")]], text),
+        })
+        plain = pa.RecordBatch.from_pydict({"body": pa.array([b"c"], pa.binary())})
+        for encoder in (spec.BasicProperties, None):
+            publications = BatchPublications("", "q", {"message_id": "fixed"}, "w", encoder)
+            rows = [*publications.of(batch), *publications.of(plain)]
+            self.assertEqual(
+                [row[3]["message_id"] if isinstance(row[3], dict) else spec.BasicProperties.decode(row[3], 0).message_id
+                 for row in rows],
+                ["fixed"] * 3,
+            )
+        encoded = BatchPublications("", "q", {"message_id": "fixed"}, "w", spec.BasicProperties).encoded(plain)
+        self.assertEqual(encoded, ([spec.BasicProperties(message_id="fixed").encode()], [b"c"]))
+
     def test_encoded_column_wise_as_row_by_row(self) -> None:
         """A batch whose rows set nothing but a body (binary or string;
         absent or all-null exchange and routing key, absent, null or empty

@@ -161,8 +161,8 @@ class BatchPublications:
     :param routing_key: used for rows without (or with a null) ``routing_key``.
     :param defaults: properties every message gets unless its row sets them.
     :param id_prefix: when given, every message gets the message-id
-        ``{id_prefix}-{n}`` unless its row sets one, n counting the rows of
-        every batch from 0.
+        ``{id_prefix}-{n}`` unless its row or *defaults* set one, n
+        counting the rows of every batch from 0.
     :param encoder: when given, the properties class of the channel that
         publishes: rows that set no properties and no headers get their
         properties as its encoding (the defaults and the message-id), built
@@ -265,8 +265,10 @@ class _EncodedDefaults:
     __slots__ = ("head", "id_head", "tail", "fixed")
 
     def __init__(self, encoder: type[Properties], defaults: Mapping[str, Any], id_prefix: Optional[str]) -> None:
-        #: The whole encoding when there is no message-id to number.
-        self.fixed = encoder(**defaults).encode() if id_prefix is None else None
+        #: The whole encoding when there is no message-id to number (no
+        #: prefix, or the defaults set the message-id, as rows that set
+        #: properties keep it then).
+        self.fixed = encoder(**defaults).encode() if id_prefix is None or "message_id" in defaults else None
         template = encoder(**{**defaults, "message_id": _ID_PLACEHOLDER}).encode()
         placeholder = _ID_PLACEHOLDER.encode()
         at = template.index(bytes([len(placeholder)]) + placeholder)
