@@ -56,6 +56,7 @@ __all__ = [
     "Settings",
     "WriteFailed",
     "Fenced",
+    "StoreUnavailable",
 ]
 
 #: The runtime configuration as stored: JSON values by kind, then by key.
@@ -145,6 +146,10 @@ class LogSegment:
 
 class WriteFailed(Exception):
     """Operations a caller waits for were dropped because the store could not write them."""
+
+
+class StoreUnavailable(ConnectionError):
+    """A store's database cannot be reached (opening it, or reading from it)."""
 
 
 class Fenced(Exception):
