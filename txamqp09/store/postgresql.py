@@ -322,7 +322,7 @@ class PostgreSQLStore(SQLStore):
         try:
             return psycopg.connect(make_conninfo("", **self._parameters), autocommit=True)
         except psycopg.OperationalError as error:
-            raise StoreUnavailable(f"cannot connect to {self._name}: {_first_line(error)}") from error
+            raise StoreUnavailable(f"cannot connect to {self.location}: {_first_line(error)}") from error
 
     def _connect(self) -> PostgreSQLDatabase:
         return PostgreSQLDatabase(self._connection(), self._guard, self._writer_id, self._transactions)
@@ -337,7 +337,7 @@ class PostgreSQLStore(SQLStore):
         try:
             return super().open(body_budget)
         except psycopg.OperationalError as error:
-            raise StoreUnavailable(f"{self._name}: {_first_line(error)}") from error
+            raise StoreUnavailable(f"{self.location}: {_first_line(error)}") from error
 
     def _ready(self, db: Database) -> None:
         cast(PostgreSQLDatabase, db).forget_idle_writers()

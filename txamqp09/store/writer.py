@@ -96,7 +96,9 @@ class SQLStore(ABC):
     database, written by one thread (see the module's docstring).
 
     :param reactor: where durability is reported (``callFromThread``).
-    :param name: names the store in thread names and log lines.
+    :param location: where the store keeps its data, as thread names and
+        log lines name it.
+    :ivar location: the same.
     """
 
     #: The exceptions of a write that failed (a batch, or upkeep).
@@ -105,9 +107,9 @@ class SQLStore(ABC):
     #: :func:`~txamqp09.store.schema.prepare`).
     migrations: ClassVar[Sequence[Migration]] = ()
 
-    def __init__(self, reactor: IReactorFromThreads, name: str) -> None:
+    def __init__(self, reactor: IReactorFromThreads, location: str) -> None:
         self._reactor = reactor
-        self._name = name
+        self.location = location
         #: Guards the queued work (entered directly: cheaper than entering
         #: the condition over it, which wakes the writer).
         self._mutex = threading.RLock()
@@ -211,14 +213,14 @@ class SQLStore(ABC):
         """Connect, create or migrate the layout, recover, then start the writer thread."""
         db = self._connect()
         try:
-            prepare(db, self._name, self.migrations)
+            prepare(db, self.location, self.migrations)
             recovered = self._recover(db, body_budget)
             self._ready(db)
         except BaseException:
             self._release(db)
             raise
         self._db = db
-        self._thread = threading.Thread(target=self._write_loop, name=f"store {self._name}", daemon=True)
+        self._thread = threading.Thread(target=self._write_loop, name=f"store {self.location}", daemon=True)
         self._thread.start()
         return recovered
 
@@ -248,7 +250,7 @@ class SQLStore(ABC):
 
     def _check_open(self) -> None:
         if self._closing:
-            raise RuntimeError(f"store {self._name} is closed")
+            raise RuntimeError(f"store {self.location} is closed")
 
     def _next_sequence(self) -> int:
         """Number a new operation and wake the writer if it waits (lock held)."""
@@ -570,7 +572,9 @@ class SQLStore(ABC):
 
     def _fenced(self, failed: list[list[int]], error: Fenced) -> None:
         """The store was fenced (reactor thread): say so, and fail what waits."""
-        _log.warn("message store {name} is fenced ({error}): it takes no more writes", name=self._name, error=error)
+        _log.warn(
+            "message store {location} is fenced ({error}): it takes no more writes", location=self.location, error=error
+        )
         self._record_failed(failed)
         self._fail_all(Failure(error))
         self._tell(f"Fenced: {error}")
@@ -606,7 +610,7 @@ class SQLStore(ABC):
     def _broken(self, failure: Failure) -> None:
         """The writer stopped on an unexpected error: say so once, and fail
         every write waiting and to come with it."""
-        _log.failure("message store {name} broke: it takes no more writes", failure, name=self._name)
+        _log.failure("message store {location} broke: it takes no more writes", failure, location=self.location)
         self._fail_all(failure)
 
     def _fail_all(self, failure: Failure) -> None:
