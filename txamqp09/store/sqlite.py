@@ -63,7 +63,7 @@ from txamqp09.store.migrations import SQLITE_MIGRATIONS
 from txamqp09.store.schema import (
     BLOB, INTEGER, REAL, SCHEMA_VERSION, STREAM_CHUNKS, TEXT, Conflict, StoreFormatError, Table,
 )
-from txamqp09.store.sql import Cursor, Database, describe
+from txamqp09.store.sql import Cursor, Database
 from txamqp09.store.work import Append, Batch
 from txamqp09.store.writer import SQLStore
 
