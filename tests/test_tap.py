@@ -122,6 +122,22 @@ class OptionsTests(SynchronousTestCase):
         self.assertIsNone(makeService(options, Clock()).disk_monitor)
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--disk-free-limit", "lots"])
 
+    def test_store_url(self) -> None:
+        broker = service_of("--data-dir", "/srv/amqp")
+        self.assertEqual(broker.store.path, Path("/srv/amqp/store.db"))
+        self.assertIsNone(broker.store_location)
+        broker = service_of("--store", "sqlite:/srv/other/amqp.db")
+        self.assertEqual(broker.store.path, Path("/srv/other/amqp.db"))
+        self.assertEqual(broker.disk_monitor.directory, Path("/srv/other"), "the store's file system is watched")
+        self.assertEqual(broker.store_location, "/srv/other/amqp.db")
+        for argv, said in [
+            (["--store", "mysql://db"], "--store: store URL 'mysql://db' names no store"),
+            (["--store", "sqlite:"], "--store: store URL sqlite: names no file"),
+            (["--transient", "--store", "sqlite:x.db"], "--transient keeps nothing: it takes no --store"),
+        ]:
+            error = self.assertRaises(usage.UsageError, Options().parseOptions, argv)
+            self.assertTrue(str(error).startswith(said), str(error))
+
     def test_bad_options(self) -> None:
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--port", "x"])
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--frame-max", "100"])
