@@ -132,7 +132,10 @@ class PostgreSQLDatabase(Database):
         return self.connection.broken or self.connection.closed
 
     def execute(self, statement: str, parameters: Sequence[Any] = ()) -> Cursor:
-        return self.connection.execute(self.sql(statement), parameters, binary=True)
+        """The statement's rows are all fetched at once (psycopg converts
+        them in one call, where iterating over its cursor costs a Python
+        call per row)."""
+        return _Fetched(self.connection.execute(self.sql(statement), parameters, binary=True))
 
     def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
         with self.connection.cursor() as cursor:
@@ -161,7 +164,7 @@ class PostgreSQLDatabase(Database):
         translated = self.sql(statement).replace("{ids}", "= ANY(%s)")
         for start in range(0, len(ids), _IDS_PER_STATEMENT):
             some = list(ids[start : start + _IDS_PER_STATEMENT])
-            yield some, self.connection.execute(translated, [*parameters, some], binary=True)
+            yield some, _Fetched(self.connection.execute(translated, [*parameters, some], binary=True))
 
     def begin(self) -> None:
         """BEGIN, the guard and the transaction's number in the store's row,
@@ -270,6 +273,25 @@ class PostgreSQLDatabase(Database):
     def describe(self, error: Exception) -> str:
         """The first line of the error (libpq's messages run on with details)."""
         return f"{type(error).__name__}: {_first_line(error)}"
+
+
+class _Fetched:
+    """A statement's result, its rows fetched."""
+
+    __slots__ = ("rowcount", "_rows")
+
+    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+        self.rowcount = cursor.rowcount
+        self._rows = cursor.fetchall() if cursor.description is not None else []
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
 
 
 def _insert_statement(db: PostgreSQLDatabase, table: Table) -> str:
