@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Iterable, Iterator, Protocol, Sequence
 
 from txamqp09.store.schema import INDEXES, TABLES, Table
 
-__all__ = ["Cursor", "Database", "describe"]
+__all__ = ["Cursor", "Database", "describe", "runs"]
 
 
 class Cursor(Protocol):
@@ -187,3 +187,18 @@ class Database(ABC):
 def describe(error: Exception) -> str:
     """What went wrong with a write, for logs and clients."""
     return f"{type(error).__name__}: {error}"
+
+
+def runs(count: int, largest: int) -> Iterator[tuple[int, int]]:
+    """(start, length) of consecutive runs covering *count* items, each of
+    a power of two no larger than *largest*: the largest such first, then
+    halving for the rest. Statements over many rows or ids take them so, and
+    a batch of any size needs only a few distinct statements (which an engine
+    may keep prepared)."""
+    size = 1 << (largest.bit_length() - 1)
+    done = 0
+    while done < count:
+        while size > count - done:
+            size >>= 1
+        yield done, size
+        done += size
