@@ -133,8 +133,6 @@ class PostgreSQLDatabase(Database):
         #: The pipeline of the write transaction under way, and what leaves it.
         self._pipeline: Optional[psycopg.Pipeline] = None
         self._leave_pipeline = ExitStack()
-        #: The guard of the write transaction under way has not been answered yet.
-        self._guard_unanswered = False
 
     @property
     def lost(self) -> bool:
@@ -146,13 +144,32 @@ class PostgreSQLDatabase(Database):
         them in one call, where iterating over its cursor costs a Python
         call per row); in a write transaction, once what was sent before
         it is answered too."""
-        cursor = self.connection.execute(self.sql(statement), parameters, binary=True)
-        self._sync()
+        return self._answered(self.sql(statement), parameters)
+
+    def _answered(self, statement: str, parameters: Sequence[Any]) -> _Fetched:
+        """Run *statement* (translated) and wait for its answer."""
+        with self._fencing():
+            cursor = self.connection.execute(statement, parameters, binary=True)
+            if self._pipeline is not None:
+                self._pipeline.sync()
         return _Fetched(cursor)
 
     def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self.connection.cursor() as cursor:
+        with self._fencing(), self.connection.cursor() as cursor:
             cursor.executemany(self.sql(statement), rows)
+
+    @contextmanager
+    def _fencing(self) -> Iterator[None]:
+        """The guard's failure as :class:`Fenced`: the division by zero it
+        is made to raise (nothing else the store sends divides) may surface
+        with any statement of the transaction, as psycopg reads answers
+        while it sends."""
+        try:
+            yield
+        except psycopg.errors.DivisionByZero as error:
+            if self._guard is None:
+                raise
+            raise Fenced(f"the guard of the store's writes found no row ({self._guard[0]!r})") from error
 
     def insert(self, table: Table, values: list[Any]) -> None:
         """Multi-row statements (runs of powers of two of rows within
@@ -163,8 +180,9 @@ class PostgreSQLDatabase(Database):
         width = table.width
         if table.conflict is Conflict.REPLACE:
             values = _last_of_each_key(table, values)
-        for start, size in runs(len(values) // width, _PARAMETERS_PER_STATEMENT // width):
-            self.connection.execute(_insert_rows(table, size), values[start * width : (start + size) * width])
+        with self._fencing():
+            for start, size in runs(len(values) // width, _PARAMETERS_PER_STATEMENT // width):
+                self.connection.execute(_insert_rows(table, size), values[start * width : (start + size) * width])
 
     def by_ids(
         self, statement: str, parameters: Sequence[Any], ids: Sequence[int]
@@ -173,60 +191,44 @@ class PostgreSQLDatabase(Database):
         translated = self.sql(statement).replace("{ids}", "= ANY(%s)")
         for start in range(0, len(ids), _IDS_PER_STATEMENT):
             some = list(ids[start : start + _IDS_PER_STATEMENT])
-            cursor = self.connection.execute(translated, [*parameters, some], binary=True)
-            self._sync()
-            yield some, _Fetched(cursor)
+            yield some, self._answered(translated, [*parameters, some])
 
     def begin(self) -> None:
         """Start a write transaction in pipeline mode: its statements are
         sent as they come, and answered together when a result is needed
         (a removal's row count) and at the COMMIT. It begins with the guard,
         made to fail (a division by zero) when it finds no row, so that the
-        transaction aborts and nothing of it can commit, and with the
-        transaction's number in the store's row."""
+        transaction aborts and nothing of it can commit (see
+        :meth:`_fencing`), and with the transaction's number in the store's
+        row."""
         connection = self.connection
         self.transaction_number = number = next(self._numbers)
         self._pipeline = self._leave_pipeline.enter_context(connection.pipeline())
-        connection.execute("BEGIN")
-        if self._guard is not None:
-            connection.execute(_guarded(self._guard[0]), self._guard[1])
-            self._guard_unanswered = True
-        if self._writer is not None:
-            connection.execute(
-                "INSERT INTO amqp09_writers VALUES (%s, %s)"
-                " ON CONFLICT (writer) DO UPDATE SET transaction = EXCLUDED.transaction",
-                (self._writer, number),
-            )
-
-    def _sync(self) -> None:
-        """In a write transaction: wait for the answers to what was sent.
-
-        :raises Fenced: the guard found no row.
-        """
-        pipeline = self._pipeline
-        if pipeline is not None:
-            with self._fencing():
-                pipeline.sync()
-
-    @contextmanager
-    def _fencing(self) -> Iterator[None]:
-        """The guard's failure, where the transaction's answers are read, as :class:`Fenced`."""
-        try:
-            yield
-        except psycopg.errors.DivisionByZero as error:
-            if self._guard_unanswered:
-                raise Fenced(
-                    f"the guard of the store's writes found no row ({self._guard[0]!r})"  # type: ignore[index]
-                ) from error
-            raise
-        self._guard_unanswered = False
+        with self._fencing():
+            connection.execute("BEGIN")
+            if self._guard is not None:
+                connection.execute(_guarded(self._guard[0]), self._guard[1])
+            if self._writer is not None:
+                connection.execute(
+                    "INSERT INTO amqp09_writers VALUES (%s, %s)"
+                    " ON CONFLICT (writer) DO UPDATE SET transaction = EXCLUDED.transaction",
+                    (self._writer, number),
+                )
 
     def commit(self) -> None:
-        """COMMIT, and the answers to the whole transaction."""
-        self.connection.execute("COMMIT")
+        """COMMIT, and the answers to the whole transaction; a COMMIT that
+        PostgreSQL answered with a rollback (the transaction had failed) fails.
+
+        :raises psycopg.DatabaseError: the transaction did not commit.
+        """
         with self._fencing():
+            committing = self.connection.execute("COMMIT")
             self._pipeline = None
             self._leave_pipeline.close()
+        if committing.statusmessage != "COMMIT":
+            raise psycopg.DatabaseError(
+                f"the transaction was not committed (PostgreSQL answered {committing.statusmessage})"
+            )
 
     def rollback(self) -> None:
         self._end_pipeline()
