@@ -227,6 +227,36 @@ class ReconnectionTests(PostgreSQLTestCase):
         self.assertEqual(ids, published, "each message once, in order")
 
 
+class WriteFailureTests(PostgreSQLTestCase):
+    """A statement the server refuses, on a connection that works, fails its batch as the SQLite store's do."""
+
+    @inlineCallbacks
+    def test_a_refused_batch_drops_its_publishes_keeps_the_rest_and_writing_goes_on(self) -> Any:
+        store = self.store()
+        reports = Reports(store)
+        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
+        yield store.when_durable(store.publish(message(1), [Q]))
+        with store._lock:  # one batch: a second message 1 is refused by the key of messages
+            refused = store.publish(message(1, b"again"), [Q])
+            declared = store.add_queue(DurableQueue("/", "q2"))
+        yield store.when_durable(declared)
+        self.assertTrue(store.failed_between(refused - 1, refused))
+        self.assertFalse(store.failed_between(refused, declared), "the declaration is written with the next batch")
+        yield reports.until(1)
+        self.assertIn("UniqueViolation", reports.heard[0] or "")
+        yield store.when_durable(store.publish(message(2), [Q]))
+        yield reports.until(2)
+        self.assertIsNone(reports.heard[1])
+        yield store.close()
+        from txamqp09.store.postgresql import PostgreSQLStore
+
+        fresh = PostgreSQLStore(self.url, reactor)
+        self.addCleanup(fresh.close)
+        recovered = fresh.open()
+        self.assertEqual([(m.message_id, m.body) for m in recovered.messages[Q]], [(1, b"body"), (2, b"body")])
+        self.assertEqual(sorted(q.name for q in recovered.queues), ["q", "q2"])
+
+
 class FencingTests(PostgreSQLTestCase):
     """A guard that finds no row fences the store: nothing of the refused batch is confirmed."""
 
