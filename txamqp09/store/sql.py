@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from typing import Any, ClassVar, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Protocol, Sequence
 
-from txamqp09.store.schema import INDEXES, TABLES, Table
+from txamqp09.store.schema import INDEXES, SCHEMA_VERSION, TABLES, StoreFormatError, Table
 
-__all__ = ["Cursor", "Database", "describe", "runs"]
+__all__ = ["Cursor", "Database", "Migration", "describe", "prepare", "runs"]
 
 
 class Cursor(Protocol):
@@ -139,7 +139,7 @@ class Database(ABC):
     @contextmanager
     @abstractmethod
     def schema_transaction(self) -> Iterator[None]:
-        """The transaction of :func:`~txamqp09.store.schema.prepare`, which
+        """The transaction of :func:`prepare`, which
         no other connection preparing the same database runs at once."""
 
     @abstractmethod
@@ -202,3 +202,31 @@ def runs(count: int, largest: int) -> Iterator[tuple[int, int]]:
             size >>= 1
         yield done, size
         done += size
+
+
+#: A step that rewrites a database of an earlier layout (inside
+#: :func:`prepare`'s transaction; one with nothing to rewrite changes nothing).
+Migration = Callable[[Database], None]
+
+
+def prepare(db: Database, where: str, migrations: Sequence[Migration] = ()) -> None:
+    """Make the database behind *db* one of :data:`SCHEMA_VERSION`: refuse
+    a later version, then in one transaction create the tables and indexes
+    that are missing, run *migrations* on a database of an earlier version
+    and record the version. Nothing changes when any step fails.
+
+    :param where: names the database in the refusal.
+    :raises StoreFormatError: the database is of a later version.
+    """
+    with db.schema_transaction():
+        version = db.schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreFormatError(
+                f"{where} holds data in layout version {version}, written by a later "
+                f"version of txamqp09; this one reads versions up to {SCHEMA_VERSION}"
+            )
+        db.create_tables()
+        if version < SCHEMA_VERSION:
+            for migrate in migrations:
+                migrate(db)
+            db.set_schema_version(SCHEMA_VERSION)
