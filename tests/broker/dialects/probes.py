@@ -283,10 +283,13 @@ def connection_update_secret(s: Session) -> Any:
 
 
 @probe
-def connection_update_secret_invalid(s: Session) -> None:
+def connection_update_secret_another_secret(s: Session) -> Any:
+    """pika's update_secret with a secret that is not the password: the
+    internal users of RabbitMQ accept it and the connection stays open."""
     connection = s.connect()
-    connection.update_secret("not-the-password", "rotation")
+    connection.update_secret("new_secret", "rotation")
     sync(connection.channel())
+    return "updated"
 
 
 # -- channel -------------------------------------------------------------------

@@ -28,10 +28,6 @@ _DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "broke
 
 #: Probes where this broker differs from RabbitMQ 3.10 on purpose, and why.
 EXPLAINED: dict[str, str] = {
-    "connection_update_secret_invalid": (
-        "the new secret goes through the same cred checkers as the login and a wrong one "
-        "closes the connection with 530; RabbitMQ's internal user database accepts any"
-    ),
     "channel_flow_pause": (
         "channel.flow active=false pauses deliveries to the channel; RabbitMQ refuses it with 540"
     ),

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.cred.checkers import ICredentialsChecker
+from twisted.cred.credentials import IUsernamePassword
+from twisted.cred.error import UnauthorizedLogin
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SkipTest, TestCase
+from zope.interface import implementer
 
 from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused, MalformedResponse
@@ -402,20 +407,42 @@ class RabbitMQDialectTests(_Cases):
         answer = self.assertClosed(self.peer.expect(0, "connection.close"), "connection", 504)
         self.assertEqual(answer.reply_text, "CHANNEL_ERROR - unexpected method in connection state running")
 
-    def test_update_secret_accepted(self) -> None:
-        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"guest", reason="refresh"))
+    def test_update_secret_with_another_secret_keeps_the_connection(self) -> None:
+        """The user database's passwords do not expire: any new secret is
+        accepted, as RabbitMQ's internal users accept it."""
+        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"new_secret", reason="rotation"))
         self.peer.expect(0, "connection.update-secret-ok")
-        self.assertFalse(self.peer.disconnected)
+        self.assertEqual(self.declare_queue("q").NAME, "queue.declare-ok")
 
-    def test_update_secret_refused(self) -> None:
-        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"wrong", reason="refresh"))
+    def test_update_secret_checked_by_an_expiring_checker(self) -> None:
+        self.factory.security.portal.registerChecker(_TokenChecker(b"token-2"))
+        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"token-2", reason="refresh"))
+        self.peer.expect(0, "connection.update-secret-ok")
+        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"token-1", reason="refresh"))
         answer = self.assertClosed(self.peer.expect(0, "connection.close"), "connection", 530)
-        self.assertEqual(answer.reply_text, "NOT_ALLOWED - Secret update was refused for user 'guest'")
+        self.assertEqual(answer.reply_text, "NOT_ALLOWED - New secret was refused by one of the backends")
 
     def test_unknown_vhost_is_not_allowed(self) -> None:
         peer = self.handshake(vhost="nowhere")
         answer = self.assertClosed(peer.expect(0, "connection.close"), "connection", 530)
         self.assertEqual(answer.reply_text, "NOT_ALLOWED - vhost nowhere not found")
+
+
+@implementer(ICredentialsChecker)
+class _TokenChecker:
+    """A checker of short-lived tokens: its credentials expire, so a new
+    secret is checked (any user, one valid token)."""
+
+    credentialInterfaces = (IUsernamePassword,)
+    credentials_expire = True
+
+    def __init__(self, token: bytes) -> None:
+        self.token = token
+
+    def requestAvatarId(self, credentials: Any) -> Deferred[bytes]:
+        if not credentials.checkPassword(self.token):
+            return fail(UnauthorizedLogin("expired or unknown token"))
+        return succeed(credentials.username.encode("utf-8"))
 
 
 def _subclasses(root: type[errors.AMQPError]) -> list[type[errors.AMQPError]]:
