@@ -571,6 +571,12 @@ def queue_exclusive_other_connection_declare(s: Session) -> None:
 
 
 @probe
+def queue_exclusive_other_connection_declare_shared(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True)
+    s.channel().queue_declare(s.name("q"))
+
+
+@probe
 def queue_exclusive_other_connection_passive(s: Session) -> None:
     s.channel().queue_declare(s.name("q"), exclusive=True)
     s.channel().queue_declare(s.name("q"), passive=True)

@@ -22,10 +22,10 @@ from zope.interface import implementer
 
 from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused, MalformedResponse
-from txamqp09.broker.dialects import RABBITMQ, SPECIFIED, dialect_for
+from txamqp09.broker.dialects import RABBITMQ, SPECIFIED, SPECIFIED_0_8, dialect_for
 from txamqp09.broker.server import ServerFactory
 from txamqp09.wire import errors
-from txamqp09.wire.frames import content_frames
+from txamqp09.wire.frames import FRAME_BODY, content_frames
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9, AMQP0_9_1, VERSIONS, ProtocolVersion
 
 
@@ -103,6 +103,16 @@ class _Cases(TestCase):
         method = spec.BasicPublish(exchange="", routing_key="q")
         self.peer.feed(content_frames(1, method, spec.BasicProperties(user_id=user_id), b"x", 4096))
         return self.ask(spec.BasicGet(queue="q", no_ack=True))
+
+    def got(self, queue: str) -> list[bytes]:
+        """The bodies basic.get takes from *queue* until it is empty."""
+        bodies = []
+        while True:
+            self.peer.send(1, self.peer.spec.BasicGet(queue=queue, no_ack=True))
+            frames = self.peer.frames()
+            if frames[0][2].NAME == "basic.get-empty":
+                return bodies
+            bodies.append(b"".join(body for kind, _, body in frames if kind == FRAME_BODY))
 
     def server_properties(self) -> Any:
         """The server-properties of connection.start on a new connection."""
@@ -228,11 +238,19 @@ class SpecifiedDialectTests(_Cases):
                 "no previously declared queue; name the queue: none was declared on this channel",
             )
 
-    def test_bind_to_the_default_exchange_is_allowed(self) -> None:
+    def test_bind_to_the_default_exchange_routes_by_its_key(self) -> None:
+        """0-9's default-exchange scenario: a binding with no exchange name,
+        then a publish with its key and no exchange name arrives."""
+        spec = self.peer.spec
         self.declare_queue("q")
-        answer = self.ask(self.peer.spec.QueueBind(queue="q", exchange="", routing_key="q"))
+        answer = self.ask(spec.QueueBind(queue="q", exchange="", routing_key="k"))
         self.assertEqual(answer.NAME, "queue.bind-ok")
-        self.assertEqual(self.factory.broker.vhosts["/"].default_exchange.bindings, {})
+        for key in ("k", "q"):
+            self.peer.publish(1, key, key.encode())
+        self.assertEqual(self.got("q"), [b"k", b"q"])
+        self.assertEqual(self.ask(spec.QueueUnbind(queue="q", exchange="", routing_key="k")).NAME, "queue.unbind-ok")
+        self.peer.publish(1, "k", b"unbound")
+        self.assertEqual(self.got("q"), [])
 
     def test_passive_declare_of_the_default_exchange_succeeds(self) -> None:
         answer = self.declare_exchange("", "direct", passive=True)
@@ -273,9 +291,33 @@ class SpecifiedDialectTests(_Cases):
 
 
 class Specified08DialectTests(SpecifiedDialectTests):
-    """0-8 connections follow the same rules."""
+    """0-8 connections follow the same rules, but two."""
 
     version = AMQP0_8
+
+    def test_dialect(self) -> None:
+        self.assertIs(dialect_for(self.version), SPECIFIED_0_8)
+
+    def test_exclusive_queue_of_another_connection_is_a_channel_error(self) -> None:
+        """0-8's rule amq_queue_04: a channel exception; 405, resource locked."""
+        self.declare_queue("q", exclusive=True)
+        for exclusive in (True, False):
+            other = self.connect()
+            answer = self.assertClosed(self.declare_queue("q", peer=other, exclusive=exclusive), "channel", 405)
+            self.assertTrue(answer.reply_text.startswith("cannot obtain exclusive access to locked queue 'q'"))
+            other.open(2)
+
+    def test_bind_to_the_default_exchange_routes_by_its_key(self) -> None:
+        """0-8's rule amq_exchange_22: the default exchange is internal and
+        takes no explicit bindings; binding to an internal exchange is 530."""
+        self.declare_queue("q")
+        answer = self.ask(self.peer.spec.QueueBind(queue="q", exchange="", routing_key="k"))
+        self.assertClosed(answer, "connection", 530)
+        self.assertEqual(
+            answer.reply_text,
+            "cannot bind queue 'q' to the default exchange; the default exchange is internal: every queue "
+            "is bound to it by its name, and it takes no other bindings",
+        )
 
 
 class RabbitMQDialectTests(_Cases):

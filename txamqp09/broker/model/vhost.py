@@ -22,7 +22,7 @@ from txamqp09.broker.model.exchange import (
     DirectExchange,
     Exchange,
 )
-from txamqp09.broker.dialects import RABBITMQ, Dialect
+from txamqp09.broker.dialects import RABBITMQ, DefaultExchangeBinding, Dialect
 from txamqp09.broker.model.arguments import CLASSIC, STREAM, field_type
 from txamqp09.broker.model.clock import Clock
 from txamqp09.broker.model.message import Message, origin
@@ -91,15 +91,27 @@ _EQUIVALENT_EXCHANGE_ARGUMENTS = ("alternate-exchange",)
 
 
 class DefaultExchange(DirectExchange):
-    """The nameless exchange: routes to the queue named by the routing key."""
+    """The nameless exchange: routes to the queue named by the routing key,
+    and by the keys of explicit bindings (only 0-9 connections make them:
+    :class:`~txamqp09.broker.dialects.DefaultExchangeBinding`)."""
 
     def __init__(self, queues: Mapping[str, Queue]) -> None:
         super().__init__("", durable=True)
         self._queues = queues
 
     def route(self, message: Message) -> Sequence[Queue]:
-        queue = self._queues.get(message.origin[1])  # the routing key
+        key = message.origin[1]  # the routing key
+        queue = self._queues.get(key)
+        if self._routes:
+            return self._with_bindings(queue, key)
         return queue.route if queue is not None else ()
+
+    def _with_bindings(self, queue: Optional[Queue], key: str) -> Sequence[Queue]:
+        """The queue named *key* (if any) and the queues bound with *key*, each once."""
+        bound = self._routes.get(key, ())
+        if queue is None or queue in bound:
+            return bound
+        return (queue, *bound)
 
 
 def _text(value: Any) -> str:
@@ -524,13 +536,11 @@ class VirtualHost:
     ) -> None:
         """queue.bind: route messages from *exchange* to *queue*.
 
-        Binding to the default exchange is 403, or (in the specifications'
-        dialect) does nothing: every queue is bound to it by its name.
+        Binding to the default exchange is 403, 530 or an explicit binding,
+        as :attr:`Dialect.default_exchange_binding` says.
         """
         target = self.queue(queue, client)
-        source = self._queue_source(exchange, dialect)
-        if source is None:
-            return
+        source = self._queue_source(exchange, queue, dialect)
         if not dialect.bind_any_exchange:
             if source.internal:
                 raise NotAllowed(f"cannot bind queue {queue!r} to internal exchange {exchange!r}")
@@ -549,18 +559,28 @@ class VirtualHost:
         missing = queue not in self.queues or (exchange and exchange not in self.exchanges)
         if missing and dialect.missing_delete_ok:
             if not exchange:
-                self._queue_source(exchange, dialect)
+                self._queue_source(exchange, queue, dialect)
             return
         target = self.queue(queue, client)
-        source = self._queue_source(exchange, dialect)
-        if source is not None:
-            self._unbind_key(source, target, routing_key, arguments)
+        self._unbind_key(self._queue_source(exchange, queue, dialect), target, routing_key, arguments)
 
-    def _queue_source(self, name: str, dialect: Dialect) -> Optional[Exchange]:
-        """The exchange a queue is bound to or unbound from; None for the
-        default exchange where the dialect lets it be named."""
-        if not name and not dialect.default_exchange_binding_refused:
-            return None
+    def _queue_source(self, name: str, queue: str, dialect: Dialect) -> Exchange:
+        """The exchange *queue* is bound to or unbound from.
+
+        :raises NotFound: it does not exist (404).
+        :raises AccessRefused: it is the default exchange, in RabbitMQ's dialect (403).
+        :raises NotAllowed: it is the default exchange, in 0-8's dialect (530).
+        """
+        if not name:
+            rule = dialect.default_exchange_binding
+            if rule is DefaultExchangeBinding.BOUND:
+                return self.default_exchange
+            if rule is DefaultExchangeBinding.INTERNAL:
+                raise NotAllowed(
+                    f"cannot bind queue {queue!r} to the default exchange",
+                    hint="the default exchange is internal: every queue is bound to it by its name, "
+                    "and it takes no other bindings",
+                )
         return self._bindable(name)
 
     def purge_queue(self, name: str, client: Client) -> int:
