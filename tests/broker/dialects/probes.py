@@ -1115,6 +1115,21 @@ def queue_declare_quorum_exclusive(s: Session) -> None:
 
 
 @probe
+def queue_declare_quorum_exclusive_auto_delete_not_durable(s: Session) -> None:
+    _declare_and_delete(s, durable=False, exclusive=True, auto_delete=True, arguments={"x-queue-type": "quorum"})
+
+
+@probe
+def queue_declare_quorum_exclusive_not_durable(s: Session) -> None:
+    _declare_and_delete(s, durable=False, exclusive=True, arguments={"x-queue-type": "quorum"})
+
+
+@probe
+def queue_declare_quorum_max_priority_not_durable(s: Session) -> None:
+    _declare_and_delete(s, durable=False, arguments={"x-queue-type": "quorum", "x-max-priority": 5})
+
+
+@probe
 def queue_declare_quorum_reject_publish_dlx(s: Session) -> None:
     _declare_and_delete(s, arguments={"x-queue-type": "quorum", "x-overflow": "reject-publish-dlx"})
 
@@ -1534,17 +1549,90 @@ def basic_consume_quorum_with_global_qos(s: Session) -> None:
 
 @probe
 def basic_get_quorum_redelivery_count(s: Session) -> Any:
+    """The x-delivery-count basic.get sees: 0, 1, 2 (and its field type)."""
     channel = s.channel()
     channel.queue_declare(s.name("q"), durable=True, arguments={"x-queue-type": "quorum"})
     try:
         channel.confirm_delivery()
         channel.basic_publish("", s.name("q"), b"x")
-        first, _, _ = channel.basic_get(s.name("q"))
-        channel.basic_nack(first.delivery_tag, requeue=True)
-        _, properties, _ = channel.basic_get(s.name("q"), auto_ack=True)
-        return (properties.headers or {}).get("x-delivery-count")
+        counts = []
+        for _ in range(3):
+            got, properties, _ = channel.basic_get(s.name("q"))
+            count = (properties.headers or {}).get("x-delivery-count")
+            counts.append((got.redelivered, count, type(count).__name__))
+            channel.basic_nack(got.delivery_tag, requeue=True)
+        return counts
     finally:
         s.channel().queue_delete(s.name("q"))
+
+
+def _rejected_until_gone(s: Session, channel: BlockingChannel, queue: str) -> list[Any]:
+    """Consume *queue*, rejecting each delivery with requeue, until none
+    comes for a while: (redelivered, x-delivery-count) of each delivery."""
+    seen = []
+    for got, properties, _ in channel.consume(queue, inactivity_timeout=1.0):
+        if got is None:
+            break
+        seen.append((got.redelivered, (properties.headers or {}).get("x-delivery-count")))
+        channel.basic_reject(got.delivery_tag, requeue=True)
+    channel.cancel()
+    return seen
+
+
+@probe
+def basic_consume_quorum_delivery_limit_dead_letters(s: Session) -> Any:
+    """A message rejected with requeue by a consumer until x-delivery-limit 2
+    is passed: the counts it carries, then the copy the DLX gets."""
+    channel = s.channel()
+    dead, queue = s.name("dead"), s.name("q")
+    channel.exchange_declare(s.name("dlx"), "fanout", auto_delete=True)
+    channel.queue_declare(dead, exclusive=True)
+    channel.queue_bind(dead, s.name("dlx"))
+    channel.queue_declare(queue, durable=True, arguments={
+        "x-queue-type": "quorum", "x-delivery-limit": 2, "x-dead-letter-exchange": s.name("dlx"),
+    })
+    try:
+        channel.confirm_delivery()
+        channel.basic_publish("", queue, b"poison", pika.BasicProperties(headers={"app": "x"}))
+        seen = _rejected_until_gone(s, channel, queue)
+        _, properties, body = channel.basic_get(dead, auto_ack=True)
+        headers = dict(properties.headers or {})
+        deaths = [(death["reason"], death["count"], type(death["count"]).__name__) for death in headers.pop("x-death", [])]
+        return seen, body, sorted((key, normalised(str(value))) for key, value in headers.items()), deaths
+    finally:
+        s.channel().queue_delete(queue)
+
+
+@probe
+def basic_consume_quorum_delivery_limit_drops(s: Session) -> Any:
+    """The same without a dead-letter exchange: the message is dropped."""
+    channel = s.channel()
+    queue = s.name("q")
+    channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 1})
+    try:
+        channel.confirm_delivery()
+        channel.basic_publish("", queue, b"poison")
+        seen = _rejected_until_gone(s, channel, queue)
+        return seen, channel.queue_declare(queue, passive=True).method.message_count
+    finally:
+        s.channel().queue_delete(queue)
+
+
+@probe
+def basic_consume_quorum_channel_closed_counts(s: Session) -> Any:
+    """A delivery left unacknowledged by a channel that closes comes back counted."""
+    channel = s.channel()
+    queue = s.name("q")
+    channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+    try:
+        channel.confirm_delivery()
+        channel.basic_publish("", queue, b"m")
+        first, _, _ = channel.basic_get(queue)
+        channel.close()
+        again, properties, _ = s.channel().basic_get(queue, auto_ack=True)
+        return first.redelivered, again.redelivered, (properties.headers or {}).get("x-delivery-count")
+    finally:
+        s.channel().queue_delete(queue)
 
 
 @probe

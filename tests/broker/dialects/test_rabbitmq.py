@@ -67,10 +67,6 @@ EXPLAINED: dict[str, str] = {
         "the capabilities lack direct_reply_to: the amq.rabbitmq.reply-to pseudo-queue is not "
         "implemented"
     ),
-    "basic_get_quorum_redelivery_count": (
-        "quorum queues are classic queues with quorum queues' declaration rules here: they count "
-        "returns for x-delivery-limit but do not add RabbitMQ's x-delivery-count header"
-    ),
     "frame_tune_ok_frame_max_too_small": (
         "a frame_max below 4096 is closed with 530 saying so; RabbitMQ drops the connection"
     ),

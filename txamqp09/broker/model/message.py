@@ -240,6 +240,15 @@ class Message:
         assert self.body is not None, "read a paged-out body back before copying the message"
         return Message(origin(exchange, routing_key), raw_properties, self.body, self.properties_class)
 
+    def with_header(self, name: str, value: Any) -> Message:
+        """A copy to send with the ``headers`` property's *name* set to
+        *value* (replaced in place, or added last; the body must be in memory)."""
+        properties = decode_properties(self.properties_class, self.raw_properties, 0)
+        headers = dict(getattr(properties, "headers", None) or {})
+        headers[name] = value
+        properties.headers = headers  # type: ignore[attr-defined]
+        return self.copy(self.exchange, self.routing_key, properties.encode())
+
     @property
     def headers(self) -> dict[str, Any]:
         """The ``headers`` property, or an empty table."""

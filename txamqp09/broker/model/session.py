@@ -420,7 +420,7 @@ class Session:
     # -- getting -------------------------------------------------------------
 
     def get(self, queue: Queue, no_ack: bool) -> Optional[tuple[int, bool, Message]]:
-        """basic.get: (delivery tag, redelivered, message), or None if empty."""
+        """basic.get: (delivery tag, redelivered, message as sent), or None if empty."""
         entry = queue.get()
         stats, counters = self.stats, queue.stats
         if entry is None:
@@ -431,15 +431,16 @@ class Session:
         if redelivered:
             stats.redeliver += 1
             counters.redeliver += 1
+        sent = queue.as_sent(sequence, message, settled=no_ack, got=True)
         if no_ack:
             stats.get_no_ack += 1
             counters.get_no_ack += 1
             if message.tracking is not None:
                 queue.discard((message,))
-            return self.issue_tag(None), redelivered, message
+            return self.issue_tag(None), redelivered, sent
         stats.get += 1
         counters.get += 1
-        return self.issue_tag(queue.delivery_type(queue, sequence, message, None, deadline)), redelivered, message
+        return self.issue_tag(queue.delivery_type(queue, sequence, message, None, deadline)), redelivered, sent
 
     # -- delivery tags -------------------------------------------------------
 
@@ -470,9 +471,11 @@ class Session:
         :param deadline: when the message expires if it comes back to the queue.
         """
         tag = self.last_tag = self.last_tag + 1
+        sent = message
         if redelivered:
             self.stats.redeliver += 1
             queue.stats.redeliver += 1
+            sent = queue.as_sent(sequence, message, settled=consumer.no_ack, got=False)
         if consumer.no_ack:
             self.stats.deliver_no_ack += 1
             queue.stats.deliver_no_ack += 1
@@ -485,7 +488,7 @@ class Session:
             size = message.size
             for limit in consumer.limits:
                 limit.take(size)
-        self.sink.deliver(consumer, tag, redelivered, message)
+        self.sink.deliver(consumer, tag, redelivered, sent)
 
     # -- settling ------------------------------------------------------------
 
@@ -619,7 +622,7 @@ class Session:
                 for counters in (self.stats, delivery.queue.stats):
                     counters.deliver += 1
                     counters.redeliver += 1
-                self.sink.deliver(consumer, self.issue_tag(delivery), True, delivery.message)
+                self.sink.deliver(consumer, self.issue_tag(delivery), True, delivery.resent())
         self._requeue(back)
         self.refill_shared()
 
