@@ -149,7 +149,7 @@ def _address(address: Any) -> str:
 #: What connection.start announces: the extensions both sides implement, and
 #: consumer priorities (basic.consume's x-priority), which only the broker
 #: acts on.
-_SERVER_CAPABILITIES = {**CAPABILITIES, "consumer_priorities": True}
+_SERVER_CAPABILITIES = {**CAPABILITIES, "consumer_priorities": True, "direct_reply_to": True}
 
 
 def server_properties(dialect: Dialect, cluster_name: Optional[str] = None) -> dict[str, Any]:

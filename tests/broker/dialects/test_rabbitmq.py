@@ -63,9 +63,13 @@ EXPLAINED: dict[str, str] = {
         "a malformed PLAIN response is closed with 403 saying what is wrong; RabbitMQ closes the "
         "socket without connection.close"
     ),
-    "connection_start_and_tune": (
-        "the capabilities lack direct_reply_to: the amq.rabbitmq.reply-to pseudo-queue is not "
-        "implemented"
+    "reply_to_in_a_transaction": (
+        "a reply published in a transaction reaches its requester at tx.commit, with the "
+        "transaction; RabbitMQ delivers it at once, even when the transaction is rolled back"
+    ),
+    "reply_to_declare_malformed_reply_name": (
+        "a reply name the broker did not make is not found (404); RabbitMQ's channel fails to "
+        "decode it and closes the connection with 541 INTERNAL_ERROR"
     ),
     "frame_tune_ok_frame_max_too_small": (
         "a frame_max below 4096 is closed with 530 saying so; RabbitMQ drops the connection"

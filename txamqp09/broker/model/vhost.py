@@ -28,6 +28,7 @@ from txamqp09.broker.model.clock import Clock
 from txamqp09.broker.model.message import Message, origin
 from txamqp09.broker.model.policy import PolicySet
 from txamqp09.broker.model.queue import Queue
+from txamqp09.broker.model.replies import REPLY_NAME_PREFIX, Replies
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
 from txamqp09.broker.model.stats import ChannelCounters, ChurnCounters, QueueCounters
@@ -93,15 +94,21 @@ _EQUIVALENT_EXCHANGE_ARGUMENTS = ("alternate-exchange",)
 class DefaultExchange(DirectExchange):
     """The nameless exchange: routes to the queue named by the routing key,
     and by the keys of explicit bindings (only 0-9 connections make them:
-    :class:`~txamqp09.broker.dialects.DefaultExchangeBinding`)."""
+    :class:`~txamqp09.broker.dialects.DefaultExchangeBinding`). A routing
+    key that is a direct reply-to name delivers the message to its channel
+    (see :mod:`.replies`) and routes it nowhere.
+    """
 
-    def __init__(self, queues: Mapping[str, Queue]) -> None:
+    def __init__(self, queues: Mapping[str, Queue], replies: Replies) -> None:
         super().__init__("", durable=True)
         self._queues = queues
+        self._replies = replies
 
     def route(self, message: Message) -> Sequence[Queue]:
         key = message.origin[1]  # the routing key
         queue = self._queues.get(key)
+        if queue is None and key.startswith(REPLY_NAME_PREFIX):
+            self._replies.route(key, message)
         if self._routes:
             return self._with_bindings(queue, key)
         return queue.route if queue is not None else ()
@@ -156,6 +163,8 @@ class VirtualHost:
     :param clock: the time source of message TTLs and queue expiry.
     :param churn: counts queues declared, created and deleted (the
         broker's, shared by its virtual hosts; a new one if omitted).
+    :param replies: the direct reply-to names in use (the broker's, shared
+        by its virtual hosts; a new one if omitted).
     """
 
     def __init__(
@@ -164,11 +173,13 @@ class VirtualHost:
         persistence: Optional[Persistence] = None,
         clock: Optional[Clock] = None,
         churn: Optional[ChurnCounters] = None,
+        replies: Optional[Replies] = None,
     ) -> None:
         self.name = name
         self.persistence = persistence
         self.clock = clock
         self.churn = churn if churn is not None else ChurnCounters()
+        self.replies = replies if replies is not None else Replies()
         #: What the closed channels of this vhost counted.
         self.retired = ChannelCounters()
         #: What its deleted queues counted, by queue type.
@@ -181,7 +192,7 @@ class VirtualHost:
         #: Called with each exchange or queue declared (True) or deleted
         #: (False) here (the federation service's).
         self.entity_watchers: list[Callable[[Union[Exchange, Queue], bool], None]] = []
-        self.default_exchange = DefaultExchange(self.queues)
+        self.default_exchange = DefaultExchange(self.queues, self.replies)
         self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
         for exchange_name, kind in STANDARD_EXCHANGES.items():
             self.exchanges[exchange_name] = EXCHANGE_TYPES[kind](exchange_name, durable=True)
@@ -423,6 +434,18 @@ class VirtualHost:
         if queue.exclusive_owner is not None and queue.exclusive_owner is not client:
             raise self._locked(name)
         return queue
+
+    def reply_queue(self, name: str) -> str:
+        """queue.declare of the direct reply-to pseudo-queue or of a reply
+        name, which RabbitMQ answers as a passive declaration whatever the
+        flags: the name, without CR and LF (both of which it drops).
+
+        :raises NotFound: a reply name whose channel no longer consumes (404).
+        """
+        name = name.replace("\r", "").replace("\n", "")
+        if not self.replies.declared(name):
+            raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
+        return name
 
     def _locked(self, name: str) -> ResourceLocked:
         """405 for the exclusive queue *name*."""
@@ -730,6 +753,8 @@ class Broker:
         self.clock = clock
         #: Connections, channels and queues that came and went.
         self.churn = ChurnCounters()
+        #: The direct reply-to names of every virtual host's channels.
+        self.replies = Replies()
         self.vhosts: dict[str, VirtualHost] = {}
         for name in vhosts:
             self.add_vhost(name)
@@ -738,7 +763,7 @@ class Broker:
         """Create the virtual host *name* (or return the existing one)."""
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock, self.churn)
+            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock, self.churn, self.replies)
         return vhost
 
     def remove_vhost(self, name: str) -> None:
