@@ -34,6 +34,7 @@ from txamqp09.client.errors import (
 from txamqp09.client.message import Message
 from txamqp09.client.params import ConnectionParameters, TLSOptions, parse_url
 from txamqp09.client.reconnect import ReconnectingClient
+from txamqp09.client.rpc import RPCClient, RPCStopped
 
 __all__ = [
     "connect",
@@ -47,6 +48,8 @@ __all__ = [
     "Consumer",
     "Message",
     "ReconnectingClient",
+    "RPCClient",
+    "RPCStopped",
     "ClientError",
     "ChannelClosed",
     "ConnectionClosed",
