@@ -16,10 +16,8 @@ from twisted.internet import reactor
 from twisted.internet.defer import TimeoutError, gatherResults
 from twisted.trial.unittest import TestCase
 
-from tests.client.support import fails, inline
+from tests.client.support import OwnBroker, RabbitMQNode, fails, inline
 from txamqp09.client import Channel, ChannelClosed, Message, RPCClient, RPCStopped, connect
-from txamqp09.testing.broker import LoopbackBroker
-from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
 from txamqp09.testing.waiting import eventually
 
 if TYPE_CHECKING:
@@ -69,11 +67,15 @@ class RPCCases(_TestCaseBase):
         self.assertEqual([int(reply.body) for reply in replies], [n * n for n in range(CALLS)])
         self.assertEqual(rpc.waiting, 0)
 
-    @inline
-    async def test_a_call_without_answer_times_out(self) -> None:
+    async def unanswered(self) -> tuple[Channel, RPCClient, str]:
+        """A channel, an RPC client on it, and a queue no server answers."""
         channel = await self.channel()
         silent = (await channel.queue_declare("", exclusive=True)).queue
-        rpc = await RPCClient.start(channel)
+        return channel, await RPCClient.start(channel), silent
+
+    @inline
+    async def test_a_call_without_answer_times_out(self) -> None:
+        channel, rpc, silent = await self.unanswered()
         await fails(rpc.call(b"anyone?", silent, timeout=0.2), TimeoutError)
         self.assertEqual(rpc.waiting, 0)
         request = await channel.basic_get(silent, no_ack=True)
@@ -86,9 +88,7 @@ class RPCCases(_TestCaseBase):
 
     @inline
     async def test_stop_fails_the_waiting_calls(self) -> None:
-        channel = await self.channel()
-        silent = (await channel.queue_declare("", exclusive=True)).queue
-        rpc = await channel.rpc_client()
+        channel, rpc, silent = await self.unanswered()
         waiting = rpc.call(b"anyone?", silent)
         await rpc.stop()
         await fails(waiting, RPCStopped)
@@ -98,9 +98,7 @@ class RPCCases(_TestCaseBase):
 
     @inline
     async def test_a_closed_channel_fails_the_waiting_calls(self) -> None:
-        channel = await self.channel()
-        silent = (await channel.queue_declare("", exclusive=True)).queue
-        rpc = await channel.rpc_client()
+        channel, rpc, silent = await self.unanswered()
         waiting = rpc.call(b"anyone?", silent)
         channel.queue_declare("amq.rabbitmq.reply-to.nobody", passive=True).addErrback(lambda _: None)
         error = await fails(waiting, ChannelClosed)
@@ -131,26 +129,9 @@ class RPCCases(_TestCaseBase):
         self.assertEqual(declared.message_count, 0)
 
 
-class OwnBrokerTests(RPCCases, TestCase):
+class OwnBrokerTests(OwnBroker, RPCCases, TestCase):
     """Against this project's broker, in this process."""
 
-    def setUp(self) -> None:
-        self.broker = LoopbackBroker()
-        self.broker.start()
-        self.addCleanup(self.broker.stop)
 
-    def url(self) -> str:
-        return self.broker.url
-
-
-class RabbitMQTests(RPCCases, TestCase):
+class RabbitMQTests(RabbitMQNode, RPCCases, TestCase):
     """Against a private RabbitMQ node."""
-
-    skip = rabbitmq_missing()
-
-    def setUp(self) -> None:
-        self.node = shared_rabbitmq()
-
-    def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.node.port}/"
-

@@ -18,8 +18,9 @@ import re
 import socket
 import struct
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pika
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
@@ -1552,26 +1553,35 @@ def basic_consume_quorum_with_global_qos(s: Session) -> None:
         s.channel().queue_delete(s.name("q"))
 
 
+@contextmanager
+def _quorum_queue(s: Session, channel: BlockingChannel, properties: Any = None, **arguments: Any) -> Iterator[str]:
+    """Quorum queue ``<q>`` with *arguments*, holding one message published
+    with confirms (with *properties*); deleted afterwards."""
+    queue = s.name("q")
+    channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum", **arguments})
+    try:
+        channel.confirm_delivery()
+        channel.basic_publish("", queue, b"poison", properties)
+        yield queue
+    finally:
+        s.channel().queue_delete(queue)
+
+
 @probe
 def basic_get_quorum_redelivery_count(s: Session) -> Any:
     """The x-delivery-count basic.get sees: 0, 1, 2 (and its field type)."""
     channel = s.channel()
-    channel.queue_declare(s.name("q"), durable=True, arguments={"x-queue-type": "quorum"})
-    try:
-        channel.confirm_delivery()
-        channel.basic_publish("", s.name("q"), b"x")
+    with _quorum_queue(s, channel) as queue:
         counts = []
         for _ in range(3):
-            got, properties, _ = channel.basic_get(s.name("q"))
+            got, properties, _ = channel.basic_get(queue)
             count = (properties.headers or {}).get("x-delivery-count")
             counts.append((got.redelivered, count, type(count).__name__))
             channel.basic_nack(got.delivery_tag, requeue=True)
         return counts
-    finally:
-        s.channel().queue_delete(s.name("q"))
 
 
-def _rejected_until_gone(s: Session, channel: BlockingChannel, queue: str) -> list[Any]:
+def _rejected_until_gone(channel: BlockingChannel, queue: str) -> list[Any]:
     """Consume *queue*, rejecting each delivery with requeue, until none
     comes for a while: (redelivered, x-delivery-count) of each delivery."""
     seen = []
@@ -1589,55 +1599,37 @@ def basic_consume_quorum_delivery_limit_dead_letters(s: Session) -> Any:
     """A message rejected with requeue by a consumer until x-delivery-limit 2
     is passed: the counts it carries, then the copy the DLX gets."""
     channel = s.channel()
-    dead, queue = s.name("dead"), s.name("q")
-    channel.exchange_declare(s.name("dlx"), "fanout", auto_delete=True)
+    dead, exchange = s.name("dead"), s.name("dlx")
+    channel.exchange_declare(exchange, "fanout", auto_delete=True)
     channel.queue_declare(dead, exclusive=True)
-    channel.queue_bind(dead, s.name("dlx"))
-    channel.queue_declare(queue, durable=True, arguments={
-        "x-queue-type": "quorum", "x-delivery-limit": 2, "x-dead-letter-exchange": s.name("dlx"),
-    })
-    try:
-        channel.confirm_delivery()
-        channel.basic_publish("", queue, b"poison", pika.BasicProperties(headers={"app": "x"}))
-        seen = _rejected_until_gone(s, channel, queue)
+    channel.queue_bind(dead, exchange)
+    headers = pika.BasicProperties(headers={"app": "x"})
+    with _quorum_queue(s, channel, headers, **{"x-delivery-limit": 2, "x-dead-letter-exchange": exchange}) as queue:
+        seen = _rejected_until_gone(channel, queue)
         _, properties, body = channel.basic_get(dead, auto_ack=True)
-        headers = dict(properties.headers or {})
-        deaths = [(death["reason"], death["count"], type(death["count"]).__name__) for death in headers.pop("x-death", [])]
-        return seen, body, sorted((key, normalised(str(value))) for key, value in headers.items()), deaths
-    finally:
-        s.channel().queue_delete(queue)
+        got = dict(properties.headers or {})
+        deaths = [(death["reason"], death["count"], type(death["count"]).__name__) for death in got.pop("x-death", [])]
+        return seen, body, sorted((key, normalised(str(value))) for key, value in got.items()), deaths
 
 
 @probe
 def basic_consume_quorum_delivery_limit_drops(s: Session) -> Any:
     """The same without a dead-letter exchange: the message is dropped."""
     channel = s.channel()
-    queue = s.name("q")
-    channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 1})
-    try:
-        channel.confirm_delivery()
-        channel.basic_publish("", queue, b"poison")
-        seen = _rejected_until_gone(s, channel, queue)
+    with _quorum_queue(s, channel, **{"x-delivery-limit": 1}) as queue:
+        seen = _rejected_until_gone(channel, queue)
         return seen, channel.queue_declare(queue, passive=True).method.message_count
-    finally:
-        s.channel().queue_delete(queue)
 
 
 @probe
 def basic_consume_quorum_channel_closed_counts(s: Session) -> Any:
     """A delivery left unacknowledged by a channel that closes comes back counted."""
     channel = s.channel()
-    queue = s.name("q")
-    channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
-    try:
-        channel.confirm_delivery()
-        channel.basic_publish("", queue, b"m")
+    with _quorum_queue(s, channel) as queue:
         first, _, _ = channel.basic_get(queue)
         channel.close()
         again, properties, _ = s.channel().basic_get(queue, auto_ack=True)
         return first.redelivered, again.redelivered, (properties.headers or {}).get("x-delivery-count")
-    finally:
-        s.channel().queue_delete(queue)
 
 
 # -- direct reply-to -------------------------------------------------------------
