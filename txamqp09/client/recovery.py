@@ -415,16 +415,12 @@ class RecoveringConsumer:
                 try:
                     return await consumer.__anext__()
                 except (StopAsyncIteration, ClientError):
-                    if not self._resumes():
+                    if not self._ended and not self.channel.recovers:
                         raise
             if await self._after(consumer) is None:
                 if self._error is not None:
                     raise self._error
                 raise StopAsyncIteration
-
-    def _resumes(self) -> bool:
-        """Whether a consumer that ended will be resumed on another channel."""
-        return not self._ended and self.channel.recovers
 
     def _after(self, previous: Optional[Consumer]) -> Deferred[Optional[Consumer]]:
         """The consumer that replaces *previous*, or None once this one ended."""
