@@ -33,7 +33,17 @@ from txamqp09.client.errors import (
 )
 from txamqp09.client.message import Message
 from txamqp09.client.params import ConnectionParameters, TLSOptions, parse_url
-from txamqp09.client.reconnect import ReconnectingClient
+from txamqp09.client.reconnect import LinkState, ReconnectingClient
+from txamqp09.client.recovery import (
+    AttemptFailed,
+    Connected,
+    ConnectionLost,
+    QueueRenamed,
+    RecoveringChannel,
+    RecoveringConsumer,
+    RecoveryEvent,
+    RecoveryFailed,
+)
 
 __all__ = [
     "connect",
@@ -47,6 +57,15 @@ __all__ = [
     "Consumer",
     "Message",
     "ReconnectingClient",
+    "LinkState",
+    "RecoveringChannel",
+    "RecoveringConsumer",
+    "RecoveryEvent",
+    "Connected",
+    "ConnectionLost",
+    "AttemptFailed",
+    "QueueRenamed",
+    "RecoveryFailed",
     "ClientError",
     "ChannelClosed",
     "ConnectionClosed",

@@ -345,9 +345,9 @@ class ReconnectingClient(Service):
             address = self.addresses[index]
             try:
                 connection = await self._open(address)
-            except CancelledError:
-                raise
             except Exception as error:
+                if not self.running:
+                    return  # stopped: the attempt was cancelled
                 self.report(AttemptFailed(address.name, error))
                 continue
             self._connectedTo(index, connection)

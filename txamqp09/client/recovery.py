@@ -796,7 +796,7 @@ class RecoveringChannel:
 
     def basic_qos(self, prefetch_count: int = 0, *, prefetch_size: int = 0, global_: bool = False) -> Deferred[Any]:
         """basic.qos, kept for the next connections."""
-        qos = {"prefetch_count": prefetch_count, "prefetch_size": prefetch_size, "global_": global_}
+        qos: dict[str, Any] = {"prefetch_count": prefetch_count, "prefetch_size": prefetch_size, "global_": global_}
 
         def keep(result: Any) -> Any:
             self._qos = qos
@@ -839,7 +839,9 @@ class RecoveringChannel:
         arguments: Optional[dict[str, Any]] = None,
     ) -> Deferred[Any]:
         """Declare an exchange, again on every new connection unless *passive*."""
-        options = {"durable": durable, "auto_delete": auto_delete, "internal": internal, "arguments": arguments or {}}
+        options: dict[str, Any] = {
+            "durable": durable, "auto_delete": auto_delete, "internal": internal, "arguments": arguments or {},
+        }
         declared = self.perform(
             lambda channel: channel.exchange_declare(exchange, type, passive=passive, nowait=nowait, **options),
             retry=True,
@@ -866,7 +868,9 @@ class RecoveringChannel:
         channels use the new name where the old one is given. With *nowait*
         a server-named queue cannot be recorded (its name is never known).
         """
-        options = {"durable": durable, "exclusive": exclusive, "auto_delete": auto_delete, "arguments": arguments or {}}
+        options: dict[str, Any] = {
+            "durable": durable, "exclusive": exclusive, "auto_delete": auto_delete, "arguments": arguments or {},
+        }
 
         def declare(channel: Channel) -> Deferred[Any]:
             name = self._topology.name(queue) if queue else ""
@@ -995,7 +999,7 @@ class RecoveringChannel:
         tag = consumer_tag or f"txamqp09.recovering.{next(self._consumer_tags)}"
         if tag in self._consumers:
             return fail(ValueError(f"consumer tag {tag!r} is in use on this channel"))
-        options = {
+        options: dict[str, Any] = {
             "no_ack": no_ack, "exclusive": exclusive, "no_local": no_local, "arguments": arguments or {},
             "max_backlog": max_backlog,
         }
