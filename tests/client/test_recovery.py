@@ -21,15 +21,15 @@ from tests.client.support import fails, inline
 from txamqp09.client import ChannelClosed, Message, connect
 from txamqp09.client.params import parse_url
 from txamqp09.client.reconnect import LinkState, ReconnectingClient
-from txamqp09.client.recovery import (
+from txamqp09.client.events import (
     AttemptFailed,
     Connected,
     ConnectionLost,
     QueueRenamed,
-    RecoveringChannel,
     RecoveryEvent,
     RecoveryFailed,
 )
+from txamqp09.client.recovery import RecoveringChannel
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import free_port
 from txamqp09.testing.waiting import eventually

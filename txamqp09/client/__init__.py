@@ -33,17 +33,16 @@ from txamqp09.client.errors import (
 )
 from txamqp09.client.message import Message
 from txamqp09.client.params import ConnectionParameters, TLSOptions, parse_url
-from txamqp09.client.reconnect import LinkState, ReconnectingClient
-from txamqp09.client.recovery import (
+from txamqp09.client.events import (
     AttemptFailed,
     Connected,
     ConnectionLost,
     QueueRenamed,
-    RecoveringChannel,
-    RecoveringConsumer,
     RecoveryEvent,
     RecoveryFailed,
 )
+from txamqp09.client.reconnect import LinkState, ReconnectingClient
+from txamqp09.client.recovery import RecoveringChannel, RecoveringConsumer
 
 __all__ = [
     "connect",

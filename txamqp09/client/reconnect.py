@@ -41,17 +41,9 @@ from txamqp09.client.consumer import DeliveryCallback
 from txamqp09.client.errors import ConnectionClosed
 from txamqp09.client.outcome import Outcome
 from txamqp09.client.params import ConnectionParameters, endpoint_for, parse_url
-from txamqp09.client.recovery import (
-    AttemptFailed,
-    Connected,
-    ConnectionLost,
-    Declaration,
-    RecoveringChannel,
-    RecoveringConsumer,
-    RecoveryEvent,
-    StepRecord,
-    Topology,
-)
+from txamqp09.client.events import AttemptFailed, Connected, ConnectionLost, RecoveryEvent
+from txamqp09.client.recovery import RecoveringChannel, RecoveringConsumer
+from txamqp09.client.topology import Declaration, StepRecord, Topology
 from txamqp09.protocol import ConnectionState
 from txamqp09.wire.versions import version_named
 
@@ -174,12 +166,9 @@ class ReconnectingClient(Service):
     # -- events ------------------------------------------------------------------
 
     def addListener(self, listener: Callable[[RecoveryEvent], object]) -> None:
-        """Call *listener* with each :mod:`~txamqp09.client.recovery` event:
-        :class:`~txamqp09.client.recovery.Connected`,
-        :class:`~txamqp09.client.recovery.ConnectionLost`,
-        :class:`~txamqp09.client.recovery.AttemptFailed`,
-        :class:`~txamqp09.client.recovery.QueueRenamed`,
-        :class:`~txamqp09.client.recovery.RecoveryFailed`."""
+        """Call *listener* with each event of :mod:`txamqp09.client.events`
+        (connections made and lost, addresses passed over, queues renamed,
+        what could not be recovered)."""
         self._listeners.append(listener)
 
     def report(self, event: RecoveryEvent) -> None:
