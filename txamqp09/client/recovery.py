@@ -320,17 +320,17 @@ class RecoveringChannel:
             return None
         if channel.state is ChannelState.OPEN:
             return channel
-        self._ended(channel, channel.closed_by or ConnectionClosed(0, "channel gone"))
+        self._ended(channel)
         return None
 
-    def _ended(self, channel: Channel, ending: ChannelEnding) -> None:
+    def _ended(self, channel: Channel) -> None:
         """*channel*, the current one, is gone: wait for the next, or open it."""
         if channel is not self._channel:
             return
         self._channel = None
         if self._ready.done:
             self._ready = Outcome()
-        if not self.recovers or isinstance(ending, ConnectionClosed):
+        if not self.recovers or isinstance(channel.closed_by, ConnectionClosed):
             # The client restores this channel on its next connection, or
             # shuts it down when it stops.
             return
@@ -360,8 +360,11 @@ class RecoveringChannel:
                 self._link.report(RecoveryFailed("channel settings", error))
                 self.shutdown(error, clean=False)
                 return
+            if self._closed_by is not None:
+                await channel.close()
+                return
             self._channel = channel
-            channel.whenClosed().addCallback(lambda ending: self._ended(channel, ending))
+            channel.whenClosed().addCallback(lambda _: self._ended(channel))
             if self._channel is channel:
                 self._republish(channel)
                 self._ready.succeed(channel)
@@ -442,7 +445,7 @@ class RecoveringChannel:
         """Whether *failure* is the loss of *channel*'s connection, to be recovered."""
         if not (failure.check(ConnectionClosed) and self.recovers):
             return False
-        self._ended(channel, failure.value)  # type: ignore[arg-type]
+        self._ended(channel)
         return True
 
     def _recorded(self, result: Any, record: Record) -> Any:
