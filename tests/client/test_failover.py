@@ -30,7 +30,7 @@ from twisted.python.failure import Failure
 
 from tests.broker.process import BrokerProcess
 from tests.broker.test_restart import BrokerProcessTestCase
-from tests.client.support import inline
+from tests.client.support import declare_orders, inline
 from tests.docs.guides import DOCS, Block, blocks
 from txamqp09.client import (
     Connected,
@@ -65,8 +65,15 @@ class Traffic:
     """A publisher keeping :data:`WINDOW` numbered messages in flight until
     *total* are confirmed, and a consumer acknowledging each delivery.
 
+    It listens to its client's events: when the connection is first lost it
+    notes what was confirmed then and what was not.
+
     :ivar confirmed: the numbers confirmed.
     :ivar received: ``(number, broker port)`` of every delivery, in order.
+    :ivar confirmed_at_loss: the numbers confirmed when the connection was lost.
+    :ivar unconfirmed_at_loss: those published and not confirmed then.
+    :ivar recovered_after: seconds from that loss to the next connection
+        with everything recovered.
     """
 
     def __init__(self, publisher: RecoveringChannel, total: int, exchange: str, routing_key: str) -> None:
@@ -78,7 +85,20 @@ class Traffic:
         self.confirmed: set[int] = set()
         self.received: list[tuple[int, int]] = []
         self.done: Deferred[None] = Deferred()
+        self.confirmed_at_loss: Optional[set[int]] = None
+        self.unconfirmed_at_loss: set[int] = set()
+        self.recovered_after: Optional[float] = None
+        self._lost_at = 0.0
         self._milestones: list[tuple[int, Deferred[None]]] = []
+
+    def __call__(self, event: RecoveryEvent) -> None:
+        """The client's listener."""
+        if isinstance(event, ConnectionLost) and self.confirmed_at_loss is None:
+            self.confirmed_at_loss = set(self.confirmed)
+            self.unconfirmed_at_loss = self.unconfirmed()
+            self._lost_at = reactor.seconds()
+        elif isinstance(event, Connected) and event.recovered and self.recovered_after is None:
+            self.recovered_after = reactor.seconds() - self._lost_at
 
     def start(self) -> None:
         """Publish the first window."""
@@ -134,20 +154,6 @@ class Traffic:
             self.done.errback(failure)
 
 
-class Snapshot:
-    """What the traffic looked like when the client lost its connection."""
-
-    def __init__(self, traffic: Traffic) -> None:
-        self.traffic = traffic
-        self.confirmed: Optional[set[int]] = None
-        self.unconfirmed: set[int] = set()
-
-    def __call__(self, event: RecoveryEvent) -> None:
-        if isinstance(event, ConnectionLost) and self.confirmed is None:
-            self.confirmed = set(self.traffic.confirmed)
-            self.unconfirmed = self.traffic.unconfirmed()
-
-
 class FailoverTestCase(BrokerProcessTestCase):
     timeout = 4 * PATIENCE
 
@@ -161,15 +167,20 @@ class FailoverTestCase(BrokerProcessTestCase):
         return client, events
 
     async def traffic(
-        self, client: ReconnectingClient, total: int, exchange: str, routing_key: str, queue: str
+        self, client: ReconnectingClient, total: int, confirmations: int, exchange: str, routing_key: str,
+        queue: str,
     ) -> Traffic:
-        """Traffic through *client*: its publisher in confirm mode, its consumer on *queue*."""
+        """Traffic through *client* (its publisher in confirm mode, its consumer
+        on *queue*), started, once *confirmations* messages are confirmed."""
         publisher = await client.channel()
         await publisher.confirm_select()
         traffic = Traffic(publisher, total, exchange, routing_key)
+        client.addListener(traffic)
         consuming = await client.channel()
         await consuming.basic_qos(PREFETCH)
         await consuming.basic_consume(queue, traffic.consume)
+        traffic.start()
+        await traffic.confirmations(confirmations)
         return traffic
 
     async def message_count(self, url: str, queue: str) -> int:
@@ -189,24 +200,16 @@ class BrokerProcessFailoverTests(FailoverTestCase):
         second = await self.started(self.mktemp())
         client, events = self.client([first.url, second.url])
         setup = await client.channel()
-        await setup.exchange_declare("orders", "topic", durable=True)
-        await setup.queue_declare("orders.eu", durable=True)
-        await setup.queue_bind("orders.eu", "orders", "eu.#")
-        audit = (await setup.queue_declare("", exclusive=True)).queue
-        await setup.queue_bind(audit, "orders", "#")
-        traffic = await self.traffic(client, 2000, "orders", "eu.fr", "orders.eu")
-        at_loss = Snapshot(traffic)
-        client.addListener(at_loss)
-        traffic.start()
-        await traffic.confirmations(500)
+        audit = await declare_orders(setup)
+        traffic = await self.traffic(client, 2000, 500, "orders", "eu.fr", "orders.eu")
         await first.kill()
         await traffic.done
 
-        assert at_loss.confirmed is not None, "the client did not lose its connection"
-        self.assertGreater(len(at_loss.unconfirmed), 0)
-        confirmed_by_second = traffic.confirmed - at_loss.confirmed
+        assert traffic.confirmed_at_loss is not None, "the client did not lose its connection"
+        self.assertGreater(len(traffic.unconfirmed_at_loss), 0)
+        confirmed_by_second = traffic.confirmed - traffic.confirmed_at_loss
         # What the first broker had not confirmed was published again and confirmed by the second.
-        self.assertLessEqual(at_loss.unconfirmed, confirmed_by_second)
+        self.assertLessEqual(traffic.unconfirmed_at_loss, confirmed_by_second)
         # The consumer resumed on the second broker and takes all it confirmed.
         await eventually(lambda: confirmed_by_second <= traffic.numbers(second.port), reactor, timeout=PATIENCE)
         self.assertEqual(
@@ -220,8 +223,9 @@ class BrokerProcessFailoverTests(FailoverTestCase):
         self.assertEqual(client.address, f"127.0.0.1:{second.port}")
         _log.info(
             "kill -9 of the first of two brokers: {total} confirmed, {again} published again, "
-            "{moved} confirmed by the second and all received there",
-            total=len(traffic.confirmed), again=len(at_loss.unconfirmed), moved=len(confirmed_by_second),
+            "{moved} confirmed by the second and all received there; recovered {after:.3f} s after the loss",
+            total=len(traffic.confirmed), again=len(traffic.unconfirmed_at_loss), moved=len(confirmed_by_second),
+            after=traffic.recovered_after,
         )
 
     @inline
@@ -231,11 +235,7 @@ class BrokerProcessFailoverTests(FailoverTestCase):
         client, events = self.client(broker.url)
         setup = await client.channel()
         await setup.queue_declare("ledger", durable=True)
-        traffic = await self.traffic(client, 3000, "", "ledger", "ledger")
-        at_loss = Snapshot(traffic)
-        client.addListener(at_loss)
-        traffic.start()
-        await traffic.confirmations(1000)
+        traffic = await self.traffic(client, 3000, 1000, "", "ledger", "ledger")
         await broker.kill()
         restarted = BrokerProcess(data_dir, port=broker.port)
         self.addCleanup(restarted.kill)
@@ -248,13 +248,13 @@ class BrokerProcessFailoverTests(FailoverTestCase):
         self.assertEqual(len(traffic.confirmed), 3000)
         # A message appears twice when it was published again after the broker
         # had stored it, or when its ack died with the broker.
-        self.assertLessEqual(traffic.duplicates(), len(at_loss.unconfirmed) + PREFETCH)
+        self.assertLessEqual(traffic.duplicates(), len(traffic.unconfirmed_at_loss) + PREFETCH)
         self.assertEqual(sum(isinstance(event, Connected) for event in events), 2)
         _log.info(
             "kill -9 and restart of the broker: {confirmed} confirmed, {received} received, "
-            "{lost} lost, {duplicates} duplicates",
+            "{lost} lost, {duplicates} duplicates; recovered {after:.3f} s after the loss",
             confirmed=len(traffic.confirmed), received=len(traffic.received), lost=len(lost),
-            duplicates=traffic.duplicates(),
+            duplicates=traffic.duplicates(), after=traffic.recovered_after,
         )
 
 
@@ -270,11 +270,7 @@ class RabbitMQFailoverTests(FailoverTestCase):
         setup = await client.channel()
         await setup.queue_declare(queue)
         self.addCleanup(self.delete_queue, url, queue)
-        traffic = await self.traffic(client, 1000, "", queue, queue)
-        at_loss = Snapshot(traffic)
-        client.addListener(at_loss)
-        traffic.start()
-        await traffic.confirmations(300)
+        traffic = await self.traffic(client, 1000, 300, "", queue, queue)
         await deferToThread(
             node.evaluate,
             'rabbit_connection_tracking_handler:close_connections('
@@ -289,11 +285,12 @@ class RabbitMQFailoverTests(FailoverTestCase):
         self.assertIn("failover test", losses[0].reason.reply_text)
         self.assertTrue(isinstance(events[-1], Connected) and events[-1].recovered)
         self.assertEqual(len(traffic.confirmed), 1000)
-        self.assertLessEqual(traffic.duplicates(), len(at_loss.unconfirmed) + PREFETCH)
+        self.assertLessEqual(traffic.duplicates(), len(traffic.unconfirmed_at_loss) + PREFETCH)
         _log.info(
             "RabbitMQ closed the connection: {confirmed} confirmed, {again} published again, "
-            "{duplicates} duplicates, none lost",
-            confirmed=len(traffic.confirmed), again=len(at_loss.unconfirmed), duplicates=traffic.duplicates(),
+            "{duplicates} duplicates, none lost; recovered {after:.3f} s after the loss",
+            confirmed=len(traffic.confirmed), again=len(traffic.unconfirmed_at_loss), duplicates=traffic.duplicates(),
+            after=traffic.recovered_after,
         )
 
     async def delete_queue(self, url: str, queue: str) -> None:

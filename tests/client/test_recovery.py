@@ -17,7 +17,7 @@ from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.internet.protocol import Factory, Protocol
 from twisted.trial.unittest import TestCase
 
-from tests.client.support import fails, inline
+from tests.client.support import declare_orders, fails, inline
 from txamqp09.client import ChannelClosed, Message, connect
 from txamqp09.client.params import parse_url
 from txamqp09.client.reconnect import LinkState, ReconnectingClient
@@ -189,16 +189,12 @@ class RecoveryTests(RecoveryTestCase):
         first, second = self.broker(), self.broker()
         client, events = self.client(first.url, second.url)
         channel = await client.channel()
-        await channel.exchange_declare("orders", "topic", durable=True)
-        await channel.queue_declare("eu-orders", durable=True)
-        await channel.queue_bind("eu-orders", "orders", "eu.#")
-        private = (await channel.queue_declare("", exclusive=True)).queue
-        await channel.queue_bind(private, "orders", "#")
+        private = await declare_orders(channel)
         await channel.queue_declare("scratch")
         await channel.queue_delete("scratch")
         await channel.basic_qos(7)
         received: list[bytes] = []
-        consumer = await channel.basic_consume("eu-orders", lambda message: (received.append(message.body), message.ack()))
+        consumer = await channel.basic_consume("orders.eu", lambda message: (received.append(message.body), message.ack()))
         await channel.confirm_select()
         confirmed = [channel.basic_publish(b"%d" % n, "orders", "eu.fr") for n in range(10)]
         self.assertEqual(channel.unconfirmed, 10)
@@ -220,7 +216,7 @@ class RecoveryTests(RecoveryTestCase):
         channel.basic_publish(b"late", "orders", "eu.de")
         await eventually(lambda: b"late" in received, reactor)
         self.assertEqual((await channel.basic_get(private, no_ack=True)).body, b"0")  # type: ignore[union-attr]
-        self.assertEqual([each.tag for each in second.broker.vhosts["/"].queues["eu-orders"].consumers], [consumer.tag])
+        self.assertEqual([each.tag for each in second.broker.vhosts["/"].queues["orders.eu"].consumers], [consumer.tag])
         prefetch = [
             server_channel.session.consumer_prefetch_count
             for connection in second.factory.connections
