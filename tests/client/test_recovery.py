@@ -18,18 +18,11 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.trial.unittest import TestCase
 
 from tests.client.support import declare_orders, fails, inline
-from txamqp09.client import ChannelClosed, Message, connect
-from txamqp09.client.params import parse_url
-from txamqp09.client.reconnect import LinkState, ReconnectingClient
-from txamqp09.client.events import (
-    AttemptFailed,
-    Connected,
-    ConnectionLost,
-    QueueRenamed,
-    RecoveryEvent,
-    RecoveryFailed,
+from txamqp09.client import (
+    AttemptFailed, ChannelClosed, Connected, ConnectionLost, LinkState, Message, QueueRenamed,
+    ReconnectingClient, RecoveringChannel, RecoveryEvent, RecoveryFailed, connect,
 )
-from txamqp09.client.recovery import RecoveringChannel
+from txamqp09.client.params import parse_url
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import free_port
 from txamqp09.testing.waiting import eventually
