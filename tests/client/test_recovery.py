@@ -15,7 +15,7 @@ from typing import Any
 from twisted.internet import reactor
 from twisted.internet.defer import CancelledError, Deferred, gatherResults
 from twisted.internet.protocol import Factory, Protocol
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.client.support import declare_orders, fails, inline
 from txamqp09.client import (
@@ -23,6 +23,7 @@ from txamqp09.client import (
     ReconnectingClient, RecoveringChannel, RecoveryEvent, RecoveryFailed, connect,
 )
 from txamqp09.client.params import parse_url
+from txamqp09.client.topology import BindingRecord, ExchangeRecord, QueueRecord, Topology
 from txamqp09.testing.broker import LoopbackBroker
 from txamqp09.testing.rabbitmq import free_port
 from txamqp09.testing.waiting import eventually
@@ -370,3 +371,51 @@ class RecoveryTests(RecoveryTestCase):
         (connection,) = second.factory.connections
         self.assertEqual(len(connection.channels), 1)
 
+
+
+class TopologyTests(SynchronousTestCase):
+    """What the topology remembers, forgets and renames."""
+
+    def setUp(self) -> None:
+        self.events: list[RecoveryEvent] = []
+        self.topology = Topology(self.events.append)
+
+    def described(self) -> list[str]:
+        return [str(record) for record in self.topology.records]
+
+    def test_declaring_again_replaces_in_place(self) -> None:
+        self.topology.add(ExchangeRecord("x", "direct", {}))
+        self.topology.add(QueueRecord("q", False, {}))
+        self.topology.add(ExchangeRecord("x", "topic", {}))
+        self.assertEqual(self.described(), ["exchange 'x'", "queue 'q'"])
+        self.assertEqual(self.topology.records[0].type, "topic")  # type: ignore[union-attr]
+
+    def test_deleting_forgets_the_bindings_too(self) -> None:
+        for record in (
+            ExchangeRecord("x", "topic", {}), ExchangeRecord("y", "fanout", {}), QueueRecord("q", False, {}),
+            BindingRecord("queue", "q", "x", "a"), BindingRecord("queue", "q", "y", "b"),
+            BindingRecord("exchange", "y", "x", "c"),
+        ):
+            self.topology.add(record)
+        self.topology.forget_binding(BindingRecord("queue", "q", "y", "b"))
+        self.assertNotIn("binding of queue 'q' to 'y' ('b')", self.described())
+        self.topology.forget_exchange("y")
+        self.assertEqual(
+            self.described(), ["exchange 'x'", "queue 'q'", "binding of queue 'q' to 'x' ('a')"]
+        )
+        self.topology.forget_queue("q")
+        self.assertEqual(self.described(), ["exchange 'x'"])
+
+    def test_every_earlier_name_of_a_server_named_queue_means_its_name_now(self) -> None:
+        self.topology.add(QueueRecord("amq.gen-1", True, {}))
+        self.topology.add(BindingRecord("queue", "amq.gen-1", "x", ""))
+        self.topology.rename("amq.gen-1", "amq.gen-2")
+        self.topology.rename("amq.gen-2", "amq.gen-3")
+        self.assertEqual(self.topology.name("amq.gen-1"), "amq.gen-3")
+        self.assertEqual(self.topology.name("amq.gen-2"), "amq.gen-3")
+        self.assertEqual(self.topology.name("other"), "other")
+        self.assertEqual(
+            self.events, [QueueRenamed("amq.gen-1", "amq.gen-2"), QueueRenamed("amq.gen-2", "amq.gen-3")]
+        )
+        self.topology.forget_queue("amq.gen-3")
+        self.assertEqual(self.topology.records, [])
