@@ -490,6 +490,7 @@ class Channel:
         *,
         mandatory: bool = False,
         immediate: bool = False,
+        confirmation: Optional[Deferred[int]] = None,
     ) -> Optional[Deferred[int]]:
         """Publish a message.
 
@@ -498,6 +499,8 @@ class Channel:
             (``{"content_type": "text/plain", "delivery_mode": 2}``).
         :param mandatory: have the server return the message (to
             :attr:`return_handler`) when no queue takes it.
+        :param confirmation: in confirm mode, the Deferred to return (a new
+            one when None).
         :returns: None; in confirm mode (:meth:`confirm_select`) a Deferred
             firing with the message's delivery tag when the server acks it,
             failing with :class:`~txamqp09.client.errors.MessageNacked` on nack.
@@ -510,7 +513,7 @@ class Channel:
             self.connection.body_frame_limit - FRAME_OVERHEAD,
         ))
         if self._confirms is not None:
-            return self._confirms.published()
+            return self._confirms.published(confirmation)
         return None
 
     #: The same operation, under the name most clients use.
@@ -831,6 +834,11 @@ class Channel:
     def unconfirmed(self) -> int:
         """Messages published in confirm mode and not yet acked or nacked."""
         return self._confirms.unconfirmed if self._confirms is not None else 0
+
+    @property
+    def confirms(self) -> Optional[ConfirmTracker]:
+        """The tracker of published messages in confirm mode, else None."""
+        return self._confirms
 
     def tx_select(self) -> Deferred[Any]:
         """Make the channel transactional: publishes and acks wait for :meth:`tx_commit`."""

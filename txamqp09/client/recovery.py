@@ -27,7 +27,6 @@ wait for the next one.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from itertools import count
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
@@ -202,35 +201,22 @@ class RecoveringConsumer:
 # -- channels ----------------------------------------------------------------------
 
 
-class _Publication:
-    """A message published through a :class:`RecoveringChannel`.
-
-    :ivar confirmed: in confirm mode, the Deferred handed to the application.
-    :ivar sent_on: the channel it was last published on.
-    """
-
-    __slots__ = (
-        "sequence", "body", "exchange", "routing_key", "properties", "mandatory", "immediate",
-        "confirmed", "sent_on",
-    )
+class _Publication(Deferred[Any]):
+    """A message published through a :class:`RecoveringChannel`, and the
+    Deferred handed to the application for it: in confirm mode the channel's
+    confirm tracker fires it."""
 
     def __init__(
         self, body: BodyLike, exchange: str, routing_key: str, properties: PropertiesLike,
         mandatory: bool, immediate: bool,
     ) -> None:
-        self.sequence = 0
+        super().__init__()
         self.body = body
         self.exchange = exchange
         self.routing_key = routing_key
         self.properties = properties
         self.mandatory = mandatory
         self.immediate = immediate
-        self.confirmed: Optional[Deferred[int]] = None
-        self.sent_on: Optional[Channel] = None
-
-
-#: The channel modes that survive a connection, by what selects them.
-_MODES = {"confirm": "confirm_select", "tx": "tx_select"}
 
 
 class RecoveringChannel:
@@ -261,9 +247,10 @@ class RecoveringChannel:
         self._mode: Optional[str] = None
         self._consumers: dict[str, RecoveringConsumer] = {}
         self._consumer_tags = count(1)
-        #: Messages published in confirm mode and not confirmed, by sequence number.
-        self._unconfirmed: OrderedDict[int, _Publication] = OrderedDict()
-        self._published = 0
+        #: Messages a lost channel did not confirm, in publishing order, to publish again.
+        self._orphans: list[_Publication] = []
+        #: Messages waiting for a channel to be published on.
+        self._waiting = 0
         self._closed_by: Optional[ChannelEnding] = None
         self._return_handler: Optional[Callable[[Message], object]] = None
 
@@ -290,8 +277,10 @@ class RecoveringChannel:
 
     @property
     def unconfirmed(self) -> int:
-        """Messages published in confirm mode and not yet confirmed (or refused)."""
-        return len(self._unconfirmed)
+        """Messages published in confirm mode and not yet confirmed (or
+        refused), and messages waiting for a connection."""
+        current = self._usable()
+        return len(self._orphans) + self._waiting + (current.unconfirmed if current is not None else 0)
 
     @property
     def consumers(self) -> dict[str, RecoveringConsumer]:
@@ -375,8 +364,10 @@ class RecoveringChannel:
         consumer was refused (and dropped), which closed *channel*."""
         if self._qos is not None:
             await channel.basic_qos(**self._qos)
-        if self._mode is not None:
-            await getattr(channel, _MODES[self._mode])()
+        if self._mode == "confirm":
+            await self._selectConfirms(channel)
+        elif self._mode == "tx":
+            await channel.tx_select()
         for consumer in list(self._consumers.values()):
             try:
                 await consumer.resume(channel, self._topology)
@@ -389,9 +380,9 @@ class RecoveringChannel:
 
     def _republish(self, channel: Channel) -> None:
         """Publish again, in order, what a lost channel did not confirm."""
-        for publication in list(self._unconfirmed.values()):
-            if publication.sent_on is not None:
-                self._send(channel, publication)
+        orphans, self._orphans = self._orphans, []
+        for publication in orphans:
+            self._send(channel, publication)
 
     def shutdown(self, ending: ChannelEnding, clean: bool = True) -> None:
         """Close for good: what waits fails with *ending*, consumers end
@@ -402,10 +393,9 @@ class RecoveringChannel:
         if self._ready.done:
             self._ready = Outcome()
         self._ready.fail(ending)
-        unconfirmed, self._unconfirmed = self._unconfirmed, OrderedDict()
-        for publication in unconfirmed.values():
-            assert publication.confirmed is not None
-            publication.confirmed.errback(ending)
+        orphans, self._orphans = self._orphans, []
+        for publication in orphans:
+            publication.errback(ending)
         consumers, self._consumers = self._consumers, {}
         for consumer in consumers.values():
             consumer.end(None if clean else ending)
@@ -466,9 +456,9 @@ class RecoveringChannel:
     ) -> Deferred[Any]:
         """Publish a message (the arguments of :meth:`Channel.basic_publish`).
 
-        In confirm mode the Deferred fires with the message's sequence number
-        on this channel (1, 2, ...) once a broker confirmed it, on this
-        connection or, published again, on a later one; it fails with
+        In confirm mode the Deferred fires with the message's delivery tag on
+        the channel that confirmed it, on this connection or, published
+        again, on a later one; it fails with
         :class:`~txamqp09.client.errors.MessageNacked` when a broker refuses
         it. Otherwise it fires with None once the message is written to a
         connection (a message written just before the connection is lost may
@@ -477,20 +467,15 @@ class RecoveringChannel:
         if self._closed_by is not None:
             return fail(self._closed_by)
         publication = _Publication(body, exchange, routing_key, properties, mandatory, immediate)
-        if self._mode == "confirm":
-            self._published += 1
-            publication.sequence = self._published
-            publication.confirmed = Deferred()
-            self._unconfirmed[publication.sequence] = publication
         channel = self._usable()
         if channel is not None:
             self._send(channel, publication)
-            return publication.confirmed or succeed(None)
-        sent = self._ready.when().addCallback(self._send, publication)
-        if publication.confirmed is None:
-            return sent
-        sent.addErrback(self._notConfirmed, publication)
-        return publication.confirmed
+        else:
+            self._waiting += 1
+            self._ready.when().addCallbacks(
+                self._sendWaiting, self._neverSent, callbackArgs=(publication,), errbackArgs=(publication,)
+            )
+        return publication
 
     #: The same operation, under the name most clients use.
     publish = basic_publish
@@ -499,32 +484,40 @@ class RecoveringChannel:
         routing_key = publication.routing_key
         if not publication.exchange and self._topology.renamed:
             routing_key = self._topology.name(routing_key)
-        publication.sent_on = channel
-        confirmed = channel.basic_publish(
-            publication.body, publication.exchange, routing_key, publication.properties,
-            mandatory=publication.mandatory, immediate=publication.immediate,
-        )
+        try:
+            confirmed = channel.basic_publish(
+                publication.body, publication.exchange, routing_key, publication.properties,
+                mandatory=publication.mandatory, immediate=publication.immediate, confirmation=publication,
+            )
+        except ClientError as error:
+            if not self._handover(error, publication):
+                publication.errback(error)
+            return
         if confirmed is None:
-            return
-        if publication.confirmed is None:
-            # Published before confirm_select was asked for: nobody waits.
-            confirmed.addErrback(lambda failure: None)
-            return
-        confirmed.addCallbacks(
-            self._confirmed, self._notConfirmed, callbackArgs=(publication,), errbackArgs=(publication,)
-        )
+            publication.callback(None)
 
-    def _confirmed(self, _: object, publication: _Publication) -> None:
-        if self._unconfirmed.pop(publication.sequence, None) is not None:
-            assert publication.confirmed is not None
-            publication.confirmed.callback(publication.sequence)
+    def _sendWaiting(self, channel: Channel, publication: _Publication) -> None:
+        self._waiting -= 1
+        self._send(channel, publication)
 
-    def _notConfirmed(self, failure: Failure, publication: _Publication) -> None:
-        if publication.sent_on is not None and self._lost(publication.sent_on, failure):
-            return  # published again on the next connection
-        if self._unconfirmed.pop(publication.sequence, None) is not None:
-            assert publication.confirmed is not None
-            publication.confirmed.errback(failure)
+    def _neverSent(self, failure: Failure, publication: _Publication) -> None:
+        self._waiting -= 1
+        publication.errback(failure)
+
+    def _handover(self, error: BaseException, deferred: Deferred[Any]) -> bool:
+        """A message a lost channel did not confirm: keep it to publish again
+        on the next connection (:attr:`ConfirmTracker.handover`)."""
+        if not (isinstance(deferred, _Publication) and isinstance(error, ConnectionClosed) and self.recovers):
+            return False
+        self._orphans.append(deferred)
+        return True
+
+    def _selectConfirms(self, channel: Channel) -> Deferred[Any]:
+        """confirm.select on *channel*, its unconfirmed messages handed over when it is lost."""
+        selected = channel.confirm_select()
+        if channel.confirms is not None:
+            channel.confirms.handover = self._handover
+        return selected
 
     # -- settings ----------------------------------------------------------------
 
@@ -542,7 +535,7 @@ class RecoveringChannel:
         """Confirm mode, on this and the next connections: :meth:`basic_publish`
         then fires when a broker confirms."""
         self._mode = "confirm"
-        return self.perform(lambda channel: channel.confirm_select(), retry=True)
+        return self.perform(self._selectConfirms, retry=True)
 
     def tx_select(self) -> Deferred[Any]:
         """Transactions, on this and the next connections. A transaction under
