@@ -347,6 +347,25 @@ class RecoveryTests(RecoveryTestCase):
         self.assertTrue(await self.passive(second, "queue", "by-a-function"))
 
     @inline
+    async def test_transactions_and_other_methods_on_the_next_connection(self) -> None:
+        broker = self.broker()
+        client, _ = self.client(broker.url)
+        channel = await client.channel()
+        await channel.queue_declare("ledger")
+        await channel.tx_select()
+        self.drop(broker)
+        await eventually(lambda: client.connections_made == 2, reactor)
+        channel.basic_publish(b"committed", routing_key="ledger")
+        await channel.tx_commit()  # refused (406) were the new channel not transactional
+        self.assertEqual((await channel.basic_get("ledger", no_ack=True)).body, b"committed")  # type: ignore[union-attr]
+        # Methods without a wrapper go to the current channel as they are.
+        purged = await channel.queue_purge("ledger")
+        self.assertEqual(purged.message_count, 0)
+        await channel.basic_recover(requeue=True)
+        with self.assertRaises(AttributeError):
+            channel.no_such_method
+
+    @inline
     async def test_stopping_ends_iteration_and_closes_channels(self) -> None:
         broker = self.broker()
         client, _ = self.client(broker.url)
