@@ -18,8 +18,10 @@ twice:
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import uuid
+from unittest import SkipTest
 from typing import Any, Optional
 
 from twisted.internet import reactor
@@ -322,6 +324,8 @@ class OtherClientsFailoverTests(FailoverTestCase):
     def run_example(self, library: str) -> Any:
         """Run the example with a dead broker and a live one; it must publish
         its ten messages to the live one."""
+        if importlib.util.find_spec(library) is None:
+            raise SkipTest(f"{library} is not installed (pip install '.[test]')")
         dead = yield self.started(self.mktemp())
         alive = yield self.started(self.mktemp())
         yield dead.kill()
