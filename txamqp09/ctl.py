@@ -58,12 +58,14 @@ class CtlError(Exception):
 
 @dataclass
 class Api:
-    """The management API at *url*, as *user*."""
+    """The management API at *url*, as *user*; *url_source* says where the
+    URL came from (``--url``, ``$AMQP09CTL_URL``, a config file, the default)."""
 
     url: str
     user: str
     password: str
     timeout: float = 30.0
+    url_source: str = "--url"
 
     def call(self, method: str, path: str, body: Any = None, headers: Optional[dict[str, str]] = None) -> Any:
         """Send a request; the parsed JSON answer (None when there is none).
@@ -84,7 +86,11 @@ class Api:
             raise CtlError(_refusal(error)) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise CtlError(f"cannot reach the management API at {self.url}: {reason}", EXIT_UNAVAILABLE) from None
+            raise CtlError(
+                f"cannot reach the management API at {self.url} ({self.url_source}): {reason}; "
+                "give the address of a broker's --management listener with --url or AMQP09CTL_URL",
+                EXIT_UNAVAILABLE,
+            ) from None
         return json.loads(raw) if raw.strip() else None
 
 
@@ -201,6 +207,15 @@ def _listing(path: str, default: Sequence[str], info: str,
     return list_things
 
 
+def _listing_help(info: str) -> str:
+    """A listing's ``--help`` line from its informational line:
+    ``Listing queues for vhost {vhost} ...`` -> ``list queues of the vhost (-p)``."""
+    words = info.split(" ...")[0].rstrip(".").replace("Listing", "list", 1)
+    for vhost in (' for vhost "{vhost}"', " for vhost {vhost}", " in vhost {vhost}"):
+        words = words.replace(vhost, " of the vhost (-p)")
+    return words
+
+
 _QUEUE_COLUMNS = ("name", "messages")
 _CONSUMER_ALIASES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "queue_name": lambda row: row.get("queue", {}).get("name"),
@@ -240,7 +255,7 @@ for _name, _path, _default, _info, _aliases, _per_vhost in (
     ("list_parameters", "/api/parameters", ("component", "name", "value"),
      "Listing runtime parameters for vhost \"{vhost}\" ...", None, False),
 ):
-    command(_name, _info.split(" ...")[0].replace("Listing", "list"), _columns(_default))(
+    command(_name, _listing_help(_info), _columns(_default))(
         _listing(_path, _default, _info, _aliases, _per_vhost))
 
 
@@ -601,13 +616,20 @@ def _settings(options: argparse.Namespace, environ: dict[str, str]) -> Api:
     config.read(path)
     section = config["amqp09ctl"] if config.has_section("amqp09ctl") else {}
 
-    def setting(name: str, default: str) -> str:
+    def setting(name: str, default: str) -> tuple[str, str]:
+        """The setting *name* and where it came from."""
         given = getattr(options, f"api_{name}")
         if given is not None:
-            return str(given)
-        return environ.get(f"AMQP09CTL_{name.upper()}") or section.get(name) or default
+            return str(given), f"--{name}"
+        variable = f"AMQP09CTL_{name.upper()}"
+        if environ.get(variable):
+            return environ[variable], f"${variable}"
+        if section.get(name):
+            return section[name], f"{name} in {path}"
+        return default, "the default"
 
-    return Api(setting("url", DEFAULT_URL), setting("user", "guest"), setting("password", "guest"), options.timeout)
+    url, url_source = setting("url", DEFAULT_URL)
+    return Api(url, setting("user", "guest")[0], setting("password", "guest")[0], options.timeout, url_source)
 
 
 def main(argv: Optional[Sequence[str]] = None, environ: Optional[dict[str, str]] = None,
