@@ -44,6 +44,7 @@ __all__ = [
     "disk_alarm",
     "disk_unreadable",
     "handshake_timeout",
+    "http_request",
     "known_names",
     "memory_alarm",
     "memory_watermark",
@@ -203,6 +204,15 @@ def login_refused(user: Optional[str], host: str, mechanism: str, reason: str) -
     log.warn(
         "login refused: user {user} from {host} using {mechanism}: {reason}",
         user=repr(user) if user is not None else "(unnamed)", host=host, mechanism=mechanism, reason=reason,
+    )
+
+
+def http_request(client: str, user: str, method: str, uri: str, status: int) -> None:
+    """An HTTP request (management API, web UI, metrics) was answered: the
+    access log, at debug (``--log-level debug``)."""
+    log.debug(
+        "http request from {client} (user {user}): {method} {uri} answered {status}",
+        client=client, user=repr(user) if user else "(none)", method=method, uri=uri, status=status,
     )
 
 
