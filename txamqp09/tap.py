@@ -115,8 +115,8 @@ class Options(SecurityOptions):
          "abandoned (0: kept until the staging limit needs its room).", float],
         ["log-level", None, "info",
          f"The broker's log lines of this level and above: {', '.join(oplog.LEVELS)} "
-         "(info: connections opened and closed; warn: refused logins and vhosts, "
-         "handshake timeouts).", oplog.check_level],
+         "(debug: HTTP requests; info: connections opened and closed; warn: refused "
+         "logins and vhosts, handshake timeouts).", oplog.check_level],
         ["freeze-backlog", None, DEFAULT_FREEZE_THRESHOLD,
          "Queued messages from which the garbage collector's full passes skip the "
          "objects that survived the last one (0: never).", int],
