@@ -49,11 +49,13 @@ EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 64, 69
 
 
 class CtlError(Exception):
-    """A failure to report in one line, with the exit code to end with."""
+    """A failure to report in one line, with the exit code to end with, and
+    the HTTP status of the broker's refusal (None: not a refusal)."""
 
-    def __init__(self, text: str, code: int = EXIT_REFUSED) -> None:
+    def __init__(self, text: str, code: int = EXIT_REFUSED, status: Optional[int] = None) -> None:
         super().__init__(text)
         self.code = code
+        self.status = status
 
 
 @dataclass
@@ -83,7 +85,7 @@ class Api:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as error:
-            raise CtlError(_refusal(error)) from None
+            raise CtlError(_refusal(error), status=error.code) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise CtlError(
@@ -277,6 +279,39 @@ def shovel_status(api: Api, options: argparse.Namespace, output: Output) -> None
     output.table(api.call("GET", "/api/shovels") or [], options.columns or _SHOVEL_COLUMNS, _SHOVEL_ALIASES)
 
 
+def _node_name(api: Api) -> str:
+    """The broker's node name, from /api/overview."""
+    return str((api.call("GET", "/api/overview") or {}).get("node", ""))
+
+
+def _on_shovel(api: Api, options: argparse.Namespace, path: str) -> None:
+    """DELETE *path* of the shovel ``options.name`` in the vhost (-p), with
+    rabbitmqctl's text when there is no such shovel."""
+    try:
+        api.call("DELETE", f"/api/shovels/vhost/{_segment(options.vhost)}/{_segment(options.name)}{path}")
+    except CtlError as error:
+        if error.status != 404:
+            raise
+        raise CtlError(
+            f"Shovel with the given name was not found on the target node '{_node_name(api)}' "
+            f"and / or virtual host '{options.vhost}'"
+        ) from None
+
+
+@command("delete_shovel", "delete a shovel of the vhost (-p)", _names("name"))
+def delete_shovel(api: Api, options: argparse.Namespace, output: Output) -> None:
+    """DELETE /api/shovels/vhost/{vhost}/{name}, as rabbitmqctl's plugin command."""
+    output.info(f"Deleting shovel {options.name} in vhost {options.vhost}")
+    _on_shovel(api, options, "")
+
+
+@command("restart_shovel", "restart a dynamic shovel of the vhost (-p)", _names("name"))
+def restart_shovel(api: Api, options: argparse.Namespace, output: Output) -> None:
+    """DELETE /api/shovels/vhost/{vhost}/{name}/restart, as rabbitmqctl's plugin command."""
+    output.info(f"Restarting dynamic Shovel {options.name} in virtual host {options.vhost} on node {_node_name(api)}")
+    _on_shovel(api, options, "/restart")
+
+
 @command("list_user_permissions", "list a user's permissions", _names("user"))
 def list_user_permissions(api: Api, options: argparse.Namespace, output: Output) -> None:
     """The permissions of one user on every vhost."""
@@ -316,7 +351,7 @@ _FEDERATION_COLUMNS = ("type", "vhost", "exchange", "upstream_exchange", "queue"
                                   help="only links that failed or are not connected"))
 def federation_status(api: Api, options: argparse.Namespace, output: Output) -> None:
     """The federation links from /api/federation-links, as rabbitmqctl shows them."""
-    node = (api.call("GET", "/api/overview") or {}).get("node", "")
+    node = _node_name(api)
     down = " which are down" if options.only_down else ""
     output.info(f"Listing federation links{down} on node {node}...")
     links = api.call("GET", "/api/federation-links/state/down" if options.only_down else "/api/federation-links")

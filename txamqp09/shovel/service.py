@@ -8,8 +8,8 @@ configuration is restored and the listeners listen. It watches the
 management API, ``amqp09ctl set_parameter shovel ...``, a definitions file,
 or kept in the store from before a restart, starts; a changed one starts
 again with its new definition; a cleared one stops. It answers
-``/api/shovels`` (:meth:`ShovelService.status`) and restarts a shovel on
-request (:meth:`ShovelService.restart`).
+``/api/shovels`` (:meth:`ShovelService.status`), and restarts or deletes a
+shovel on request (:meth:`ShovelService.restart`, :meth:`ShovelService.delete`).
 """
 
 from __future__ import annotations
@@ -102,6 +102,14 @@ class ShovelService(Service):
             shovel.status() for (where, _), shovel in sorted(self.shovels.items())
             if vhost is None or where == vhost
         ]
+
+    def delete(self, vhost: str, name: str) -> bool:
+        """Delete shovel *name* of *vhost*: clear its parameter, which stops
+        it; False if there is no such shovel."""
+        if (vhost, name) not in self.shovels:
+            return False
+        self.config.clear_parameter(COMPONENT, vhost, name)
+        return True
 
     def restart(self, vhost: str, name: str) -> bool:
         """Stop shovel *name* of *vhost* and start it again; False if there is none."""
