@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import socket
 import subprocess
@@ -119,6 +120,14 @@ class StartupFailureTests(SynchronousTestCase):
         self.assertUsageError(["--memory-high-watermark", "1.5"], f"--memory-high-watermark: '1.5' is above 1: {forms}")
         self.assertUsageError(
             ["--memory-high-watermark", "10XB"], f"--memory-high-watermark: '10XB' is not a watermark: {forms}"
+        )
+
+    def test_an_invalid_static_shovel(self) -> None:
+        definitions = self.directory / "definitions.json"
+        definitions.write_text(json.dumps({"shovels": {"bad": {"src-uri": "amqp://", "dest-uri": "amqp://"}}}))
+        self.assertUsageError(
+            ["--transient", "--definitions", str(definitions)],
+            f"--definitions {definitions}: static shovel 'bad': Must specify 'src-exchange' or 'src-queue'",
         )
 
     def test_unreadable_definitions_file(self) -> None:

@@ -56,6 +56,7 @@ from txamqp09.broker.service import BrokerService
 from txamqp09.management import Node, RecordingEndpoint, make_site
 from txamqp09.management.node import StatisticsService
 from txamqp09.prometheus import make_metrics_site
+from txamqp09.shovel.definition import STATIC_SHOVELS, ShovelDefinition, static_shovels
 from txamqp09.shovel.service import ShovelService
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.units import parse_size
@@ -64,7 +65,13 @@ __all__ = ["Options", "makeService"]
 
 
 class Options(SecurityOptions):
-    """Command-line options of ``twistd amqp09`` (with the security options)."""
+    """Command-line options of ``twistd amqp09`` (with the security options).
+
+    :ivar static_shovels: the static shovels of the ``--definitions`` file,
+        by name, once the options are parsed.
+    """
+
+    static_shovels: dict[str, ShovelDefinition]
 
     synopsis = "[--port PORT] [--listen ENDPOINT ...] [--definitions FILE] [--ssl-port PORT ...]"
     longdesc = (
@@ -190,6 +197,10 @@ class Options(SecurityOptions):
         if self["data-dir"] is None:
             self["data-dir"] = str(default_data_dir())
         self.check_security()
+        try:
+            self.static_shovels = static_shovels(self.definitions.source.get(STATIC_SHOVELS))
+        except ValueError as error:
+            raise usage.UsageError(f"--definitions {self['definitions']}: {error}") from None
 
 
 class NamedCoercion(usage.CoerceParameter):
@@ -291,7 +302,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     node_name = f"txamqp09@{socket.gethostname()}"
     federation = FederationService(factory.config, reactor, node_name, broker.amqp_address, factory.alarms)
     federation.setServiceParent(broker)
-    shovels = ShovelService(factory.config, reactor, broker.amqp_address, node_name)
+    shovels = ShovelService(factory.config, reactor, broker.amqp_address, node_name, options.static_shovels)
     node = Node(factory, store, node_name)
     node.federation = federation
     node.shovels = shovels

@@ -1,7 +1,8 @@
-"""``/api/shovels``: the dynamic shovels' status (RabbitMQ's shovel management plugin).
+"""``/api/shovels``: the shovels' status (RabbitMQ's shovel management plugin).
 
-Each row is RabbitMQ's: ``node``, ``timestamp``, ``name``, ``vhost``,
-``type`` (``dynamic``), ``state`` (``starting``, ``running``,
+Each row is RabbitMQ's: ``node``, ``timestamp``, ``name``, ``vhost`` (not
+for a static shovel, which only administrators see), ``type`` (``dynamic``
+or ``static``), ``state`` (``starting``, ``running``,
 ``terminated``); a running shovel adds ``src_uri`` and ``dest_uri``
 (without credentials), the protocols and its source and destination; a
 terminated one its ``reason``. ``DELETE /api/shovels/vhost/{vhost}/{name}``
@@ -31,11 +32,14 @@ def register(router: Router) -> None:
 
 
 def _rows(request: ApiRequest, vhost: Optional[str]) -> list[dict[str, Any]]:
+    """The shovels' rows the user may see: those of the vhosts they see;
+    static shovels (no vhost) for administrators only, as RabbitMQ's."""
     shovels = request.node.shovels
     if shovels is None:
         return []
     return [
-        {"node": request.node.name, **row} for row in shovels.status(vhost) if request.may_see_vhost(row["vhost"])
+        {"node": request.node.name, **row} for row in shovels.status(vhost)
+        if (request.may_see_vhost(row["vhost"]) if "vhost" in row else request.is_tagged("administrator"))
     ]
 
 
