@@ -1,5 +1,5 @@
-"""Helpers of the client tests: async test methods, expected failures, and
-the brokers the live tests run against."""
+"""Helpers of the client tests: async test methods, expected failures, the
+brokers the live tests run against, the failover tests' topology."""
 
 from __future__ import annotations
 
@@ -64,3 +64,16 @@ class RabbitMQNode(_TestCaseBase):
 
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.node.port}/"
+
+
+async def declare_orders(channel: Any) -> str:
+    """Declare on *channel* (a recovering channel) the topology the failover
+    tests look for on the next broker: the topic exchange ``orders``, the
+    durable queue ``orders.eu`` bound with ``eu.#``, and a server-named
+    exclusive queue bound with ``#``; the latter's name."""
+    await channel.exchange_declare("orders", "topic", durable=True)
+    await channel.queue_declare("orders.eu", durable=True)
+    await channel.queue_bind("orders.eu", "orders", "eu.#")
+    private: str = (await channel.queue_declare("", exclusive=True)).queue
+    await channel.queue_bind(private, "orders", "#")
+    return private
