@@ -19,7 +19,9 @@ alarm when the store's file system runs low.
 from __future__ import annotations
 
 import gc
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from twisted.application.internet import StreamServerEndpointService
@@ -114,6 +116,9 @@ class BrokerService(MultiService):
 
     #: Log a :class:`StartupError` and exit with status 1 rather than raise it.
     exit_on_startup_error = False
+    #: The process id file twistd wrote for this process (None: none); such
+    #: an exit removes it.
+    pidfile: Optional[str] = None
 
     def __init__(
         self,
@@ -200,7 +205,18 @@ class BrokerService(MultiService):
             if not self.exit_on_startup_error:
                 raise
             oplog.startup_failed(str(error))
+            self._remove_pidfile()
             raise SystemExit(1) from None
+
+    def _remove_pidfile(self) -> None:
+        """Remove :attr:`pidfile` if it holds this process's id."""
+        if not self.pidfile:
+            return
+        try:
+            if Path(self.pidfile).read_text(encoding="ascii").strip() == str(os.getpid()):
+                os.remove(self.pidfile)
+        except (OSError, UnicodeDecodeError):
+            return
 
     def _restore(self) -> Settings:
         """Open the store and rebuild the broker from what it recovered; the
