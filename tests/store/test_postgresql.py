@@ -118,14 +118,44 @@ class ReconnectionTests(PostgreSQLTestCase):
         return [m.message_id for m in fresh.open().messages[Q]]
 
     @inlineCallbacks
-    def test_a_server_stopped_at_once_and_started_again_loses_nothing_confirmed(self) -> Any:
-        store = self.store()
+    def publishing(self, url: Optional[str] = None) -> Any:
+        """A store on *url* with queue q, and a :class:`Publisher` publishing
+        to it that has had 100 messages confirmed: (store, its reports, publisher)."""
+        store = self.store(url)
         reports = Reports(store)
         yield store.when_durable(store.add_queue(DurableQueue(*Q)))
         publisher = Publisher(store)
         publisher.start()
         self.addCleanup(publisher.stop)
         yield publisher.until_confirmed(100)
+        return store, reports, publisher
+
+    @inlineCallbacks
+    def assert_every_publish_kept(self, store: Any, publisher: Publisher, url: Optional[str] = None) -> Any:
+        """Once 100 more messages are confirmed: every message *publisher*
+        published was confirmed, none refused (a batch of a lost connection
+        is written again, not dropped), and the database holds each once."""
+        yield publisher.until_confirmed(100)
+        yield publisher.settled()
+        published = list(range(1, publisher.published + 1))
+        self.assertEqual(publisher.refused, [], "a batch of a lost connection is written again, not dropped")
+        self.assertEqual(sorted(publisher.confirmed), published, "what waited during the outage is confirmed after")
+        ids = yield self.reopened_ids(store, url)
+        self.assertEqual(ids, published, "each message once, in order")
+
+    @inlineCallbacks
+    def terminated(self, waiting: str) -> Any:
+        """Wait until one session of the server is *waiting* (a condition on
+        ``pg_stat_activity``), then end it as ``pg_terminate_backend`` does."""
+        yield eventually(
+            lambda: self.server.execute(f"SELECT count(*) FROM pg_stat_activity WHERE {waiting}") == "1",
+            global_reactor, what=f"a session where {waiting}",
+        )
+        self.server.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {waiting}")
+
+    @inlineCallbacks
+    def test_a_server_stopped_at_once_and_started_again_loses_nothing_confirmed(self) -> Any:
+        store, reports, publisher = yield self.publishing()
         self.server.stop("immediate")
         yield reports.until(1)
         self.assertIsNotNone(reports.heard[0])
@@ -133,13 +163,7 @@ class ReconnectionTests(PostgreSQLTestCase):
         self.server.start()
         yield reports.until(2)
         self.assertIsNone(reports.heard[1], "writing works again")
-        yield publisher.until_confirmed(100)
-        yield publisher.settled()
-        published = list(range(1, publisher.published + 1))
-        self.assertEqual(publisher.refused, [], "a batch of a lost connection is written again, not dropped")
-        self.assertEqual(sorted(publisher.confirmed), published, "what waited during the outage is confirmed after")
-        ids = yield self.reopened_ids(store)
-        self.assertEqual(ids, published, "each message once, in order")
+        yield self.assert_every_publish_kept(store, publisher)
 
     @inlineCallbacks
     def test_a_commit_whose_answer_was_lost_is_settled_by_what_the_database_holds(self) -> Any:
@@ -153,12 +177,7 @@ class ReconnectionTests(PostgreSQLTestCase):
         self.server.execute("SELECT pg_reload_conf()")
         with store._lock:  # one batch
             sequences = [store.publish(message(n), [Q]) for n in range(1, 11)]
-        waiting = "application_name = 'in-doubt-committed' AND wait_event = 'SyncRep'"
-        yield eventually(
-            lambda: self.server.execute(f"SELECT count(*) FROM pg_stat_activity WHERE {waiting}") == "1",
-            global_reactor, what="the writer's COMMIT waiting for the standby",
-        )
-        self.server.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {waiting}")
+        yield self.terminated("application_name = 'in-doubt-committed' AND wait_event = 'SyncRep'")
         self.server.execute("ALTER SYSTEM RESET synchronous_standby_names")
         self.server.execute("SELECT pg_reload_conf()")
         yield store.when_durable(sequences[-1])
@@ -183,12 +202,7 @@ class ReconnectionTests(PostgreSQLTestCase):
             holder.execute("SELECT * FROM amqp09_writers FOR UPDATE")
             with store._lock:  # one batch
                 sequences = [store.publish(message(n), [Q]) for n in range(1, 11)]
-            waiting = "application_name = 'in-doubt-rolled-back' AND wait_event_type = 'Lock'"
-            yield eventually(
-                lambda: self.server.execute(f"SELECT count(*) FROM pg_stat_activity WHERE {waiting}") == "1",
-                global_reactor, what="the writer's transaction waiting for the lock",
-            )
-            self.server.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {waiting}")
+            yield self.terminated("application_name = 'in-doubt-rolled-back' AND wait_event_type = 'Lock'")
             yield reports.until(1)
             holder.execute("COMMIT")
         yield store.when_durable(sequences[-1])
@@ -207,24 +221,12 @@ class ReconnectionTests(PostgreSQLTestCase):
         self.addCleanup(standby.remove)
         self.server.make_synchronous()
         url = group_url([self.server, standby], self.url.rsplit("/", 1)[1])
-        store = self.store(url)
-        reports = Reports(store)
-        yield store.when_durable(store.add_queue(DurableQueue(*Q)))
-        publisher = Publisher(store)
-        publisher.start()
-        self.addCleanup(publisher.stop)
-        yield publisher.until_confirmed(100)
+        store, reports, publisher = yield self.publishing(url)
         self.server.kill()
         yield reports.until(1)
         standby.promote()
         yield reports.until(2)
-        yield publisher.until_confirmed(100)
-        yield publisher.settled()
-        published = list(range(1, publisher.published + 1))
-        self.assertEqual(publisher.refused, [])
-        self.assertEqual(sorted(publisher.confirmed), published)
-        ids = yield self.reopened_ids(store, url)
-        self.assertEqual(ids, published, "each message once, in order")
+        yield self.assert_every_publish_kept(store, publisher, url)
 
 
 class WriteFailureTests(PostgreSQLTestCase):

@@ -243,22 +243,11 @@ class PostgreSQLDatabase(Database):
         """Whether the write transaction numbered *transaction* (begun on
         another connection of the same store) committed; waits for it to
         end if it is still under way."""
-        with self._plain_transaction():
+        with self.plain_transaction():
             row = self.connection.execute(
                 "SELECT transaction FROM amqp09_writers WHERE writer = %s FOR UPDATE", (self._writer,)
             ).fetchone()
         return row is not None and row[0] == transaction
-
-    @contextmanager
-    def _plain_transaction(self) -> Iterator[None]:
-        """A transaction without the guard (reading, preparing the layout)."""
-        self.connection.execute("BEGIN")
-        try:
-            yield
-        except BaseException:
-            self.rollback()
-            raise
-        self.connection.execute("COMMIT")
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -273,7 +262,7 @@ class PostgreSQLDatabase(Database):
     def schema_transaction(self) -> Iterator[None]:
         """One process prepares the layout at a time (an advisory lock held
         until the transaction ends)."""
-        with self._plain_transaction():
+        with self.plain_transaction():
             self.connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             yield
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, ClassVar, ContextManager, Iterable, Iterator, Protocol, Sequence
 
 from txamqp09.store.schema import INDEXES, SCHEMA_VERSION, TABLES, StoreFormatError, Table
 
@@ -129,6 +129,19 @@ class Database(ABC):
         self.commit()
 
     @contextmanager
+    def plain_transaction(self, begin: str = "BEGIN") -> Iterator[None]:
+        """A transaction started by *begin* as it is (no guard: reading,
+        preparing the layout), committed when the block ends, rolled back
+        when it raises."""
+        self.execute(begin)
+        try:
+            yield
+        except BaseException:
+            self.rollback()
+            raise
+        self.execute("COMMIT")
+
+    @contextmanager
     def snapshot(self) -> Iterator[None]:
         """A block whose reads all see one state of the database (recovery);
         a backend whose writer is alone in the database needs nothing."""
@@ -136,9 +149,8 @@ class Database(ABC):
 
     # -- the layout ------------------------------------------------------------
 
-    @contextmanager
     @abstractmethod
-    def schema_transaction(self) -> Iterator[None]:
+    def schema_transaction(self) -> ContextManager[None]:
         """The transaction of :func:`prepare`, which
         no other connection preparing the same database runs at once."""
 

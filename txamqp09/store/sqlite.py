@@ -50,10 +50,9 @@ from __future__ import annotations
 
 import fcntl
 import sqlite3
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Optional, Sequence, cast
+from typing import IO, Any, ContextManager, Iterable, Iterator, Optional, Sequence, cast
 
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
@@ -177,16 +176,9 @@ class SQLiteDatabase(Database):
             except sqlite3.Error:
                 pass  # SQLite rolled the transaction back itself
 
-    @contextmanager
-    def schema_transaction(self) -> Iterator[None]:
+    def schema_transaction(self) -> ContextManager[None]:
         """``BEGIN IMMEDIATE``: the database's write lock from the start."""
-        self.connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.rollback()
-            raise
-        self.connection.execute("COMMIT")
+        return self.plain_transaction("BEGIN IMMEDIATE")
 
     def schema_version(self) -> int:
         return int(self.connection.execute("PRAGMA user_version").fetchone()[0])
