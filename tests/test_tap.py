@@ -9,13 +9,14 @@ from typing import Any
 from twisted.internet.endpoints import SSL4ServerEndpoint
 from twisted.internet.task import Clock
 from twisted.python import usage
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SkipTest, SynchronousTestCase
 from twisted.web.server import Site
 
 from txamqp09.broker.federation.service import FederationService
 from txamqp09.prometheus import MetricsResource
 from txamqp09.shovel.service import ShovelService
 from txamqp09.testing.certificates import CertificateAuthority
+from txamqp09.testing.postgresql import psycopg_missing
 from txamqp09.tap import Options, makeService
 
 
@@ -137,6 +138,16 @@ class OptionsTests(SynchronousTestCase):
         ]:
             error = self.assertRaises(usage.UsageError, Options().parseOptions, argv)
             self.assertTrue(str(error).startswith(said), str(error))
+
+    def test_a_postgresql_store_is_named_by_its_uri(self) -> None:
+        missing = psycopg_missing()
+        if missing:
+            raise SkipTest(missing)
+        broker = service_of("--store", "postgresql://broker:secret@db1:5432,db2:5433/amqp")
+        self.assertEqual(broker.store.url, "postgresql://broker:secret@db1:5432,db2:5433/amqp")
+        self.assertTrue(broker.store.application_name.startswith("txamqp09@"), "the node's name")
+        self.assertEqual(broker.store_location, "postgresql://broker@db1:5432,db2:5433/amqp")
+        self.assertIsNone(broker.disk_monitor, "no file system of this machine holds it")
 
     def test_bad_options(self) -> None:
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--port", "x"])
