@@ -44,6 +44,7 @@ from txamqp09.client.events import (
 )
 from txamqp09.client.reconnect import LinkState, ReconnectingClient
 from txamqp09.client.recovery import RecoveringChannel, RecoveringConsumer
+from txamqp09.client.rpc import RPCClient, RPCStopped
 
 __all__ = [
     "connect",
@@ -57,6 +58,8 @@ __all__ = [
     "Consumer",
     "Message",
     "ReconnectingClient",
+    "RPCClient",
+    "RPCStopped",
     "LinkState",
     "RecoveringChannel",
     "RecoveringConsumer",
