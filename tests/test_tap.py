@@ -80,6 +80,8 @@ class OptionsTests(SynchronousTestCase):
         service = service_of("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
         (federation,) = [child for child in service if isinstance(child, FederationService)]
         self.assertIs(federation.config, service.factory.config)
+        self.assertIn("federation-upstream", service.factory.config.components)
+        self.assertIn("federation-upstream-set", service.factory.config.components)
         (site,) = [child.factory for child in service if isinstance(getattr(child, "factory", None), Site)]
         self.assertIs(api_node(site).federation, federation)
 
@@ -107,6 +109,7 @@ class OptionsTests(SynchronousTestCase):
         shovels = services[-1]
         self.assertIsInstance(shovels, ShovelService)
         self.assertIs(shovels.config, broker.factory.config)
+        self.assertIn("shovel", broker.factory.config.components)
         site = [service for service in services if isinstance(getattr(service, "factory", None), Site)][0]
         self.assertIs(api_node(site.factory).shovels, shovels)
 

@@ -302,7 +302,10 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         monitor.watch(store)
     elif store is not None:
         StoreAlarm(factory.alarms).watch(store)
-    definitions = options.definitions.source if options["definitions"] else None
+    definitions = None
+    if options["definitions"]:
+        # The static shovels are the shovel service's.
+        definitions = {key: value for key, value in options.definitions.source.items() if key != STATIC_SHOVELS}
     broker: Any = BrokerService(
         factory, store, options["freeze-backlog"], definitions, monitor,
         data_dir=None if options["transient"] else options["data-dir"],
