@@ -137,7 +137,10 @@ class Keeper:
         self._active = False
         self._host = "127.0.0.1"
         self._thread = threading.Thread(target=self._run, name=f"group keeper {me.node}", daemon=True)
+        #: Guards :attr:`_finished` and :attr:`_done` between the two threads.
+        self._lock = threading.Lock()
         self._finished: list[Callable[[], None]] = []
+        self._done = False
 
     # -- the reactor's side ----------------------------------------------------
 
@@ -148,10 +151,16 @@ class Keeper:
     def stop(self, release: bool, finished: Callable[[], None]) -> None:
         """Stop; when *release*, end this broker's lease and member row first.
         *finished* is called (in the reactor thread) once the thread is done."""
-        self._finished.append(finished)
-        self._release = release
-        self._stopping.set()
-        self._wake_writer.send(b"x")
+        with self._lock:
+            done = self._done
+            if not done:
+                self._finished.append(finished)
+                self._release = release
+                self._stopping.set()
+                self._wake_writer.send(b"x")
+        if done:
+            finished()
+            return
         connection = self._connection
         if connection is not None and not self._active:
             try:
@@ -172,10 +181,13 @@ class Keeper:
             raise
         finally:
             self._close()
-            self._wake_reader.close()
-            self._wake_writer.close()
-            for finished in self._finished:
-                self._call(finished)
+            with self._lock:
+                self._done = True
+                self._wake_reader.close()
+                self._wake_writer.close()
+                finished = list(self._finished)
+            for call in finished:
+                self._call(call)
 
     def _keep(self) -> None:
         """Stand by until this broker holds the lease, then hold it, on one
