@@ -16,7 +16,7 @@ from txamqp09.broker.alarms import ResourceAlarms
 from txamqp09.broker.disk import MAX_INTERVAL, MIN_INTERVAL, DiskMonitor
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.client import MessageNacked, connect
-from txamqp09.store import sqlite
+from txamqp09.store import writer
 from txamqp09.store.memory import MemoryStore
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.testing.broker import LoopbackBroker
@@ -134,7 +134,7 @@ class FullDiskTests(TestCase):
     timeout = 60
 
     def setUp(self) -> None:
-        self.patch(sqlite, "RETRY_SECONDS", 0.05)
+        self.patch(writer, "RETRY_SECONDS", 0.05)
         self.store, self.faults = faulty_store(Path(self.mktemp()) / "store.db", cast(IReactorFromThreads, reactor))
         self.store.open()
         self.addCleanup(self.store.close)
