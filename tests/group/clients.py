@@ -181,8 +181,3 @@ class Consumer(_Client):
             self.ledger.received(int(body.split(b" ", 1)[0]))
             channel.basic_ack(method.delivery_tag)
 
-
-def started(*clients: Any) -> None:
-    """Start *clients*."""
-    for client in clients:
-        client.start()

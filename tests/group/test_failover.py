@@ -16,23 +16,23 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any, Callable
+from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, gatherResults, inlineCallbacks
+from twisted.internet.defer import gatherResults, inlineCallbacks
 from twisted.internet.task import deferLater
 from twisted.python import log
 from twisted.trial.unittest import TestCase
 
-from tests.group.brokers import SERVING, STANDING_BY, GroupBroker, ReplicatedPostgreSQL, accepts, shared_replicated
-from tests.group.clients import QUEUE, Consumer, Ledger, Publisher
+from tests.group.clients import Consumer, Ledger, Publisher
+from tests.group.support import (
+    SERVING, STANDING_BY, GroupBroker, ReplicatedPostgreSQL, accepts, shared_replicated, until,
+)
 from txamqp09.client import ConnectionClosed, Message, connect
 from txamqp09.testing.postgresql import psycopg_missing
 
 #: Confirms to see before a failure, and again after it.
 CONFIRMS = 200
-#: Seconds any one wait may take on a busy machine.
-WAIT = 60.0
 #: How long the active stays stopped.
 HANG_SECONDS = 8.0
 #: The longest the standby may take to serve after the active hangs.
@@ -43,23 +43,6 @@ WATCHED = "watched"
 DATABASE_FAILOVER_LEASE = ("--lease-period", "12", "--lease-renew", "1")
 #: The exit status of a fenced broker.
 EXIT_FENCED = 75
-
-
-def until(condition: Callable[[], bool], interval: float = 0.02, timeout: float = WAIT) -> Deferred[None]:
-    """Fires once *condition()* holds, looking every *interval* seconds."""
-    done: Deferred[None] = Deferred()
-    deadline = time.monotonic() + timeout
-
-    def look() -> None:
-        if condition():
-            done.callback(None)
-        elif time.monotonic() > deadline:
-            done.errback(AssertionError(f"not within {timeout} s: {condition}"))
-        else:
-            reactor.callLater(interval, look)
-
-    look()
-    return done
 
 
 class FailoverTestCase(TestCase):

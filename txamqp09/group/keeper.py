@@ -323,7 +323,7 @@ class Keeper:
         assert request is not None
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
-            readable, _, _ = select.select([request, self._wake_reader], [], [], left)
+            readable, _, _ = select.select([request.fileno(), self._wake_reader.fileno()], [], [], left)
             self._check_stopping()
             if readable and request.granted():
                 self._request = None
@@ -411,7 +411,7 @@ class Keeper:
         :raises psycopg.OperationalError: the session ended.
         """
         if seconds > 0:
-            readable, _, _ = select.select([connection.fileno(), self._wake_reader], [], [], seconds)
+            readable, _, _ = select.select([connection.fileno(), self._wake_reader.fileno()], [], [], seconds)
             self._check_stopping()
             if readable:
                 connection.execute("SELECT 1")

@@ -1,4 +1,5 @@
-"""Brokers of a group in child processes, and the PostgreSQL servers they share."""
+"""Brokers of a group in child processes, the PostgreSQL servers they share,
+and waiting for conditions in the reactor."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import atexit
 import re
 import socket
 import tempfile
-from typing import Any, Optional
+import time
+from typing import Any, Callable, Optional
 
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, succeed
@@ -16,7 +18,15 @@ from tests.broker.process import BrokerProcess
 from txamqp09.testing.postgresql import PostgreSQL, group_url
 from txamqp09.testing.rabbitmq import free_port
 
-__all__ = ["SERVING", "STANDING_BY", "GroupBroker", "ReplicatedPostgreSQL", "accepts", "shared_replicated"]
+__all__ = [
+    "SERVING",
+    "STANDING_BY",
+    "GroupBroker",
+    "ReplicatedPostgreSQL",
+    "accepts",
+    "shared_replicated",
+    "until",
+]
 
 #: Seconds a broker may take to log what a test waits for, on a busy machine.
 WAIT = 60.0
@@ -26,6 +36,24 @@ _SHOWN = 4000
 SERVING = rb"accepting connections on"
 #: The line a broker logs once it stands by.
 STANDING_BY = rb"group role standby"
+
+
+def until(condition: Callable[[], bool], interval: float = 0.02, timeout: float = WAIT) -> Deferred[None]:
+    """Fires once *condition()* holds, looking every *interval* seconds;
+    fails after *timeout* seconds."""
+    done: Deferred[None] = Deferred()
+    deadline = time.monotonic() + timeout
+
+    def look() -> None:
+        if condition():
+            done.callback(None)
+        elif time.monotonic() > deadline:
+            done.errback(AssertionError(f"not within {timeout} s: {condition}"))
+        else:
+            reactor.callLater(interval, look)
+
+    look()
+    return done
 
 
 class GroupBroker(BrokerProcess):
