@@ -13,7 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.client.support import inline
 from txamqp09.broker.alarms import ResourceAlarms
-from txamqp09.broker.disk import MAX_INTERVAL, MIN_INTERVAL, DiskMonitor
+from txamqp09.broker.disk import MAX_INTERVAL, MIN_INTERVAL, DiskMonitor, StoreAlarm
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.client import MessageNacked, connect
 from txamqp09.store import writer
@@ -128,6 +128,28 @@ class DiskMonitorTests(SynchronousTestCase):
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
 
+class StoreAlarmTests(SynchronousTestCase):
+    """A store whose disk is not this machine's: its failed writes alone raise the alarm."""
+
+    def test_the_alarm_follows_the_stores_reports(self) -> None:
+        alarms = ResourceAlarms()
+        changes: list[frozenset[str]] = []
+        alarms.subscribe(changes.append)
+        store = FailingStore()
+        alarm = StoreAlarm(alarms)
+        alarm.watch(store)
+        with capturedLogs() as events:
+            store.report("OperationalError: server closed the connection unexpectedly")
+            store.report("OperationalError: connection refused")
+            store.report(None)
+        self.assertEqual(changes, [frozenset({"disk"}), frozenset()])
+        self.assertIsNone(alarm.store_error)
+        said = [formatEvent(event) for event in events]
+        self.assertEqual(len(said), 2, said)
+        self.assertIn("server closed the connection unexpectedly", said[0])
+        self.assertIn("writes again", said[1])
+
+
 class FullDiskTests(TestCase):
     """A broker whose store cannot write: the client's view."""
 
@@ -188,3 +210,26 @@ class FullDiskTests(TestCase):
         recovered = reopened.open()
         await reopened.close()
         self.assertEqual([m.body for m in recovered.messages[("/", "q")]], [b"after"])
+
+    @inline
+    async def test_another_channels_failed_write_nacks_nothing_here(self) -> None:
+        """A publish written after another channel's publish failed is
+        acked: each confirm covers its own channel's writes only."""
+        connection = await connect(reactor, self.server.url)
+        self.addCleanup(connection.disconnect)
+        here, there = await connection.channel(), await connection.channel()
+        await here.queue_declare("q", durable=True)
+        for channel in (here, there):
+            await channel.confirm_select()
+        await here.basic_publish(b"before", routing_key="q", properties=PERSISTENT)
+        self.faults.arm("INSERT INTO messages", DISK_FULL)
+        with self.assertRaises(MessageNacked):
+            await there.basic_publish(b"lost", routing_key="q", properties=PERSISTENT)
+        await eventually(lambda: not self.server.factory.alarms.active(), reactor)
+        await here.basic_publish(b"after", routing_key="q", properties=PERSISTENT)
+        await connection.disconnect()
+        await self.store.close()
+        reopened = SQLiteStore(self.store.path, cast(IReactorFromThreads, reactor))
+        recovered = reopened.open()
+        await reopened.close()
+        self.assertEqual([m.body for m in recovered.messages[("/", "q")]], [b"before", b"after"])

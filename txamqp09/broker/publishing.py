@@ -11,6 +11,11 @@ confirms are written with the precompiled builders of
 unchanged. Every other method of the channel takes the general path
 (:class:`~txamqp09.broker.channel.ServerChannel`).
 
+Content properties naming the direct reply-to pseudo-queue as reply-to get
+the channel's reply name there instead (see
+:mod:`~txamqp09.broker.model.replies`); they are looked at only when a
+content header's properties differ from the previous one's.
+
 A content frame received while resource alarms are active blocks the
 connection (:meth:`~txamqp09.broker.alarms.PublishGate.contentReceived`),
 which pauses the frame scanner after that frame.
@@ -25,6 +30,8 @@ from zope.interface import implementer
 
 from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Consumer, ISink, Message, Origin, Session
+from txamqp09.broker.model.message import reply_to_span
+from txamqp09.broker.model.replies import DIRECT_REPLY_TO, ReplyConsumer
 from txamqp09.wire.base import CONTENT_HEADER
 from txamqp09.wire.bodies import BodyBuffer
 from txamqp09.wire.errors import (
@@ -66,6 +73,9 @@ _GET_OK_IDS = struct.pack(">HH", BASIC_CLASS, 71)
 _RETURN_IDS = struct.pack(">HH", BASIC_CLASS, 50)
 _MESSAGE_COUNT = struct.Struct(">I")
 _REPLY_CODE = struct.Struct(">H")
+#: The direct reply-to pseudo-queue as a short string: content properties
+#: holding it may name it as their reply-to.
+_PSEUDO_QUEUE = encode_shortstr(DIRECT_REPLY_TO)
 #: Distinct (ticket, exchange, routing key) triples remembered per channel.
 _ENVELOPE_CACHE_SIZE = 1024
 
@@ -107,7 +117,7 @@ class Publisher:
         "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
         "content", "_flags", "_raw_properties", "_last_properties", "_remaining", "_body",
         "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
-        "_confirms_pending", "_confirmed_up_to", "_held_confirms", "_several_frames",
+        "_confirms_pending", "_confirmed_up_to", "_held_confirms", "_several_frames", "_written",
     )
 
     def __init__(
@@ -161,6 +171,9 @@ class Publisher:
         self._deliver_prefixes: dict[str, bytes] = {}
         self._confirms_pending = 0
         self._confirmed_up_to = 0
+        #: (delivery tag, store sequence number) of each message the
+        #: gathered acks cover that the session wrote to the store.
+        self._written: list[tuple[int, int]] = []
         #: Acks sent to the output that it holds until the store is durable,
         #: with how many messages each covers (see :attr:`unconfirmed`).
         self._held_confirms: list[tuple[bytes, int]] = []
@@ -185,6 +198,7 @@ class Publisher:
             self._connection.bodyReleased(body.held, dropped=True)
             body.discard()
         self._confirms_pending = 0
+        self._written.clear()
         self._held_confirms.clear()
 
     @property
@@ -253,7 +267,10 @@ class Publisher:
             if end - start - _CONTENT_HEADER_SIZE == len(last) and buf.startswith(last, start + _CONTENT_HEADER_SIZE):
                 self._raw_properties = last
             else:
-                self._raw_properties = self._last_properties = bytes(buf[start + _CONTENT_HEADER_SIZE : end])
+                raw = bytes(buf[start + _CONTENT_HEADER_SIZE : end])
+                if _PSEUDO_QUEUE in raw:
+                    raw = self._repliedTo(raw)
+                self._raw_properties = self._last_properties = raw
             self._remaining = size
             if size == 0:
                 self._published(b"")
@@ -298,6 +315,24 @@ class Publisher:
             60,
             40,
         )
+
+    def _repliedTo(self, raw: bytes) -> bytes:
+        """*raw* content properties with the channel's direct reply-to name
+        as reply-to where it is the pseudo-queue (see
+        :mod:`~txamqp09.broker.model.replies`); as they are otherwise.
+
+        :raises PreconditionFailed: the channel does not consume the
+            pseudo-queue (406).
+        """
+        start, end = reply_to_span(raw)
+        if raw[start:end] != _PSEUDO_QUEUE:
+            return raw
+        try:
+            name = self.session.reply_name()
+        except PreconditionFailed:
+            self.content = None
+            raise
+        return raw[:start] + encode_shortstr(name) + raw[end:]
 
     def _bodyPart(self, buf: bytearray, start: int, end: int, remaining: int) -> None:
         """One of several body frames of the pending basic.publish, *remaining* bytes to go.
@@ -391,7 +426,9 @@ class Publisher:
 
     # -- the session's sink ----------------------------------------------------
 
-    def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
+    def deliver(
+        self, consumer: Consumer | ReplyConsumer, delivery_tag: int, redelivered: bool, message: Message
+    ) -> None:
         """basic.deliver with its content, in one write (a body of several
         frames: see :meth:`_severalFrames`)."""
         # Queues read a paged-out body back before they hand the message out.
@@ -448,9 +485,14 @@ class Publisher:
 
         Acks are gathered while the connection's input is handled and sent
         as one basic.ack with ``multiple`` at the end (see
-        :meth:`flushConfirms`); a nack first sends the acks before it.
+        :meth:`flushConfirms`); a nack first sends the acks before it. The
+        session's :attr:`~Session.confirming_write` says whether (and as
+        which store operation) the message was written.
         """
         if ack:
+            written = self.session.confirming_write
+            if written:
+                self._written.append((sequence, written))
             if not self._confirms_pending:
                 self._connection.confirmsPending(self)
             self._confirms_pending += 1
@@ -468,22 +510,34 @@ class Publisher:
             tag = self._confirmed_up_to
             ack = tag_frame(self.number, BASIC_ACK, tag, count > 1)
             output = self._output
+            written, self._written = self._written, []
             output.confirm(
-                max(self.session.stored_sequence, self.client.log_sequence),
-                ack,
-                tag_frame(self.number, BASIC_NACK, tag, count > 1),
+                max(self.session.stored_sequence, self.client.log_sequence), ack, written,
+                lambda failed: self._confirms_after_failed_writes(tag, count, failed),
             )
             if output.held:
                 self._held_confirms.append((ack, count))
             elif self._held_confirms:
                 self._held_confirms.clear()
 
+    def _confirms_after_failed_writes(self, tag: int, count: int, failed: list[int]) -> bytes:
+        """The frames confirming the *count* publishes up to *tag* when the
+        writes of those of *failed* (delivery tags, in order) failed: a
+        basic.nack for each of them, then one basic.ack for the rest, naming
+        the last of them (``multiple`` when there are several)."""
+        frames = [tag_frame(self.number, BASIC_NACK, failed_tag, False) for failed_tag in failed]
+        lost = set(failed)
+        kept = [confirmed for confirmed in range(tag - count + 1, tag + 1) if confirmed not in lost]
+        if kept:
+            frames.append(tag_frame(self.number, BASIC_ACK, kept[-1], len(kept) > 1))
+        return b"".join(frames)
+
     @property
     def unconfirmed(self) -> int:
         """Messages published in confirm mode whose confirm the client has
         not been sent yet: acks gathered while input is handled, and acks the
         output holds until the store has made their messages durable."""
-        held = {id(frame) for _, frame, _, _ in self._output.held}
+        held = {id(frame) for _, frame, _ in self._output.held}
         self._held_confirms = [entry for entry in self._held_confirms if id(entry[0]) in held]
         return self._confirms_pending + sum(count for _, count in self._held_confirms)
 

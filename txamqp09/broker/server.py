@@ -43,6 +43,7 @@ from txamqp09.broker.memory import (
     DEFAULT_MEMORY_HIGH_WATERMARK,
     MemoryMonitor,
     resident_memory,
+    total_memory,
     watermark_bytes,
 )
 from txamqp09.broker.model import Broker, Client, VirtualHost
@@ -151,7 +152,7 @@ def _address(address: Any) -> str:
 #: What connection.start announces: the extensions both sides implement, and
 #: consumer priorities (basic.consume's x-priority), which only the broker
 #: acts on.
-_SERVER_CAPABILITIES = {**CAPABILITIES, "consumer_priorities": True}
+_SERVER_CAPABILITIES = {**CAPABILITIES, "consumer_priorities": True, "direct_reply_to": True}
 
 
 def server_properties(dialect: Dialect, cluster_name: Optional[str] = None) -> dict[str, Any]:
@@ -444,11 +445,11 @@ class ServerConnection(AMQPConnection):
         )
 
     def connection_update_secret(self, method: methods.ConnectionUpdateSecret) -> None:
-        """0-9-1: check the client's new secret (a refreshed token, say) through
-        the same cred checkers as its login; update-secret-ok, or 530."""
+        """0-9-1: the client's new secret (a refreshed token, say), checked as
+        RabbitMQ checks it (see :meth:`~txamqp09.broker.auth.security.Security.check_secret`); update-secret-ok, or 530."""
         self._expect(method)
         assert self.user is not None
-        checked = self.security.check_secret(self.user, method.new_secret, self.peer)
+        checked = self.security.check_secret(self.user, method.new_secret, method.reason, self.peer)
         checked.addCallbacks(self._secretAccepted, self._secretRefused)
 
     def _secretAccepted(self, _: None) -> None:
@@ -952,6 +953,8 @@ class ServerFactory(Factory):
         #: Memory and disk alarms; publishers are blocked while any is active.
         self.alarms = alarms if alarms is not None else ResourceAlarms()
         block_publishers(self.alarms, lambda: [connection.gate for connection in self.connections])
+        #: The memory alarm's watermark as given: a fraction of the machine's memory, or bytes.
+        self.memory_high_watermark = memory_high_watermark
         self.memory = MemoryMonitor(
             self.alarms,
             clock,
@@ -1003,6 +1006,7 @@ class ServerFactory(Factory):
         )
 
     def startFactory(self) -> None:
+        oplog.memory_watermark(self.memory_high_watermark, self.memory.watermark, total_memory())
         self.throttle.start()
         self.memory.start()
         self.ack_timeouts.start()

@@ -33,7 +33,17 @@ from txamqp09.client.errors import (
 )
 from txamqp09.client.message import Message
 from txamqp09.client.params import ConnectionParameters, TLSOptions, parse_url
-from txamqp09.client.reconnect import ReconnectingClient
+from txamqp09.client.events import (
+    AttemptFailed,
+    Connected,
+    ConnectionLost,
+    QueueRenamed,
+    RecoveryEvent,
+    RecoveryFailed,
+)
+from txamqp09.client.reconnect import LinkState, ReconnectingClient
+from txamqp09.client.recovery import RecoveringChannel, RecoveringConsumer
+from txamqp09.client.rpc import RPCClient, RPCStopped
 
 __all__ = [
     "connect",
@@ -47,6 +57,17 @@ __all__ = [
     "Consumer",
     "Message",
     "ReconnectingClient",
+    "RPCClient",
+    "RPCStopped",
+    "LinkState",
+    "RecoveringChannel",
+    "RecoveringConsumer",
+    "RecoveryEvent",
+    "Connected",
+    "ConnectionLost",
+    "AttemptFailed",
+    "QueueRenamed",
+    "RecoveryFailed",
     "ClientError",
     "ChannelClosed",
     "ConnectionClosed",

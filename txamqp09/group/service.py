@@ -51,6 +51,7 @@ from txamqp09.group.lease import Identity, Lease, Member
 __all__ = [
     "DEADLINE_MARGIN",
     "EXIT_FENCED",
+    "exit_fenced",
     "GroupBroker",
     "GroupService",
     "GroupStatus",

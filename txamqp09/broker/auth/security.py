@@ -11,7 +11,7 @@
     # connection.start-ok
     login = yield security.login(method.mechanism, method.response, peer)
     # connection.update-secret (0-9-1)
-    yield security.check_secret(login.user, method.new_secret, peer)
+    yield security.check_secret(login.user, method.new_secret, method.reason, peer)
     # connection.open
     guard = security.open_vhost(login.user, method.virtual_host, tickets=version_has_tickets)
     # every channel method; basic.publish on the fast path; channel closed
@@ -163,16 +163,16 @@ class Security:
         """Authenticate a connection.start-ok.
 
         The password is checked at once: a correct one is let in whatever
-        failed before. A refusal is answered after the delay the throttle
-        gives it (see :class:`LoginThrottle`): per user and host, so one
-        client's failures slow down nobody else. A host holding too many
-        refusals waiting for their reply is refused unchecked, unless the
-        login presents the secret its user last logged in with from that host.
-        A password :meth:`direct_login` handed out logs in as it says.
-        Fails with :class:`LoginRefused` (403, a connection exception): for an unoffered
-        mechanism or a malformed response with a text saying so, for a wrong
-        user or password with :func:`refusal_text`, which does not tell
-        which. Every refusal is logged with the user name and the host.
+        failed before or fails meanwhile. A refusal is answered after the
+        delay the throttle gives it (see :class:`LoginThrottle`): per user
+        and host, so one client's failures slow down nobody else; at once
+        when the throttle holds as many refusals as it may, with a text
+        saying so. A password :meth:`direct_login` handed out logs in as it
+        says. Fails with :class:`LoginRefused` (403, a connection
+        exception): for an unoffered mechanism or a malformed response with
+        a text saying so, for a wrong user or password with
+        :func:`refusal_text`, which does not tell which. Every refusal is
+        logged with the user name and the host.
         """
         try:
             credentials = self.mechanisms.credentials(mechanism, response, peer)
@@ -183,25 +183,16 @@ class Security:
             malformed, user, secret = None, username_of(credentials), secret_of(credentials)
         direct = self._direct_user(user, secret)
         if direct is not None:
-            return direct.addCallback(self._logged_in, None, peer)
-        if not self.throttle.admits_known(user, peer.host, secret):
-            pending = self.throttle.pending(peer.host)
-            oplog.login_refused(user, peer.host, mechanism, f"not checked: {pending} refusals from this host wait")
-            return fail(LoginRefused(
-                f"ACCESS_REFUSED - {pending} refused logins from {peer.host} are still "
-                "waiting for their reply; try again later"
-            ))
+            return direct.addCallback(self._logged_in)
         if malformed is not None:
-            return self._failed(None, mechanism, peer, malformed.reply_text, Failure(malformed))
+            return self._failed(None, mechanism, peer, malformed.reply_text, malformed.reply_text)
         checked = self.portal.login(credentials, None, IAMQPUser)
         return checked.addCallbacks(
-            self._logged_in, self._refused, callbackArgs=(secret, peer),
-            errbackArgs=(user, mechanism, peer),
+            self._logged_in, self._refused, errbackArgs=(user, mechanism, peer),
         )
 
-    def _logged_in(self, result: _Avatar, secret: bytes | None, peer: PeerInfo) -> Login:
+    def _logged_in(self, result: _Avatar) -> Login:
         _, user, logout = result
-        self.throttle.succeeded(user.name, peer.host, secret)
         return Login(user, logout)
 
     def _refused(
@@ -209,39 +200,65 @@ class Security:
     ) -> Deferred[Login] | Failure:
         failure.trap(UnauthorizedLogin, UnhandledCredentials)
         reason = str(failure.value)
-        if failure.check(LoopbackOnly):
-            refusal = LoginRefused(f"ACCESS_REFUSED - {reason}")
-        else:
-            refusal = LoginRefused(refusal_text(mechanism))
-        return self._failed(user, mechanism, peer, reason, Failure(refusal))
+        text = f"ACCESS_REFUSED - {reason}" if failure.check(LoopbackOnly) else refusal_text(mechanism)
+        return self._failed(user, mechanism, peer, reason, text)
 
-    def _failed(
-        self, user: str | None, mechanism: str, peer: PeerInfo, reason: str, refusal: Failure
-    ) -> Deferred[Login]:
-        """Log a refused login and answer it with *refusal* once the throttle lets it."""
+    def _failed(self, user: str | None, mechanism: str, peer: PeerInfo, reason: str, text: str) -> Deferred[Login]:
+        """Log a refused login and answer it (403, *text*) once the throttle
+        lets it; at once, saying why, when the throttle may not hold it."""
+        answered = self.throttle.failed(user, peer.host)
+        if answered is None:
+            waiting = self._waiting_refusals(peer.host)
+            oplog.login_refused(user, peer.host, mechanism, f"{reason} (answered at once: {waiting} wait)")
+            return fail(LoginRefused(f"{text} Answered at once: {waiting} are already waiting for their reply."))
         oplog.login_refused(user, peer.host, mechanism, reason)
-        answered: Deferred[Any] = self.throttle.failed(user, peer.host)
-        return answered.addCallback(lambda _: refusal)
+        return answered.addCallback(lambda _: Failure(LoginRefused(text)))
 
-    def check_secret(self, user: IAMQPUser, secret: bytes, peer: PeerInfo) -> Deferred[None]:
-        """connection.update-secret: check *user*'s new *secret* through the
-        same portal and checkers as a login, without keeping the new login.
+    def _waiting_refusals(self, host: str) -> str:
+        """Which of the throttle's bounds *host*'s refusal met, in words."""
+        held = self.throttle.held(host)
+        if held >= self.throttle.max_held_per_host:
+            return f"{held} refused logins from {host}"
+        return f"{self.throttle.held()} refused logins"
 
-        Fails with :class:`~txamqp09.wire.errors.NotAllowed` (530, as
-        RabbitMQ) when the checkers refuse it.
+    def check_secret(self, user: IAMQPUser, secret: bytes, reason: str, peer: PeerInfo) -> Deferred[None]:
+        """connection.update-secret, answered as RabbitMQ 3.10 answers it.
+
+        RabbitMQ asks only the authentication backends whose credentials
+        can expire (OAuth 2 tokens, for one) to check a new secret; its
+        internal user database, whose passwords do not expire, accepts any
+        and the connection keeps its login. So here: a checker with a true
+        ``credentials_expire`` attribute (one registered on :attr:`portal`
+        for tokens, say) checks the secret as a login, without keeping the
+        new login; the built-in checkers have none, and the secret is
+        accepted unchecked. Either way the update is logged with *reason*.
+
+        Fails with :class:`~txamqp09.wire.errors.NotAllowed` (530, RabbitMQ's
+        text) when an expiring checker refuses the secret.
         """
         credentials = PasswordCredentials(user.name, secret.decode("utf-8", "replace"), "PLAIN", peer)
+        if not getattr(self._checker_for(credentials), "credentials_expire", False):
+            oplog.secret_updated(user.name, peer.host, reason)
+            return succeed(None)
         checked = self.portal.login(credentials, None, IAMQPUser)
 
-        def accepted(result: tuple[Any, IAMQPUser, Callable[[], None]]) -> None:
+        def accepted(result: _Avatar) -> None:
             result[2]()
+            oplog.secret_updated(user.name, peer.host, reason)
 
         def refused(failure: Failure) -> Failure:
             failure.trap(UnauthorizedLogin, UnhandledCredentials)
             oplog.secret_update_refused(user.name, peer.host, str(failure.value))
-            return Failure(NotAllowed(f"Secret update was refused for user '{user.name}'", 10, 70))
+            return Failure(NotAllowed("New secret was refused by one of the backends", 10, 70))
 
         return checked.addCallbacks(accepted, refused)
+
+    def _checker_for(self, credentials: Any) -> Any:
+        """The checker :attr:`portal` hands *credentials* to, or None."""
+        for interface, checker in self.portal.checkers.items():
+            if interface.providedBy(credentials):
+                return checker
+        return None
 
     def open_vhost(self, user: IAMQPUser, vhost: str, *, tickets: bool) -> AccessGuard:
         """Check connection.open and make the connection's :class:`AccessGuard`.
