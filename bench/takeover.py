@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import sys
 import tempfile
 import time
@@ -31,6 +30,8 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
 from txamqp09.client import connect
+from txamqp09.group.lease import Address
+from txamqp09.group.probe import Listening, listening
 from txamqp09.testing.postgresql import PostgreSQL, group_url
 from txamqp09.testing.rabbitmq import free_port
 
@@ -89,14 +90,6 @@ class Member(ProcessProtocol):
         return self.ended
 
 
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @inlineCallbacks
 def measure(url: str, messages: int, body_size: int) -> Any:
     """Fill, kill, time the takeover; the figures."""
@@ -118,9 +111,9 @@ def measure(url: str, messages: int, body_size: int) -> Any:
         filled = time.monotonic() - started
         killed = time.monotonic()
         yield active.kill()
-        while not _accepts(standby.port):
+        while listening([Address("amqp", "127.0.0.1", standby.port)], timeout=1.0) is not Listening.YES:
             yield task.deferLater(reactor, 0.002)
-        listening = time.monotonic() - killed
+        opened = time.monotonic() - killed
         after = yield connect(reactor, standby.amqp_url, heartbeat=0)
         channel = yield after.channel()
         yield channel.confirm_select()
@@ -132,7 +125,7 @@ def measure(url: str, messages: int, body_size: int) -> Any:
             "messages": messages,
             "body_size": body_size,
             "fill_seconds": round(filled, 3),
-            "listening_seconds": round(listening, 3),
+            "listening_seconds": round(opened, 3),
             "first_confirm_seconds": round(confirmed, 3),
             "restore_seconds": float(restored.group(2)) if restored else None,
             "queued_after": declared.message_count,
@@ -161,8 +154,9 @@ def main(argv: Optional[list[str]] = None) -> None:
             return measure(url, options.messages, options.body_size).addCallback(figures.update)
 
         task.react(lambda _: run())
-    except SystemExit:
-        pass
+    except SystemExit as exit:
+        if exit.code:
+            raise
     finally:
         for server in (standby, primary):
             if server is not None:
