@@ -36,6 +36,7 @@ from txamqp09.management.views import queue_view
 if TYPE_CHECKING:
     from txamqp09.broker.federation.service import FederationService
     from txamqp09.broker.server import ServerConnection, ServerFactory
+    from txamqp09.management.group import GroupView
     from txamqp09.shovel.service import ShovelService
     from txamqp09.store.interface import IMessageStore
 
@@ -88,6 +89,8 @@ class Node:
         self.shovels: Optional[ShovelService] = None
         #: The broker's federation links (``/api/federation-links``), if it runs them.
         self.federation: Optional[FederationService] = None
+        #: The broker's group, when it is a member of one (see :mod:`.group`).
+        self.group: Optional[GroupView] = None
 
     def start(self) -> None:
         """Start sampling statistics."""

@@ -6,8 +6,10 @@
 Every request under ``/api/`` is routed
 (404/405 when nothing fits), authenticated with HTTP basic auth through the
 broker's own cred portal (the users AMQP clients log in as), checked
-against the route's tag, and handed to the handler; what the handler
-returns or raises becomes a JSON answer. Errors the model raises (AMQP
+against the route's tag, and handed to the handler (on a member of a
+group that does not serve, a standby, only if the route serves there:
+others answer 503 naming the role, see :mod:`txamqp09.management.group`);
+what the handler returns or raises becomes a JSON answer. Errors the model raises (AMQP
 reply codes) become RabbitMQ's HTTP errors; anything else is logged and
 answered with a 500 body naming the error.
 """
@@ -36,6 +38,7 @@ from txamqp09.management.api import (
     not_authorised,
     split_path,
 )
+from txamqp09.management.group import not_serving, serving
 from txamqp09.management.node import Node
 from txamqp09.management.rows import encode
 from txamqp09.management.ui import UiFiles
@@ -136,6 +139,8 @@ class ManagementResource(Resource):
             _, user, logout = result
             try:
                 self.router.authorise(user.tags, tag)
+                if handler not in self.router.on_standby and not serving(self.node):
+                    raise not_serving(self.node)
                 api_request = ApiRequest(
                     user,
                     method,

@@ -1,7 +1,10 @@
 """Health checks: ``/api/aliveness-test/{vhost}`` and ``/api/health/checks/*``.
 
 A failed check answers 503 with RabbitMQ's ``{"status": "failed", "reason":
-...}`` body; a passed one 200 ``{"status": "ok"}``.
+...}`` body; a passed one 200 ``{"status": "ok"}``. A standby of a group
+answers the alarm, listener and in-service checks (the last fails there,
+naming the role, so that a load balancer sends clients to the active
+member); the others answer 503 as every route a standby does not serve.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from typing import Any
 
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request
 from txamqp09.management.direct import DirectSession
+from txamqp09.management.group import role, serving
 
 __all__ = ["register"]
 
@@ -21,10 +25,11 @@ _OK = {"status": "ok"}
 def register(router: Router) -> None:
     """Add the health-check routes."""
     router.add("GET", "/api/aliveness-test/{vhost}", aliveness_test)
-    router.add("GET", "/api/health/checks/alarms", alarms)
-    router.add("GET", "/api/health/checks/local-alarms", local_alarms)
+    router.add("GET", "/api/health/checks/alarms", alarms, standby=True)
+    router.add("GET", "/api/health/checks/local-alarms", local_alarms, standby=True)
     router.add("GET", "/api/health/checks/virtual-hosts", virtual_hosts)
-    router.add("GET", "/api/health/checks/port-listener/{port}", port_listener)
+    router.add("GET", "/api/health/checks/port-listener/{port}", port_listener, standby=True)
+    router.add("GET", "/api/health/checks/is-in-service", is_in_service, standby=True)
 
 
 def _failed(reason: str, **details: Any) -> Reply:
@@ -74,3 +79,11 @@ def port_listener(request: ApiRequest) -> Any:
     if port in ports:
         return {"status": "ok", "port": port}
     return _failed("No active listener", missing=port, ports=ports)
+
+
+def is_in_service(request: ApiRequest) -> Any:
+    """200 while the node serves clients (alone, or the active member of its
+    group); 503 naming its role otherwise."""
+    if serving(request.node):
+        return _OK
+    return _failed("this node is not currently available to serve", role=role(request.node))

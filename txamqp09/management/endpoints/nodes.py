@@ -1,4 +1,5 @@
-"""``/api/nodes[/{node}]``: the one node this broker is (monitoring tag)."""
+"""``/api/nodes[/{node}]`` (monitoring tag): the one node this broker is,
+or every member of its group (:func:`txamqp09.management.group.node_entries`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from txamqp09 import __version__
 from txamqp09.management.api import ApiRequest, Router, listing, not_found
 from txamqp09.management.endpoints.overview import contexts, exchange_types
+from txamqp09.management.group import node_entries
 from txamqp09.management.node import Node
 from txamqp09.management.stats import NO_RANGES, Ranges
 
@@ -19,8 +21,8 @@ __all__ = ["register", "node_info"]
 
 def register(router: Router) -> None:
     """Add ``GET /api/nodes`` and ``GET /api/nodes/{node}``."""
-    router.add("GET", "/api/nodes", list_nodes, tag="monitoring")
-    router.add("GET", "/api/nodes/{node}", get_node, tag="monitoring")
+    router.add("GET", "/api/nodes", list_nodes, tag="monitoring", standby=True)
+    router.add("GET", "/api/nodes/{node}", get_node, tag="monitoring", standby=True)
 
 
 def node_info(node: Node, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
@@ -31,6 +33,7 @@ def node_info(node: Node, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
         "name": node.name,
         "type": "disc" if node.store is not None else "ram",
         "running": True,
+        "being_drained": False,
         "os_pid": str(os.getpid()),
         "uptime": int((time.time() - node.started) * 1000),
         "processors": os.cpu_count() or 1,
@@ -64,13 +67,19 @@ def node_info(node: Node, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
     return info
 
 
+def _entries(request: ApiRequest) -> list[dict[str, Any]]:
+    """This node's entry, and the other members' of its group."""
+    return node_entries(request.node, node_info(request.node, request.ranges()))
+
+
 def list_nodes(request: ApiRequest) -> Any:
-    """A list of one node."""
-    return listing(request, [node_info(request.node, request.ranges())], default_sort=("name",))
+    """This node, or the members of its group."""
+    return listing(request, _entries(request), default_sort=("name",))
 
 
 def get_node(request: ApiRequest) -> dict[str, Any]:
-    """The node, if *node* is its name."""
-    if request.args["node"] != request.node.name:
-        raise not_found()
-    return node_info(request.node, request.ranges())
+    """The node (or member of its group) named *node*."""
+    for entry in _entries(request):
+        if entry["name"] == request.args["node"]:
+            return entry
+    raise not_found()

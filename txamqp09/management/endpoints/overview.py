@@ -7,6 +7,7 @@ from typing import Any
 
 from txamqp09 import __version__
 from txamqp09.management.api import ApiRequest, Router
+from txamqp09.management.group import overview_group
 from txamqp09.management.node import Node
 
 __all__ = ["register", "exchange_types", "listeners"]
@@ -23,7 +24,7 @@ _EXCHANGE_TYPE_DESCRIPTIONS = {
 
 def register(router: Router) -> None:
     """Add ``GET /api/overview``."""
-    router.add("GET", "/api/overview", overview)
+    router.add("GET", "/api/overview", overview, standby=True)
 
 
 def exchange_types() -> list[dict[str, Any]]:
@@ -55,7 +56,8 @@ def contexts(node: Node) -> list[dict[str, Any]]:
 
 
 def overview(request: ApiRequest) -> dict[str, Any]:
-    """Versions, statistics, object totals and listeners of the node.
+    """Versions, statistics, object totals and listeners of the node; for a
+    member of a group, ``group``: its role, the lease and the members.
 
     Users who are not monitors see the totals of their own vhosts only.
     """
@@ -69,7 +71,7 @@ def overview(request: ApiRequest) -> dict[str, Any]:
     stats = node.stats
     ranges = request.ranges()
     python = platform.python_version()
-    return {
+    answer: dict[str, Any] = {
         "management_version": API_VERSION,
         "rates_mode": "basic",
         "sample_retention_policies": {"global": [600, 3600, 28800, 86400], "basic": [600, 3600], "detailed": [600]},
@@ -98,3 +100,7 @@ def overview(request: ApiRequest) -> dict[str, Any]:
         "listeners": listeners(node),
         "contexts": contexts(node),
     }
+    group = overview_group(node)
+    if group is not None:
+        answer["group"] = group
+    return answer
