@@ -20,7 +20,7 @@ try:
 
     from txamqp09.group import lease
     from txamqp09.group.keeper import LeaseTiming
-    from txamqp09.group.lease import Address, Identity
+    from txamqp09.group.lease import Identity
     from txamqp09.group.service import GroupService, Role
 except ImportError:  # the tests skip, through psycopg_missing()
     pass
@@ -62,10 +62,10 @@ class StandInBroker:
             return self.port.stopListening()
         return None
 
-    def addresses(self) -> list[Address]:
+    def addresses(self) -> list[tuple[str, str, int]]:
         if self.port is None or self.stopped_at is not None:
             return []
-        return [Address("amqp", "127.0.0.1", self.port.getHost().port)]
+        return [("amqp", "127.0.0.1", self.port.getHost().port)]
 
 
 def within(waited: Deferred[Any], seconds: float = WAIT) -> Deferred[Any]:

@@ -913,6 +913,8 @@ class ServerFactory(Factory):
         see :mod:`txamqp09.broker.timeouts`).
     :param connection_max: connections open at once beyond which new ones
         are refused (RabbitMQ's ``connection_max``; None: no limit).
+    :param window: until when the broker may serve (a new, unbounded one
+        if omitted; see :mod:`txamqp09.broker.serving`).
     """
 
     def __init__(
@@ -927,6 +929,7 @@ class ServerFactory(Factory):
         memory_probe: Optional[Callable[[], Optional[int]]] = None,
         consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT,
         connection_max: Optional[int] = None,
+        window: Optional[ServingWindow] = None,
         **options: Any,
     ) -> None:
         self.clock = clock
@@ -958,7 +961,7 @@ class ServerFactory(Factory):
         self.ack_timeouts = AckTimeouts(clock, consumer_timeout, self._openChannels)
         self.connection_max = connection_max
         #: Until when the broker may serve (see :mod:`txamqp09.broker.serving`).
-        self.window = ServingWindow()
+        self.window = window if window is not None else ServingWindow()
 
     def _openChannels(self) -> Iterator[tuple[str, ServerChannel]]:
         """(the client's address, channel) for every open channel."""

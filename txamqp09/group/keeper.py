@@ -109,7 +109,8 @@ class Keeper:
     module's docstring).
 
     :param call: runs a function in the reactor thread (``reactor.callFromThread``).
-    :param addresses: this broker's listeners now (read in the keeper's thread).
+    :param addresses: this broker's listeners now, as (protocol, host,
+        port) (read in the keeper's thread).
     :param connect_options: more libpq parameters for the lease session.
     """
 
@@ -120,7 +121,7 @@ class Keeper:
         timing: LeaseTiming,
         events: KeeperEvents,
         call: Callable[..., None],
-        addresses: Callable[[], Sequence[Address]],
+        addresses: Callable[[], Sequence[tuple[str, str, int]]],
         connect_options: Optional[dict[str, Any]] = None,
     ) -> None:
         self.url = url
@@ -304,9 +305,8 @@ class Keeper:
         """This broker's listeners, an address of every interface given as
         the one the database sees this broker come from."""
         return [
-            Address(address.protocol, self._host, address.port)
-            if address.host in ("0.0.0.0", "::", "") else address
-            for address in self._addresses()
+            Address(protocol, self._host if host in ("0.0.0.0", "::", "") else host, port)
+            for protocol, host, port in self._addresses()
         ]
 
     def _claim_free(self, connection: psycopg.Connection[Any], current: Lease) -> bool:

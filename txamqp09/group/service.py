@@ -46,7 +46,7 @@ from twisted.internet.interfaces import IDelayedCall
 from txamqp09.broker import oplog
 from txamqp09.broker.serving import ServingWindow
 from txamqp09.group.keeper import Keeper, LeaseTiming
-from txamqp09.group.lease import Address, Identity, Lease, Member
+from txamqp09.group.lease import Identity, Lease, Member
 
 __all__ = [
     "DEADLINE_MARGIN",
@@ -83,6 +83,15 @@ class Role(enum.Enum):
     STOPPED = "stopped"
 
 
+class FencedStore(Protocol):
+    """A message store that tells when its guard refused a write."""
+
+    fenced: bool
+
+    def add_failure_listener(self, listener: Callable[[Optional[str]], None]) -> None:
+        """Call *listener* when writes fail (with a description) or work again (None)."""
+
+
 class GroupBroker(Protocol):
     """What the group asks of the broker it runs."""
 
@@ -96,8 +105,9 @@ class GroupBroker(Protocol):
         """Stop serving at once: close the AMQP listeners and every
         connection (320 with *reason*), deliver and confirm nothing more."""
 
-    def addresses(self) -> Sequence[Address]:
-        """Where the broker listens now (AMQP, management, metrics)."""
+    def addresses(self) -> Sequence[tuple[str, str, int]]:
+        """Where the broker listens now, as (protocol, host, port): AMQP
+        (``amqp``, ``amqp/ssl``), management, metrics."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +256,16 @@ class GroupService(Service):
             self._change(Role.STOPPED, "the broker stops" + ("; lease released" if release else ""))
         keeper.stop(release, lambda: stopped.callback(None))
         return stopped
+
+    def watch_store(self, store: FencedStore) -> None:
+        """Fence this broker when *store*'s guard refuses a write (another
+        broker took the lease)."""
+
+        def reported(error: Optional[str]) -> None:
+            if store.fenced:
+                self.fence(f"the message store refused to write: {error}")
+
+        store.add_failure_listener(reported)
 
     # -- what the keeper reports -------------------------------------------------
 

@@ -317,25 +317,16 @@ def split_path(path: str) -> list[str]:
 
 
 class Router:
-    """Patterns, verbs and the handlers registered for them.
-
-    :ivar on_standby: the handlers a broker serves while it is a standby of
-        its group (see :mod:`txamqp09.management.group`).
-    """
+    """Patterns, verbs and the handlers registered for them."""
 
     def __init__(self) -> None:
         self.routes: list[Route] = []
         self._by_pattern: dict[str, Route] = {}
-        self.on_standby: set[Handler] = set()
 
-    def add(
-        self, method: str, pattern: str, handler: Handler, *, tag: str = "management", standby: bool = False
-    ) -> None:
+    def add(self, method: str, pattern: str, handler: Handler, *, tag: str = "management") -> None:
         """Route *method* requests on paths like *pattern* to *handler*.
 
         :param tag: the least user tag required (see the module docstring).
-        :param standby: a standby of a group serves it too (the node's role
-            and health); other routes answer 503 there.
         """
         if tag not in _TAG_RULES:
             raise ValueError(f"unknown tag {tag!r}; use one of {', '.join(_TAG_RULES)}")
@@ -346,8 +337,6 @@ class Router:
         if method in route.handlers:
             raise ValueError(f"{method} {pattern} is registered twice")
         route.handlers[method] = (handler, tag)
-        if standby:
-            self.on_standby.add(handler)
 
     def resolve(self, method: str, segments: list[str]) -> tuple[Handler, str, dict[str, str]]:
         """The handler, its tag and the path parameters for a request.

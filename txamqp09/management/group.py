@@ -3,17 +3,12 @@
 A broker started with a PostgreSQL store is a member of a group
 (:mod:`txamqp09.group`): one member is *active* and serves AMQP, the others
 are *standbys*. Its :class:`~txamqp09.management.node.Node` then has a
-:class:`GroupView` (the :class:`~txamqp09.group.service.GroupService`),
-from which this module makes what the management API, the metrics and the
-web UI show:
-
-- :func:`node_entries`: ``/api/nodes``, one entry per member, each with
-  RabbitMQ's keys and the group's own (:data:`GROUP_KEYS`);
-- :func:`overview_group`: the ``group`` object of ``/api/overview``;
-- :func:`serving` and :func:`not_serving`: whether this member serves, and
-  the 503 its management API answers with while it does not, for
-  everything but the few routes a standby serves (those registered with
-  ``standby=True``).
+:class:`~txamqp09.management.node.GroupView` (the
+:class:`~txamqp09.group.service.GroupService`), from which this module
+makes what ``/api/nodes``, ``amqp09ctl cluster_status`` and the metrics
+show: :func:`node_entries`, one entry per member, each with RabbitMQ's
+keys and the group's own (:data:`GROUP_KEYS`); :func:`serving`, whether
+this member serves; :func:`member_running`, whether a member takes part.
 
 A broker alone (SQLite, or nothing kept) has no view: it serves, and
 ``/api/nodes`` lists it alone, as before. This module reads the group's
@@ -24,33 +19,18 @@ run time.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Optional, Protocol
-
-from txamqp09.management.api import ApiError
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from txamqp09.group.keeper import LeaseTiming
     from txamqp09.group.lease import Member
     from txamqp09.group.service import GroupStatus
     from txamqp09.management.node import Node
 
-__all__ = [
-    "ACTIVE",
-    "GROUP_KEYS",
-    "GroupView",
-    "member_running",
-    "node_entries",
-    "not_serving",
-    "overview_group",
-    "role",
-    "serving",
-]
+__all__ = ["GROUP_KEYS", "active_member", "member_running", "node_entries", "role", "serving"]
 
-#: The role of the member that serves.
-ACTIVE = "active"
 #: The roles of members that take part in the group (a fenced or stopped
 #: one has left it).
-_TAKING_PART = frozenset({ACTIVE, "standby"})
+_TAKING_PART = frozenset({"active", "standby"})
 
 #: The keys each ``/api/nodes`` entry of a group member has beyond RabbitMQ's.
 GROUP_KEYS = (
@@ -63,19 +43,6 @@ GROUP_KEYS = (
 )
 
 
-class GroupView(Protocol):
-    """What the operations layer reads of its broker's group
-    (:class:`~txamqp09.group.service.GroupService` offers it).
-
-    :ivar timing: the lease period and renewal interval.
-    """
-
-    timing: LeaseTiming
-
-    def status(self) -> GroupStatus:
-        """The group as this member last saw it."""
-
-
 def role(node: Node) -> Optional[str]:
     """*node*'s role in its group (``active``, ``standby``, ``fenced``,
     ``stopped``), or None for a broker alone."""
@@ -84,36 +51,7 @@ def role(node: Node) -> Optional[str]:
 
 def serving(node: Node) -> bool:
     """Whether *node* serves AMQP: alone, or the active member of its group."""
-    return role(node) in (None, ACTIVE)
-
-
-def not_serving(node: Node) -> ApiError:
-    """The 503 a member that does not serve answers a request with, naming
-    its role and, when known, the active member and its AMQP listeners."""
-    assert node.group is not None
-    status = node.group.status()
-    active = _active_member(status)
-    if active is None:
-        where = "no member of the group serves at the moment"
-    else:
-        listeners = ", ".join(
-            f"{address.host}:{address.port}" for address in active.addresses if address.protocol.startswith("amqp")
-        )
-        where = f"the active member is {active.node}" + (f" (AMQP on {listeners})" if listeners else "")
-    return ApiError(
-        503,
-        status.role.value,
-        f"this broker ({status.node}) is a {status.role.value} member of its group and serves only "
-        f"/api/overview, /api/nodes, /api/whoami and the health checks; {where}",
-    )
-
-
-def _active_member(status: GroupStatus) -> Optional[Member]:
-    """The member holding the lease, when it is unexpired and its row is known."""
-    lease = status.lease
-    if lease is None or lease.free:
-        return None
-    return next((member for member in status.members if member.node == lease.holder), None)
+    return node.group is None or node.group.serving
 
 
 def member_running(status: GroupStatus, member: Member, period: float) -> bool:
@@ -123,6 +61,16 @@ def member_running(status: GroupStatus, member: Member, period: float) -> bool:
     if member.role not in _TAKING_PART or member.last_seen is None or status.lease is None:
         return False
     return (status.lease.now - member.last_seen).total_seconds() <= period
+
+
+def active_member(status: GroupStatus) -> str:
+    """Which member is active and where its AMQP listeners are, in words."""
+    lease = status.lease
+    if lease is None or lease.free:
+        return "no broker is active at the moment"
+    holder = next((member for member in status.members if member.node == lease.holder), None)
+    listeners = ", ".join(f"{address.host}:{address.port}" for address in holder.amqp_addresses()) if holder else ""
+    return f"the active broker is {lease.holder}" + (f" (AMQP on {listeners})" if listeners else "")
 
 
 def _iso(moment: Optional[datetime]) -> Optional[str]:
@@ -167,25 +115,3 @@ def node_entries(node: Node, own: dict[str, Any]) -> list[dict[str, Any]]:
                 **_group_keys(status, member.node, member.role, member),
             })
     return entries
-
-
-def overview_group(node: Node) -> Optional[dict[str, Any]]:
-    """The ``group`` object of ``/api/overview`` (None for a broker alone):
-    this member's role, the lease (holder, epoch, expiry, seconds left as
-    last read) and the members' names and roles."""
-    if node.group is None:
-        return None
-    status = node.group.status()
-    lease = status.lease
-    return {
-        "node": status.node,
-        "role": status.role.value,
-        "lease": None if lease is None else {
-            "holder": None if lease.free else lease.holder,
-            "epoch": lease.epoch,
-            "expires": _iso(lease.expires),
-            "seconds_left": lease.seconds_left(),
-        },
-        "members": [{"name": member.node, "role": member.role} for member in status.members],
-        "lease_session_error": status.session_error,
-    }

@@ -21,7 +21,7 @@ import socket
 import time
 from dataclasses import dataclass
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
@@ -36,11 +36,29 @@ from txamqp09.management.views import queue_view
 if TYPE_CHECKING:
     from txamqp09.broker.federation.service import FederationService
     from txamqp09.broker.server import ServerConnection, ServerFactory
-    from txamqp09.management.group import GroupView
     from txamqp09.shovel.service import ShovelService
     from txamqp09.store.interface import IMessageStore
 
-__all__ = ["Listener", "Node", "RecordingEndpoint", "StatisticsService"]
+__all__ = ["GroupView", "Listener", "Node", "RecordingEndpoint", "StatisticsService"]
+
+
+class GroupView(Protocol):
+    """The group a node is a member of, as the management API reads it
+    (:class:`~txamqp09.group.service.GroupService`).
+
+    :ivar timing: the lease's period and renewal interval (``period`` and
+        ``renew``, seconds).
+    """
+
+    timing: Any
+
+    @property
+    def serving(self) -> bool:
+        """Whether this node is the group's active broker."""
+
+    def status(self) -> Any:
+        """The group as this node sees it (its ``role`` and ``as_json()``:
+        see :class:`~txamqp09.group.service.GroupStatus`)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +107,7 @@ class Node:
         self.shovels: Optional[ShovelService] = None
         #: The broker's federation links (``/api/federation-links``), if it runs them.
         self.federation: Optional[FederationService] = None
-        #: The broker's group, when it is a member of one (see :mod:`.group`).
+        #: The group this node is a member of (None: it serves alone).
         self.group: Optional[GroupView] = None
 
     def start(self) -> None:

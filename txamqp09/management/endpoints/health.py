@@ -1,10 +1,10 @@
 """Health checks: ``/api/aliveness-test/{vhost}`` and ``/api/health/checks/*``.
 
 A failed check answers 503 with RabbitMQ's ``{"status": "failed", "reason":
-...}`` body; a passed one 200 ``{"status": "ok"}``. A standby of a group
-answers the alarm, listener and in-service checks (the last fails there,
-naming the role, so that a load balancer sends clients to the active
-member); the others answer 503 as every route a standby does not serve.
+...}`` body; a passed one 200 ``{"status": "ok"}``. A member of a group
+that does not serve (a standby) fails every check, naming its role, before
+any of these handlers runs (:mod:`txamqp09.management.web`), so that a load
+balancer sends clients to the active member.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 from txamqp09.management.api import ApiRequest, Reply, Router, bad_request
 from txamqp09.management.direct import DirectSession
-from txamqp09.management.group import role, serving
 
 __all__ = ["register"]
 
@@ -25,11 +24,11 @@ _OK = {"status": "ok"}
 def register(router: Router) -> None:
     """Add the health-check routes."""
     router.add("GET", "/api/aliveness-test/{vhost}", aliveness_test)
-    router.add("GET", "/api/health/checks/alarms", alarms, standby=True)
-    router.add("GET", "/api/health/checks/local-alarms", local_alarms, standby=True)
+    router.add("GET", "/api/health/checks/alarms", alarms)
+    router.add("GET", "/api/health/checks/local-alarms", local_alarms)
     router.add("GET", "/api/health/checks/virtual-hosts", virtual_hosts)
-    router.add("GET", "/api/health/checks/port-listener/{port}", port_listener, standby=True)
-    router.add("GET", "/api/health/checks/is-in-service", is_in_service, standby=True)
+    router.add("GET", "/api/health/checks/port-listener/{port}", port_listener)
+    router.add("GET", "/api/health/checks/is-in-service", is_in_service)
 
 
 def _failed(reason: str, **details: Any) -> Reply:
@@ -82,8 +81,6 @@ def port_listener(request: ApiRequest) -> Any:
 
 
 def is_in_service(request: ApiRequest) -> Any:
-    """200 while the node serves clients (alone, or the active member of its
-    group); 503 naming its role otherwise."""
-    if serving(request.node):
-        return _OK
-    return _failed("this node is not currently available to serve", role=role(request.node))
+    """The node serves clients: alone, or as the active member of its group
+    (a member that does not serve fails before this handler)."""
+    return _OK

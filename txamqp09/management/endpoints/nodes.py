@@ -16,13 +16,13 @@ from txamqp09.management.group import node_entries
 from txamqp09.management.node import Node
 from txamqp09.management.stats import NO_RANGES, Ranges
 
-__all__ = ["register", "node_info"]
+__all__ = ["entries", "entry", "node_info", "register"]
 
 
 def register(router: Router) -> None:
     """Add ``GET /api/nodes`` and ``GET /api/nodes/{node}``."""
-    router.add("GET", "/api/nodes", list_nodes, tag="monitoring", standby=True)
-    router.add("GET", "/api/nodes/{node}", get_node, tag="monitoring", standby=True)
+    router.add("GET", "/api/nodes", list_nodes, tag="monitoring")
+    router.add("GET", "/api/nodes/{node}", get_node, tag="monitoring")
 
 
 def node_info(node: Node, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
@@ -67,19 +67,28 @@ def node_info(node: Node, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
     return info
 
 
-def _entries(request: ApiRequest) -> list[dict[str, Any]]:
-    """This node's entry, and the other members' of its group."""
-    return node_entries(request.node, node_info(request.node, request.ranges()))
+def entries(node: Node, ranges: Ranges = NO_RANGES) -> list[dict[str, Any]]:
+    """*node*'s entry (with histories over *ranges*), and the other members'
+    of its group."""
+    return node_entries(node, node_info(node, ranges))
+
+
+def entry(node: Node, name: str, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
+    """The entry of *node* or of the member of its group named *name*.
+
+    :raises ApiError: 404 when there is none.
+    """
+    for each in entries(node, ranges):
+        if each["name"] == name:
+            return each
+    raise not_found()
 
 
 def list_nodes(request: ApiRequest) -> Any:
     """This node, or the members of its group."""
-    return listing(request, _entries(request), default_sort=("name",))
+    return listing(request, entries(request.node, request.ranges()), default_sort=("name",))
 
 
 def get_node(request: ApiRequest) -> dict[str, Any]:
     """The node (or member of its group) named *node*."""
-    for entry in _entries(request):
-        if entry["name"] == request.args["node"]:
-            return entry
-    raise not_found()
+    return entry(request.node, request.args["node"], request.ranges())

@@ -7,10 +7,9 @@ from typing import Any
 
 from txamqp09 import __version__
 from txamqp09.management.api import ApiRequest, Router
-from txamqp09.management.group import overview_group
 from txamqp09.management.node import Node
 
-__all__ = ["register", "exchange_types", "listeners"]
+__all__ = ["register", "exchange_types", "group_status", "listeners"]
 
 #: The management API version this broker's API follows.
 API_VERSION = "3.10.8"
@@ -24,7 +23,7 @@ _EXCHANGE_TYPE_DESCRIPTIONS = {
 
 def register(router: Router) -> None:
     """Add ``GET /api/overview``."""
-    router.add("GET", "/api/overview", overview, standby=True)
+    router.add("GET", "/api/overview", overview)
 
 
 def exchange_types() -> list[dict[str, Any]]:
@@ -71,7 +70,7 @@ def overview(request: ApiRequest) -> dict[str, Any]:
     stats = node.stats
     ranges = request.ranges()
     python = platform.python_version()
-    answer: dict[str, Any] = {
+    return {
         "management_version": API_VERSION,
         "rates_mode": "basic",
         "sample_retention_policies": {"global": [600, 3600, 28800, 86400], "basic": [600, 3600], "detailed": [600]},
@@ -99,8 +98,13 @@ def overview(request: ApiRequest) -> dict[str, Any]:
         "node": node.name,
         "listeners": listeners(node),
         "contexts": contexts(node),
+        **group_status(node),
     }
-    group = overview_group(node)
-    if group is not None:
-        answer["group"] = group
-    return answer
+
+
+def group_status(node: Node) -> dict[str, Any]:
+    """The node's ``role`` and ``group`` (nothing when it serves alone)."""
+    if node.group is None:
+        return {}
+    status = node.group.status()
+    return {"role": status.role.value, "group": status.as_json()}

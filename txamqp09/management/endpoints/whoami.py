@@ -11,7 +11,7 @@ __all__ = ["register"]
 
 def register(router: Router) -> None:
     """Add ``GET /api/whoami``."""
-    router.add("GET", "/api/whoami", whoami, standby=True)
+    router.add("GET", "/api/whoami", whoami)
 
 
 def whoami(request: ApiRequest) -> dict[str, Any]:
