@@ -78,11 +78,13 @@ def _iso(moment: Optional[datetime]) -> Optional[str]:
 
 
 def _group_keys(status: GroupStatus, name: str, row_role: str, member: Optional[Member]) -> dict[str, Any]:
-    """The :data:`GROUP_KEYS` of member *name* whose role is *row_role*."""
+    """The :data:`GROUP_KEYS` of member *name* whose role is *row_role*
+    (``active`` while it holds the unexpired lease: its row says so only
+    from its first renewal on)."""
     lease = status.lease
     holds = lease is not None and lease.holder == name and not lease.free
     return {
-        "role": row_role,
+        "role": "active" if holds else row_role,
         "lease_epoch": lease.epoch if holds and lease is not None else None,
         "lease_expires": _iso(lease.expires) if holds and lease is not None else None,
         "last_seen": _iso(member.last_seen) if member is not None else None,
