@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import selectors
 import signal
 import struct
@@ -83,6 +84,8 @@ WAIT = 120.0
 RETRY = 0.01
 #: Confirms a failover client collects before the failure.
 WARM_CONFIRMS = 20
+#: The store's restore, as a broker logs it (the seconds are the group).
+_RESTORED = re.compile(r"persistent messages in ([0-9.]+) s")
 _ID = struct.Struct(">Q")
 _FRAME_HEADER = struct.Struct(">BHI")
 _DELIVER = (60, 60)
@@ -338,15 +341,23 @@ class Member:
 
     def logged(self, text: str) -> bool:
         """Whether the member has logged *text*."""
+        return text in self.output()
+
+    def output(self) -> str:
+        """What the member has logged so far."""
         with open(self.log, errors="replace") as log:
-            return text in log.read()
+            return log.read()
+
+    def restore_seconds(self) -> Optional[float]:
+        """How long its last restore from the store took, as it logged it."""
+        found = _RESTORED.findall(self.output())
+        return float(found[-1]) if found else None
 
     def wait_for(self, text: str) -> None:
         """Return once the member logged *text*."""
         wait_until(lambda: self.logged(text) or self.broker.exit_status(0) is not None, f"{self.name}: {text}")
         if not self.logged(text):
-            with open(self.log, errors="replace") as log:
-                raise RuntimeError(f"{self.name} exited before logging {text!r}:\n{log.read()[-3000:]}")
+            raise RuntimeError(f"{self.name} exited before logging {text!r}:\n{self.output()[-3000:]}")
 
 
 class Group:
@@ -405,8 +416,9 @@ def group_kill(group: Group, backlog: int, size: int) -> Failover:
     prober.stop()
     group.took_over()
     confirmed = numbers(prober) | set(range(backlog))
-    return account(Failover(group.name, f"kill -9 of the active, {backlog:,} queued", seconds),
-                   confirmed, drain(group.active.port))
+    figure = Failover(group.name, f"kill -9 of the active, {backlog:,} queued", seconds,
+                      notes={"restore_seconds": group.active.restore_seconds()})
+    return account(figure, confirmed, drain(group.active.port))
 
 
 def group_hang(group: Group, size: int) -> Failover:
@@ -436,9 +448,11 @@ def group_hang(group: Group, size: int) -> Failover:
 
 
 def group_database_failover(group: Group, size: int) -> Failover:
-    """kill -9 of the PostgreSQL primary and promotion of its standby."""
+    """kill -9 of the PostgreSQL primary and promotion of its standby (the
+    active broker carries on if it renews its lease in time; else it is
+    fenced and the standby takes over, and the client follows)."""
     declare(group.active.port)
-    prober = Prober([group.active.port], 0, size)
+    prober = Prober([group.active.port, group.standby.port], 0, size)
     prober.warm()
     failed = time.monotonic()
     group.primary.kill()
@@ -447,8 +461,11 @@ def group_database_failover(group: Group, size: int) -> Failover:
     seconds = prober.first_after(failed)
     wait_until(lambda: prober.confirms_after(failed) >= WARM_CONFIRMS, "confirms after the promotion")
     prober.stop()
+    fenced = group.active.broker.exit_status(0) is not None
+    if fenced:
+        group.took_over()
     figure = Failover(group.name, "kill -9 of the PostgreSQL primary + promotion", seconds,
-                      notes={"promotion_seconds": round(promoted, 3)})
+                      notes={"promotion_seconds": round(promoted, 3), "active_fenced": fenced})
     return account(figure, numbers(prober), drain(group.active.port))
 
 
