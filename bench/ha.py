@@ -60,6 +60,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Optional
@@ -68,7 +69,7 @@ from broker import Connection, Txamqp09Broker
 from durable import QUEUE, Confirms, run
 
 from txamqp09.testing.postgresql import PostgreSQL, group_url, psycopg_missing
-from txamqp09.testing.rabbitmq import RabbitMQ, RabbitMQCluster, rabbitmq_missing
+from txamqp09.testing.rabbitmq import RabbitMQ, RabbitMQCluster, free_port, rabbitmq_missing
 from txamqp09.wire import _amqp0_9_1 as spec
 from txamqp09.wire.frames import content_frames
 
@@ -275,12 +276,16 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) 
 
 @dataclass
 class Throughput:
-    """One throughput run."""
+    """One throughput run; for this broker, its store's commits during it:
+    milliseconds per commit, and messages written per commit (a message
+    consumed before its batch is written is never written)."""
 
     broker: str
     body_size: int
     messages: int
     seconds: float
+    commit_ms: Optional[float] = None
+    written_per_commit: Optional[float] = None
 
     @property
     def rate(self) -> float:
@@ -319,6 +324,34 @@ def numbers(*probers: Prober) -> set[int]:
 # -- this broker's group -----------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Commits:
+    """A member's store commits so far, from its ``/metrics``
+    (``txamqp09_store_commit_seconds`` and ``txamqp09_store_batch_messages``)."""
+
+    count: float
+    seconds: float
+    messages: float
+
+    @classmethod
+    def scrape(cls, port: int) -> Commits:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=WAIT) as answer:
+            samples = dict(
+                line.rsplit(" ", 1) for line in answer.read().decode().splitlines()
+                if line.startswith(("txamqp09_store_commit_seconds_", "txamqp09_store_batch_messages_sum"))
+            )
+        return cls(float(samples["txamqp09_store_commit_seconds_count"]),
+                   float(samples["txamqp09_store_commit_seconds_sum"]),
+                   float(samples["txamqp09_store_batch_messages_sum"]))
+
+    def since(self, before: Commits) -> tuple[Optional[float], Optional[float]]:
+        """Milliseconds per commit and messages written per commit since *before*."""
+        count = self.count - before.count
+        if not count:
+            return None, None
+        return (self.seconds - before.seconds) * 1000 / count, (self.messages - before.messages) / count
+
+
 class Member:
     """A member of the group: ``twistd amqp09 --store URL --node-name NAME``
     on a port chosen before it starts, its log in its own file.
@@ -331,9 +364,11 @@ class Member:
         data_dir = os.path.join(base_dir, name)
         os.makedirs(data_dir, exist_ok=True)
         self.log = os.path.join(base_dir, f"{name}-{time.monotonic_ns()}.log")
+        self.metrics_port = free_port()
         self.broker = Txamqp09Broker(
             data_dir, ("--store", url, "--node-name", name,
-                       "--lease-period", str(lease[0]), "--lease-renew", str(lease[1])),
+                       "--lease-period", str(lease[0]), "--lease-renew", str(lease[1]),
+                       "--prometheus", f"tcp:{self.metrics_port}:interface=127.0.0.1"),
             log=self.log, wait=False,
         )
         self.port = self.broker.port
@@ -388,6 +423,10 @@ class Group:
 
     def throughput_port(self) -> int:
         return self.active.port
+
+    def commits(self) -> Commits:
+        """The active member's store commits so far."""
+        return Commits.scrape(self.active.metrics_port)
 
     def took_over(self) -> None:
         """The standby serves now; the former active (killed or fenced) is
@@ -486,6 +525,10 @@ class Cluster:
     def throughput_port(self) -> int:
         return self.nodes[0].port
 
+    def commits(self) -> None:
+        """Nothing: RabbitMQ's metrics are not scraped here."""
+        return None
+
     def stop(self) -> None:
         self.cluster.stop()
 
@@ -540,8 +583,11 @@ def throughput(systems: list[Any], sizes: list[int], messages: int, repeat: int)
     for _ in range(repeat):
         for size in sizes:
             for system in systems:
+                before = system.commits()
                 seconds = run(system.throughput_port(), messages, size, 200, 200, 50, QUORUM)
                 result = Throughput(system.name, size, messages, seconds)
+                if before is not None:
+                    result.commit_ms, result.written_per_commit = system.commits().since(before)
                 print(f"{system.name:<9} {size:>5} B {result.rate:>9,.0f} msg/s", file=sys.stderr)
                 key = (system.name, size)
                 if key not in best or seconds < best[key].seconds:
@@ -551,10 +597,13 @@ def throughput(systems: list[Any], sizes: list[int], messages: int, repeat: int)
 
 def report(rates: list[Throughput], failovers: list[Failover], load: tuple[float, ...]) -> str:
     """The figures as tables."""
-    lines = [f"{'throughput':<34} {'broker':<9} {'msg/s':>9}"]
+    lines = [f"{'throughput':<34} {'broker':<9} {'msg/s':>9}  {'ms/commit':>9} {'written/commit':>14}"]
     by_key = {(rate.broker, rate.body_size): rate for rate in rates}
     for rate in rates:
-        lines.append(f"{f'persistent {rate.body_size} B, confirms, acks':<34} {rate.broker:<9} {rate.rate:>9,.0f}")
+        commits = (f"  {rate.commit_ms:>9.2f} {rate.written_per_commit:>14.1f}"
+                   if rate.commit_ms is not None and rate.written_per_commit is not None else "")
+        lines.append(f"{f'persistent {rate.body_size} B, confirms, acks':<34} {rate.broker:<9} {rate.rate:>9,.0f}"
+                     + commits)
     for size in sorted({rate.body_size for rate in rates}):
         ours, theirs = by_key.get(("txamqp09", size)), by_key.get(("rabbitmq", size))
         if ours and theirs:
