@@ -63,10 +63,11 @@ class Ledger:
         with self._lock:
             return sum(1 for at in self._confirm_times if at > moment)
 
-    def first_confirm_after(self, moment: float) -> Optional[float]:
-        """When the first confirm after *moment* came."""
+    def longest_pause_after(self, moment: float) -> float:
+        """The longest time between two confirms from *moment* on (seconds)."""
         with self._lock:
-            return next((at for at in self._confirm_times if at > moment), None)
+            times = [moment] + [at for at in self._confirm_times if at > moment]
+        return max((later - earlier for earlier, later in zip(times, times[1:])), default=0.0)
 
     def lost(self) -> set[int]:
         """Confirmed numbers never received."""
@@ -180,8 +181,3 @@ class Consumer(_Client):
             self.ledger.received(int(body.split(b" ", 1)[0]))
             channel.basic_ack(method.delivery_tag)
 
-
-def started(*clients: Any) -> None:
-    """Start *clients*."""
-    for client in clients:
-        client.start()

@@ -16,48 +16,33 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any, Callable
+from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, gatherResults, inlineCallbacks
+from twisted.internet.defer import gatherResults, inlineCallbacks
 from twisted.internet.task import deferLater
 from twisted.python import log
 from twisted.trial.unittest import TestCase
 
-from tests.group.brokers import SERVING, STANDING_BY, GroupBroker, ReplicatedPostgreSQL, accepts, shared_replicated
-from tests.group.clients import QUEUE, Consumer, Ledger, Publisher
+from tests.group.clients import Consumer, Ledger, Publisher
+from tests.group.support import (
+    SERVING, STANDING_BY, GroupBroker, ReplicatedPostgreSQL, accepts, shared_replicated, until,
+)
 from txamqp09.client import ConnectionClosed, Message, connect
 from txamqp09.testing.postgresql import psycopg_missing
 
 #: Confirms to see before a failure, and again after it.
 CONFIRMS = 200
-#: Seconds any one wait may take on a busy machine.
-WAIT = 60.0
 #: How long the active stays stopped.
 HANG_SECONDS = 8.0
 #: The longest the standby may take to serve after the active hangs.
 TAKEOVER_SECONDS = 5.0
 #: The queue the SIGSTOP test's own client consumes, one message at a time.
 WATCHED = "watched"
+#: A lease that outlasts a PostgreSQL failover on a busy machine.
+DATABASE_FAILOVER_LEASE = ("--lease-period", "12", "--lease-renew", "1")
 #: The exit status of a fenced broker.
 EXIT_FENCED = 75
-
-
-def until(condition: Callable[[], bool], interval: float = 0.02, timeout: float = WAIT) -> Deferred[None]:
-    """Fires once *condition()* holds, looking every *interval* seconds."""
-    done: Deferred[None] = Deferred()
-    deadline = time.monotonic() + timeout
-
-    def look() -> None:
-        if condition():
-            done.callback(None)
-        elif time.monotonic() > deadline:
-            done.errback(AssertionError(f"not within {timeout} s: {condition}"))
-        else:
-            reactor.callLater(interval, look)
-
-    look()
-    return done
 
 
 class FailoverTestCase(TestCase):
@@ -92,6 +77,7 @@ class FailoverTestCase(TestCase):
     def broker(self, url: str, node: str, *extra: str, until: bytes = STANDING_BY) -> Any:
         """A broker of the group, killed at the end; fires once its log matched *until*."""
         broker = GroupBroker(self.mktemp(), url, node, *extra)
+        self.addCleanup(lambda: log.msg(f"{node}'s output:\n" + broker.log.decode(errors="replace")))
         self.addCleanup(broker.kill)
         yield broker.start(reactor, until)
         return broker
@@ -203,15 +189,15 @@ class DatabaseFailoverTests(FailoverTestCase):
     def test_primary_killed_and_standby_promoted(self) -> Any:
         """kill -9 of the primary, then promotion of its standby: the active
         broker blocks its publishers meanwhile, follows the promoted server,
-        keeps its lease and serves again; nothing confirmed is lost."""
-        yield self.group()
+        keeps its lease and serves again; nothing confirmed is lost. (The
+        lease is long enough for a promotion on a busy machine.)"""
+        yield self.group(*DATABASE_FAILOVER_LEASE)
         killed_at = time.monotonic()
         self.servers.primary.kill()
         assert self.servers.standby is not None
         self.servers.standby.promote()
         yield self.resumed_and_drained(killed_at)
-        resumed = self.ledger.first_confirm_after(killed_at)
-        assert resumed is not None
-        log.msg(f"publishing resumed {resumed - killed_at:.2f} s after kill -9 of the primary")
+        pause = self.ledger.longest_pause_after(killed_at)
+        log.msg(f"no confirm for {pause:.2f} s after kill -9 of the primary")
         self.assertTrue(self.active.running)
         self.assertNotIn(b"group role active", self.standby.log)

@@ -244,20 +244,34 @@ class SessionTests(LeaseTestCase):
         self.assertEqual(own.execute("SELECT 1").fetchone(), (1,))
 
     def test_presence_lock(self) -> None:
-        """The presence lock has one holder, whose pid others see; a waiter
-        times out while it is held and takes it once the holder's session ends."""
+        """The presence lock has one holder, whose pid others see; a request
+        queued for it waits while it is held and is granted once the
+        holder's session ends; a cancelled request leaves its session usable."""
         holder = self.session(self.a)
         waiter = self.session(self.b)
         self.assertIsNone(lease.presence_holder(waiter))
         self.assertTrue(lease.claim_presence(holder))
         self.assertFalse(lease.claim_presence(waiter))
-        self.assertEqual(lease.presence_holder(waiter), holder.execute("SELECT pg_backend_pid()").fetchone()[0])
-        self.assertFalse(lease.wait_presence(waiter, 0.1))
-        threading.Thread(target=holder.close).start()
-        self.assertTrue(lease.wait_presence(waiter, 10.0))
-        self.assertEqual(lease.presence_holder(waiter), waiter.execute("SELECT pg_backend_pid()").fetchone()[0])
+        self.assertEqual(lease.presence_holder(self.session(self.b)), _pid(holder))
+        request = lease.PresenceRequest(waiter)
+        wait_until(lambda: _waiting_for_lock(holder, self.b.session))
+        self.assertFalse(request.granted())
+        holder.close()
+        wait_until(request.granted)
+        self.assertEqual(lease.presence_holder(waiter), _pid(waiter))
+        other = self.session(self.a)
+        queued = lease.PresenceRequest(other)
+        wait_until(lambda: _waiting_for_lock(waiter, self.a.session))
+        queued.cancel()
+        self.assertEqual(other.execute("SELECT 1").fetchone(), (1,))
+        self.assertEqual(lease.presence_holder(other), _pid(waiter))
         lease.drop_presence(waiter)
         self.assertIsNone(lease.presence_holder(waiter))
+
+
+def _pid(connection: "psycopg.Connection[Any]") -> int:
+    """The backend pid of *connection*."""
+    return int(connection.execute("SELECT pg_backend_pid()").fetchone()[0])
 
 
 class MemberTests(LeaseTestCase):

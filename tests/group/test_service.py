@@ -12,6 +12,7 @@ from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory, Protocol
 from twisted.trial.unittest import TestCase
 
+from tests.group.support import until
 from txamqp09.broker.serving import ServingWindow
 from txamqp09.testing.postgresql import psycopg_missing, shared_postgresql
 
@@ -114,7 +115,7 @@ class GroupServiceTests(TestCase):
         first = self.member("node-a")
         yield within(first.broker.serving)
         second = self.member("node-b")
-        yield within(_until(lambda: {m.node for m in first.service.status().members} == {"node-a", "node-b"}))
+        yield within(until(lambda: {m.node for m in first.service.status().members} == {"node-a", "node-b"}))
         return first, second
 
     @inlineCallbacks
@@ -122,7 +123,7 @@ class GroupServiceTests(TestCase):
         """The first member takes the lease and serves; the second stays a
         standby; both see both members and the same lease."""
         first, second = yield self.active_and_standby()
-        yield within(_until(lambda: second.service.status().lease is not None))
+        yield within(until(lambda: second.service.status().lease is not None))
         self.assertEqual(first.service.role, Role.ACTIVE)
         self.assertEqual(second.service.role, Role.STANDBY)
         self.assertIsNone(second.broker.served_at)
@@ -182,17 +183,3 @@ class GroupServiceTests(TestCase):
         yield within(second.broker.serving)
         self.assertLess(first.broker.stopped_at, second.broker.served_at)
         self.assertEqual(second.service.status().lease.holder, "node-b")
-
-
-def _until(condition: Any, interval: float = 0.02) -> Deferred[None]:
-    """Fires once *condition()* holds, looking every *interval* seconds."""
-    done: Deferred[None] = Deferred()
-
-    def look() -> None:
-        if condition():
-            done.callback(None)
-        else:
-            reactor.callLater(interval, look)
-
-    look()
-    return done

@@ -189,11 +189,12 @@ class BrokerService(MultiService):
 
     def addresses(self) -> list[tuple[str, str, int]]:
         """(protocol, host, port) of every TCP listener listening now."""
-        return [
-            (endpoint.protocol, endpoint.address.host, endpoint.address.port)
-            for endpoint, listener in self._endpoints
-            if listener.running and isinstance(endpoint.address, (IPv4Address, IPv6Address))
-        ]
+        listening: list[tuple[str, str, int]] = []
+        for endpoint, listener in self._endpoints:
+            address = endpoint.address
+            if listener.running and isinstance(address, (IPv4Address, IPv6Address)):
+                listening.append((endpoint.protocol, address.host, address.port))
+        return listening
 
     def amqp_address(self) -> Optional[LocalAddress]:
         """Where this broker's first plain AMQP listener on TCP listens (an

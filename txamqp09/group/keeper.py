@@ -135,6 +135,8 @@ class Keeper:
         self._release = False
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._connection: Optional[psycopg.Connection[Any]] = None
+        #: The lease session's queued request for the presence lock (a standby's).
+        self._request: Optional[lease.PresenceRequest] = None
         self._active = False
         self._host = "127.0.0.1"
         self._thread = threading.Thread(target=self._run, name=f"group keeper {me.node}", daemon=True)
@@ -161,13 +163,6 @@ class Keeper:
                 self._wake_writer.send(b"x")
         if done:
             finished()
-            return
-        connection = self._connection
-        if connection is not None and not self._active:
-            try:
-                connection.cancel_safe(timeout=1.0)
-            except psycopg.Error:
-                pass
 
     # -- the thread --------------------------------------------------------------
 
@@ -221,22 +216,26 @@ class Keeper:
         except psycopg.Error:
             pass
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        """A new lease session (retrying until one opens); the tables are
-        made first. The active's new session must take the presence lock
-        and renew the lease, or the lease is lost."""
+    def _open(self) -> psycopg.Connection[Any]:
+        """A new session named after this member (retrying until one opens)."""
         while True:
             self._check_stopping()
             try:
-                connection = psycopg.connect(
+                return psycopg.connect(
                     self.url, autocommit=True, application_name=self.me.session, **self._connect_options
                 )
             except psycopg.OperationalError:
                 self._stopping.wait(RECONNECT_INTERVAL)
-                continue
-            self._connection = connection
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """A new lease session; the tables are made first. The active's new
+        session must take the presence lock and renew the lease, or the
+        lease is lost."""
+        while True:
+            connection = self._connection = self._open()
             try:
                 lease.prepare(connection)
+                lease.check_client_connection(connection)
                 self._host = lease.client_host(connection)
                 if self._active:
                     self._reclaim(connection)
@@ -273,23 +272,69 @@ class Keeper:
 
     # -- standby -------------------------------------------------------------------
 
-    def _stand_by(self, connection: psycopg.Connection[Any]) -> None:
-        """Wait on *connection* (one uninterrupted session) until this broker
-        takes the lease."""
+    def _stand_by(self, watch: psycopg.Connection[Any]) -> None:
+        """Stand by until this broker takes the lease: *watch*, the lease
+        session (one uninterrupted session), waits in the presence lock's
+        queue while a second session looks at the lease every renewal
+        interval and at its expiry."""
+        poll = self._open()
+        try:
+            self._wait_for_lease(watch, poll)
+        finally:
+            self._cancel_request()
+            poll.close()
+
+    def _wait_for_lease(self, watch: psycopg.Connection[Any], poll: psycopg.Connection[Any]) -> None:
         holding = False
+        #: The pid that held the presence lock when this session's request
+        #: for it was sent: when the request is granted, that session ended.
         gone_pid: Optional[int] = None
         while not self._active:
             self._check_stopping()
-            current, members = self._look(connection, "standby")
+            current, members = self._look(poll, "standby")
+            if current.lapsed and current.holder_session not in (None, self.me.session):
+                # A holder whose lease expired is hung or cut off: its sessions
+                # end, and so does its hold on the presence lock.
+                lease.end_sessions(poll, current.holder_session)
             if holding:
-                holding = self._try_take(connection, current, members, gone_pid)
-                if not holding:
-                    gone_pid = None
-            elif current.free:
-                holding = self._claim_free(connection, current)
-            else:
-                gone_pid = self._wait_for_holder(connection, current)
-                holding = gone_pid is not None
+                holding = self._try_take(watch, current, members, gone_pid)
+            elif self._request is None and current.free and lease.claim_presence(watch):
+                holding, gone_pid = True, None
+            elif self._request is None:
+                gone_pid = self._request_presence(watch, current)
+            elif self._granted(min(self.timing.renew, current.seconds_left() + EXPIRY_SLACK)):
+                holding = True
+
+    def _request_presence(self, watch: psycopg.Connection[Any], current: Lease) -> Optional[int]:
+        """Queue for the presence lock on *watch*, if it is held by the
+        lease's holder (or by another taker of a free lease); the pid
+        holding it. Otherwise (nobody holds it though the lease is held:
+        its holder is reconnecting after a database failover) wait a little."""
+        holder_pid = lease.presence_holder(watch)
+        if current.free or (holder_pid is not None and holder_pid == current.holder_pid):
+            self._request = lease.PresenceRequest(watch)
+            return holder_pid
+        self._stopping.wait(min(ORPHAN_INTERVAL, current.seconds_left() + EXPIRY_SLACK))
+        return None
+
+    def _granted(self, seconds: float) -> bool:
+        """Wait at most *seconds* for the queued request; whether it was granted."""
+        request = self._request
+        assert request is not None
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([request.fileno(), self._wake_reader.fileno()], [], [], left)
+            self._check_stopping()
+            if readable and request.granted():
+                self._request = None
+                return True
+        return False
+
+    def _cancel_request(self) -> None:
+        """Drop a queued request (its session is about to close)."""
+        request, self._request = self._request, None
+        if request is not None:
+            request.cancel()
 
     def _look(self, connection: psycopg.Connection[Any], role: str) -> tuple[Lease, list[Member]]:
         """Write this member's row, then read the lease and the members (reported)."""
@@ -308,29 +353,6 @@ class Keeper:
             Address(protocol, self._host if host in ("0.0.0.0", "::", "") else host, port)
             for protocol, host, port in self._addresses()
         ]
-
-    def _claim_free(self, connection: psycopg.Connection[Any], current: Lease) -> bool:
-        """The lease is free: end the sessions of a holder whose lease
-        expired, then take the presence lock (waiting a little for another
-        taker's); whether this session holds it."""
-        if current.lapsed and current.holder_session and current.holder_session != self.me.session:
-            lease.end_sessions(connection, current.holder_session)
-        if lease.claim_presence(connection):
-            return True
-        return lease.wait_presence(connection, self.timing.renew)
-
-    def _wait_for_holder(self, connection: psycopg.Connection[Any], current: Lease) -> Optional[int]:
-        """The lease is held: wait until its holder's lease session ends
-        (then this session holds the presence lock: the ended session's pid)
-        or until the lease may have expired (None)."""
-        holder_pid = lease.presence_holder(connection)
-        until_expiry = current.seconds_left() + EXPIRY_SLACK
-        if holder_pid is None or holder_pid != current.holder_pid:
-            self._stopping.wait(min(ORPHAN_INTERVAL, until_expiry))
-            return None
-        if lease.wait_presence(connection, min(self.timing.renew, until_expiry)):
-            return holder_pid
-        return None
 
     def _try_take(
         self, connection: psycopg.Connection[Any], current: Lease, members: list[Member], gone_pid: Optional[int]
@@ -389,7 +411,7 @@ class Keeper:
         :raises psycopg.OperationalError: the session ended.
         """
         if seconds > 0:
-            readable, _, _ = select.select([connection.fileno(), self._wake_reader], [], [], seconds)
+            readable, _, _ = select.select([connection.fileno(), self._wake_reader.fileno()], [], [], seconds)
             self._check_stopping()
             if readable:
                 connection.execute("SELECT 1")

@@ -23,7 +23,7 @@ rules, each one statement (ActiveMQ's lease-database-locker is the model):
 
 Besides the row, the active holds a session-level advisory lock
 (:data:`PRESENCE_KEY`) on its lease session: a standby waiting for it
-(:func:`wait_presence`) learns at once that the active's session ended.
+(:class:`PresenceRequest`) learns at once that the active's session ended.
 Advisory locks live only on the server that granted them and vanish with a
 crashed primary, so a standby counts an acquired lock as the holder's end
 only when it saw the lock held on the same uninterrupted connection
@@ -42,12 +42,14 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Optional, Sequence
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 
 __all__ = [
     "LEASE_NAME",
@@ -58,6 +60,8 @@ __all__ = [
     "Identity",
     "Lease",
     "Member",
+    "PresenceRequest",
+    "check_client_connection",
     "claim_presence",
     "client_host",
     "drop_presence",
@@ -72,7 +76,6 @@ __all__ = [
     "release",
     "renew",
     "take",
-    "wait_presence",
 ]
 
 LEASE_TABLE = "amqp09_group_lease"
@@ -304,17 +307,68 @@ def claim_presence(connection: psycopg.Connection[Any]) -> bool:
     return bool(row and row[0])
 
 
-def wait_presence(connection: psycopg.Connection[Any], timeout: float) -> bool:
-    """Wait at most *timeout* seconds for the presence lock and take it;
-    whether it was taken."""
-    milliseconds = max(int(timeout * 1000), 1)
+class PresenceRequest:
+    """A request for the presence lock sent on a session and left waiting in
+    the lock's queue (granted the moment its holder's session ends) while
+    the caller does other work on other sessions.
+
+    The session must not be used for anything else until :meth:`granted`
+    says True, or the request is cancelled by closing the session
+    (:meth:`cancel` first, so that the server drops it at once).
+    """
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self._connection = connection
+        connection.pgconn.send_query(b"SELECT pg_advisory_lock(%d)" % PRESENCE_KEY)
+
+    def fileno(self) -> int:
+        """The session's socket: readable when the server answers."""
+        return self._connection.fileno()
+
+    def granted(self) -> bool:
+        """Read what the server sent: whether the lock is granted now.
+
+        :raises psycopg.OperationalError: the session ended.
+        :raises psycopg.DatabaseError: the server refused the request.
+        """
+        pgconn = self._connection.pgconn
+        pgconn.consume_input()
+        if pgconn.is_busy():
+            return False
+        error = None
+        while (result := pgconn.get_result()) is not None:
+            if result.status != pq.ExecStatus.TUPLES_OK:
+                error = result.error_message.decode(errors="replace").strip()
+        if error is not None:
+            raise psycopg.DatabaseError(error)
+        return True
+
+    def cancel(self, timeout: float = 2.0) -> None:
+        """Drop the request: ask the server to cancel it and read its answer
+        (at most *timeout* seconds), so that the session can be used again."""
+        try:
+            self._connection.cancel_safe(timeout=timeout)
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0:
+                select.select([self], [], [], left)
+                try:
+                    if self.granted():
+                        return
+                except psycopg.DatabaseError:
+                    return
+        except psycopg.Error:
+            pass
+
+
+def check_client_connection(connection: psycopg.Connection[Any]) -> None:
+    """Have the server check every second that this session's client is
+    still there while it runs a statement, so that the queued presence
+    request of a broker that died leaves the queue within a second
+    (PostgreSQL 14 and later; older servers do not check)."""
     try:
-        with connection.transaction():
-            connection.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{milliseconds}ms")))
-            connection.execute("SELECT pg_advisory_lock(%s)", (PRESENCE_KEY,))
-    except psycopg.errors.LockNotAvailable:
-        return False
-    return True
+        connection.execute("SET client_connection_check_interval = 1000")
+    except psycopg.errors.UndefinedObject:
+        pass
 
 
 def client_host(connection: psycopg.Connection[Any]) -> str:

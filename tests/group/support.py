@@ -1,4 +1,5 @@
-"""Brokers of a group in child processes, and the PostgreSQL servers they share."""
+"""Brokers of a group in child processes, the PostgreSQL servers they share,
+and waiting for conditions in the reactor."""
 
 from __future__ import annotations
 
@@ -6,21 +7,53 @@ import atexit
 import re
 import socket
 import tempfile
-from typing import Any, Optional
+import time
+from typing import Any, Callable, Optional
 
-from twisted.internet.defer import Deferred
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, succeed
 from twisted.python.failure import Failure
 
 from tests.broker.process import BrokerProcess
 from txamqp09.testing.postgresql import PostgreSQL, group_url
 from txamqp09.testing.rabbitmq import free_port
 
-__all__ = ["SERVING", "STANDING_BY", "GroupBroker", "ReplicatedPostgreSQL", "accepts", "shared_replicated"]
+__all__ = [
+    "SERVING",
+    "STANDING_BY",
+    "GroupBroker",
+    "ReplicatedPostgreSQL",
+    "accepts",
+    "shared_replicated",
+    "until",
+]
 
+#: Seconds a broker may take to log what a test waits for, on a busy machine.
+WAIT = 60.0
+#: Characters of a broker's output shown when it did not log what was awaited.
+_SHOWN = 4000
 #: The line a broker logs once it serves (restored, listening).
 SERVING = rb"accepting connections on"
 #: The line a broker logs once it stands by.
 STANDING_BY = rb"group role standby"
+
+
+def until(condition: Callable[[], bool], interval: float = 0.02, timeout: float = WAIT) -> Deferred[None]:
+    """Fires once *condition()* holds, looking every *interval* seconds;
+    fails after *timeout* seconds."""
+    done: Deferred[None] = Deferred()
+    deadline = time.monotonic() + timeout
+
+    def look() -> None:
+        if condition():
+            done.callback(None)
+        elif time.monotonic() > deadline:
+            done.errback(AssertionError(f"not within {timeout} s: {condition}"))
+        else:
+            reactor.callLater(interval, look)
+
+    look()
+    return done
 
 
 class GroupBroker(BrokerProcess):
@@ -45,15 +78,21 @@ class GroupBroker(BrokerProcess):
         listening.addErrback(lambda _: None)  # a standby never listens
         return self.wait_for(until)
 
-    def wait_for(self, pattern: bytes) -> Deferred[None]:
-        """Fires once the broker's output has matched *pattern* (at once if it has)."""
+    def wait_for(self, pattern: bytes, timeout: float = WAIT) -> Deferred[None]:
+        """Fires once the broker's output has matched *pattern* (at once if
+        it has); fails after *timeout* seconds, with the broker's output."""
         compiled = re.compile(pattern)
-        waiter: Deferred[None] = Deferred()
         if compiled.search(self.log):
-            waiter.callback(None)
-        else:
-            self._patterns.append((compiled, waiter))
-        return waiter
+            return succeed(None)
+        waiter: Deferred[None] = Deferred(lambda _: self._patterns.remove(entry))
+        entry = (compiled, waiter)
+        self._patterns.append(entry)
+
+        def explain(_: Any, seconds: float) -> None:
+            output = self.log.decode(errors="replace")[-_SHOWN:]
+            raise AssertionError(f"{self.node} did not log {pattern!r} within {seconds} s:\n{output}")
+
+        return waiter.addTimeout(timeout, reactor, onTimeoutCancel=explain)
 
     def outReceived(self, data: bytes) -> None:
         super().outReceived(data)
