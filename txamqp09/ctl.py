@@ -49,21 +49,25 @@ EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 64, 69
 
 
 class CtlError(Exception):
-    """A failure to report in one line, with the exit code to end with."""
+    """A failure to report in one line, with the exit code to end with, and
+    the HTTP status of the broker's refusal (None: not a refusal)."""
 
-    def __init__(self, text: str, code: int = EXIT_REFUSED) -> None:
+    def __init__(self, text: str, code: int = EXIT_REFUSED, status: Optional[int] = None) -> None:
         super().__init__(text)
         self.code = code
+        self.status = status
 
 
 @dataclass
 class Api:
-    """The management API at *url*, as *user*."""
+    """The management API at *url*, as *user*; *url_source* says where the
+    URL came from (``--url``, ``$AMQP09CTL_URL``, a config file, the default)."""
 
     url: str
     user: str
     password: str
     timeout: float = 30.0
+    url_source: str = "--url"
 
     def call(self, method: str, path: str, body: Any = None, headers: Optional[dict[str, str]] = None) -> Any:
         """Send a request; the parsed JSON answer (None when there is none).
@@ -81,10 +85,14 @@ class Api:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as error:
-            raise CtlError(_refusal(error)) from None
+            raise CtlError(_refusal(error), status=error.code) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise CtlError(f"cannot reach the management API at {self.url}: {reason}", EXIT_UNAVAILABLE) from None
+            raise CtlError(
+                f"cannot reach the management API at {self.url} ({self.url_source}): {reason}; "
+                "give the address of a broker's --management listener with --url or AMQP09CTL_URL",
+                EXIT_UNAVAILABLE,
+            ) from None
         return json.loads(raw) if raw.strip() else None
 
 
@@ -201,6 +209,15 @@ def _listing(path: str, default: Sequence[str], info: str,
     return list_things
 
 
+def _listing_help(info: str) -> str:
+    """A listing's ``--help`` line from its informational line:
+    ``Listing queues for vhost {vhost} ...`` -> ``list queues of the vhost (-p)``."""
+    words = info.split(" ...")[0].rstrip(".").replace("Listing", "list", 1)
+    for vhost in (' for vhost "{vhost}"', " for vhost {vhost}", " in vhost {vhost}"):
+        words = words.replace(vhost, " of the vhost (-p)")
+    return words
+
+
 _QUEUE_COLUMNS = ("name", "messages")
 _CONSUMER_ALIASES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "queue_name": lambda row: row.get("queue", {}).get("name"),
@@ -240,7 +257,7 @@ for _name, _path, _default, _info, _aliases, _per_vhost in (
     ("list_parameters", "/api/parameters", ("component", "name", "value"),
      "Listing runtime parameters for vhost \"{vhost}\" ...", None, False),
 ):
-    command(_name, _info.split(" ...")[0].replace("Listing", "list"), _columns(_default))(
+    command(_name, _listing_help(_info), _columns(_default))(
         _listing(_path, _default, _info, _aliases, _per_vhost))
 
 
@@ -260,6 +277,39 @@ def shovel_status(api: Api, options: argparse.Namespace, output: Output) -> None
     """GET /api/shovels, with rabbitmqctl shovel_status's columns."""
     output.info("Shovel status ...")
     output.table(api.call("GET", "/api/shovels") or [], options.columns or _SHOVEL_COLUMNS, _SHOVEL_ALIASES)
+
+
+def _node_name(api: Api) -> str:
+    """The broker's node name, from /api/overview."""
+    return str((api.call("GET", "/api/overview") or {}).get("node", ""))
+
+
+def _on_shovel(api: Api, options: argparse.Namespace, path: str) -> None:
+    """DELETE *path* of the shovel ``options.name`` in the vhost (-p), with
+    rabbitmqctl's text when there is no such shovel."""
+    try:
+        api.call("DELETE", f"/api/shovels/vhost/{_segment(options.vhost)}/{_segment(options.name)}{path}")
+    except CtlError as error:
+        if error.status != 404:
+            raise
+        raise CtlError(
+            f"Shovel with the given name was not found on the target node '{_node_name(api)}' "
+            f"and / or virtual host '{options.vhost}'"
+        ) from None
+
+
+@command("delete_shovel", "delete a shovel of the vhost (-p)", _names("name"))
+def delete_shovel(api: Api, options: argparse.Namespace, output: Output) -> None:
+    """DELETE /api/shovels/vhost/{vhost}/{name}, as rabbitmqctl's plugin command."""
+    output.info(f"Deleting shovel {options.name} in vhost {options.vhost}")
+    _on_shovel(api, options, "")
+
+
+@command("restart_shovel", "restart a dynamic shovel of the vhost (-p)", _names("name"))
+def restart_shovel(api: Api, options: argparse.Namespace, output: Output) -> None:
+    """DELETE /api/shovels/vhost/{vhost}/{name}/restart, as rabbitmqctl's plugin command."""
+    output.info(f"Restarting dynamic Shovel {options.name} in virtual host {options.vhost} on node {_node_name(api)}")
+    _on_shovel(api, options, "/restart")
 
 
 @command("list_user_permissions", "list a user's permissions", _names("user"))
@@ -399,7 +449,7 @@ _FEDERATION_COLUMNS = ("type", "vhost", "exchange", "upstream_exchange", "queue"
                                   help="only links that failed or are not connected"))
 def federation_status(api: Api, options: argparse.Namespace, output: Output) -> None:
     """The federation links from /api/federation-links, as rabbitmqctl shows them."""
-    node = (api.call("GET", "/api/overview") or {}).get("node", "")
+    node = _node_name(api)
     down = " which are down" if options.only_down else ""
     output.info(f"Listing federation links{down} on node {node}...")
     links = api.call("GET", "/api/federation-links/state/down" if options.only_down else "/api/federation-links")
@@ -699,13 +749,20 @@ def _settings(options: argparse.Namespace, environ: dict[str, str]) -> Api:
     config.read(path)
     section = config["amqp09ctl"] if config.has_section("amqp09ctl") else {}
 
-    def setting(name: str, default: str) -> str:
+    def setting(name: str, default: str) -> tuple[str, str]:
+        """The setting *name* and where it came from."""
         given = getattr(options, f"api_{name}")
         if given is not None:
-            return str(given)
-        return environ.get(f"AMQP09CTL_{name.upper()}") or section.get(name) or default
+            return str(given), f"--{name}"
+        variable = f"AMQP09CTL_{name.upper()}"
+        if environ.get(variable):
+            return environ[variable], f"${variable}"
+        if section.get(name):
+            return section[name], f"{name} in {path}"
+        return default, "the default"
 
-    return Api(setting("url", DEFAULT_URL), setting("user", "guest"), setting("password", "guest"), options.timeout)
+    url, url_source = setting("url", DEFAULT_URL)
+    return Api(url, setting("user", "guest")[0], setting("password", "guest")[0], options.timeout, url_source)
 
 
 def main(argv: Optional[Sequence[str]] = None, environ: Optional[dict[str, str]] = None,

@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Optional, cast
 
 from twisted.application import service
-from twisted.internet.endpoints import serverFromString
+from twisted.internet.endpoints import (
+    SSL4ServerEndpoint,
+    TCP4ServerEndpoint,
+    TCP6ServerEndpoint,
+    serverFromString,
+)
 from twisted.internet.interfaces import (
     IProtocolFactory,
     IReactorFromThreads,
@@ -41,7 +46,7 @@ from twisted.python import usage
 
 from txamqp09 import __version__
 from txamqp09.broker import oplog
-from txamqp09.broker.auth.options import SecurityOptions
+from txamqp09.broker.auth.options import SecurityOptions, port_number
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
 from txamqp09.broker.federation.service import FederationService
 from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor, StoreAlarm
@@ -55,6 +60,7 @@ from txamqp09.broker.service import BrokerService
 from txamqp09.management import Node, RecordingEndpoint, make_site
 from txamqp09.management.node import StatisticsService
 from txamqp09.prometheus import make_metrics_site
+from txamqp09.shovel.definition import STATIC_SHOVELS, ShovelDefinition, static_shovels
 from txamqp09.shovel.service import ShovelService
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.store.url import POSTGRESQL, StoreURLError, check_store_url, store_from_url
@@ -69,7 +75,13 @@ DEFAULT_LEASE_RENEW = 1.0
 
 
 class Options(SecurityOptions):
-    """Command-line options of ``twistd amqp09`` (with the security options)."""
+    """Command-line options of ``twistd amqp09`` (with the security options).
+
+    :ivar static_shovels: the static shovels of the ``--definitions`` file,
+        by name, once the options are parsed.
+    """
+
+    static_shovels: dict[str, ShovelDefinition]
 
     synopsis = "[--port PORT] [--listen ENDPOINT ...] [--definitions FILE] [--ssl-port PORT ...]"
     longdesc = (
@@ -136,8 +148,8 @@ class Options(SecurityOptions):
          "abandoned (0: kept until the staging limit needs its room).", float],
         ["log-level", None, "info",
          f"The broker's log lines of this level and above: {', '.join(oplog.LEVELS)} "
-         "(info: connections opened and closed; warn: refused logins and vhosts, "
-         "handshake timeouts).", oplog.check_level],
+         "(debug: HTTP requests; info: connections opened and closed; warn: refused "
+         "logins and vhosts, handshake timeouts).", oplog.check_level],
         ["freeze-backlog", None, DEFAULT_FREEZE_THRESHOLD,
          "Queued messages from which the garbage collector's full passes skip the "
          "objects that survived the last one (0: never).", int],
@@ -152,6 +164,11 @@ class Options(SecurityOptions):
         self["listen"] = []
         self["management"] = []
         self["prometheus"] = []
+        self._dispatch.update({
+            name: NamedCoercion(self, dispatch.coerce)
+            for name, dispatch in self._dispatch.items()
+            if isinstance(dispatch, usage.CoerceParameter)
+        })
 
     def opt_version(self) -> None:
         """Print txamqp09's version (and Twisted's and Python's), then exit."""
@@ -187,13 +204,12 @@ class Options(SecurityOptions):
 
     def postOptions(self) -> None:
         if self["port"] is not None:
-            try:
-                port = int(self["port"])
-            except ValueError:
-                raise usage.UsageError(f"--port must be a number, not {self['port']!r}") from None
-            self["listen"].append(f"tcp:{port}")
+            self["listen"].append(f"tcp:{port_number('port', self['port'])}")
         if not self["listen"]:
             self["listen"].append("tcp:5672")
+        for option in ("listen", "management", "prometheus"):
+            for description in self[option]:
+                check_endpoint(option, description)
         if self["frame-max"] < 4096:
             raise usage.UsageError("--frame-max must be at least 4096")
         if self["consumer-timeout"] < 0:
@@ -215,7 +231,10 @@ class Options(SecurityOptions):
         if self["data-dir"] is None:
             self["data-dir"] = str(default_data_dir())
         self.check_security()
-
+        try:
+            self.static_shovels = static_shovels(self.definitions.source.get(STATIC_SHOVELS))
+        except ValueError as error:
+            raise usage.UsageError(f"--definitions {self['definitions']}: {error}") from None
 
     @property
     def in_group(self) -> bool:
@@ -241,6 +260,47 @@ class Options(SecurityOptions):
             raise usage.UsageError("--lease-renew must be positive and shorter than --lease-period")
         if self["node-name"] is None:
             self["node-name"] = f"{socket.gethostname()}:{_first_port(self['listen'])}"
+
+
+class NamedCoercion(usage.CoerceParameter):
+    """An option's type conversion whose usage error names the option
+    (``--memory-budget: 'lots' is not a size: ...``)."""
+
+    def dispatch(self, parameterName: str, value: Optional[str]) -> None:
+        """Convert *value* and keep it as option *parameterName*.
+
+        :raises usage.UsageError: it has no value or cannot be converted.
+        """
+        if value is None:
+            raise usage.UsageError(f"--{parameterName} needs a value")
+        try:
+            self.options.opts[parameterName] = self.coerce(value)
+        except ValueError as error:
+            raise usage.UsageError(f"--{parameterName}: {error}") from None
+
+
+#: The endpoint types whose port :func:`check_endpoint` checks (Twisted
+#: keeps it in their ``_port``).
+_PORTED_ENDPOINTS = (TCP4ServerEndpoint, TCP6ServerEndpoint, SSL4ServerEndpoint)
+
+
+def check_endpoint(option: str, description: str) -> None:
+    """Refuse a ``--OPTION`` endpoint description Twisted cannot make a
+    server endpoint of, or whose port is outside 0-65535, before anything
+    starts.
+
+    :raises usage.UsageError: naming the option and the description.
+    """
+    from twisted.internet import reactor
+
+    try:
+        endpoint = serverFromString(reactor, description)
+    except Exception as error:  # Twisted's parsers raise ValueError, TypeError, KeyError, OSError, SSL errors
+        raise usage.UsageError(f"--{option} {description!r} is not a server endpoint: {error}") from None
+    if isinstance(endpoint, _PORTED_ENDPOINTS) and not 0 <= endpoint._port <= 65535:
+        raise usage.UsageError(
+            f"--{option} {description!r}: the port must be from 0 to 65535, not {endpoint._port}"
+        )
 
 
 def _first_port(descriptions: list[str]) -> str:
@@ -318,6 +378,8 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         definitions_file=options["definitions"],
     )
     broker.exit_on_startup_error = True
+    twistd_options = getattr(options, "parent", None)
+    broker.pidfile = twistd_options.get("pidfile") if twistd_options is not None else None
     oplog.set_level(options["log-level"])
     listeners: list[tuple[IStreamServerEndpoint, IProtocolFactory, str]] = [
         (serverFromString(reactor, description), factory, "amqp") for description in options["listen"]
@@ -327,7 +389,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         listeners.append((tls, factory, "amqp/ssl"))
     federation = FederationService(factory.config, reactor, node_name, broker.amqp_address, factory.alarms)
     broker.add_serving(federation)
-    shovels = ShovelService(factory.config, reactor, broker.amqp_address, node_name)
+    shovels = ShovelService(factory.config, reactor, broker.amqp_address, node_name, options.static_shovels)
     node = Node(factory, store, node_name)
     node.federation = federation
     node.shovels = shovels

@@ -38,7 +38,8 @@ class BenchTests(TestCase):
     @inlineCallbacks
     def test_five_kill_9_cycles_lose_and_corrupt_nothing(self) -> Any:
         figures = yield self.bench("soak.py", "--cycles", "5", "--seconds", "1")
-        self.assertEqual([cycle["lost"] for cycle in figures["cycles"]], [0] * 5)
+        # A cycle's own "lost" counts what its consumer has not received yet
+        # (under load it can lag behind a backlog); the last drain decides.
         self.assertEqual((figures["lost"], figures["corrupt"]), (0, 0))
         self.assertTrue(all(cycle["confirmed"] > 0 for cycle in figures["cycles"]), figures)
         self.assertLess(figures["store_bytes"], 64 * MiB)

@@ -188,3 +188,26 @@ class FullDiskTests(TestCase):
         recovered = reopened.open()
         await reopened.close()
         self.assertEqual([m.body for m in recovered.messages[("/", "q")]], [b"after"])
+
+    @inline
+    async def test_another_channels_failed_write_nacks_nothing_here(self) -> None:
+        """A publish written after another channel's publish failed is
+        acked: each confirm covers its own channel's writes only."""
+        connection = await connect(reactor, self.server.url)
+        self.addCleanup(connection.disconnect)
+        here, there = await connection.channel(), await connection.channel()
+        await here.queue_declare("q", durable=True)
+        for channel in (here, there):
+            await channel.confirm_select()
+        await here.basic_publish(b"before", routing_key="q", properties=PERSISTENT)
+        self.faults.arm("INSERT INTO messages", DISK_FULL)
+        with self.assertRaises(MessageNacked):
+            await there.basic_publish(b"lost", routing_key="q", properties=PERSISTENT)
+        await eventually(lambda: not self.server.factory.alarms.active(), reactor)
+        await here.basic_publish(b"after", routing_key="q", properties=PERSISTENT)
+        await connection.disconnect()
+        await self.store.close()
+        reopened = SQLiteStore(self.store.path, cast(IReactorFromThreads, reactor))
+        recovered = reopened.open()
+        await reopened.close()
+        self.assertEqual([m.body for m in recovered.messages[("/", "q")]], [b"before", b"after"])

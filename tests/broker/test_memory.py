@@ -46,7 +46,7 @@ class WatermarkTests(SynchronousTestCase):
         self.assertEqual(parse_watermark("1"), 1.0)
         self.assertEqual(parse_watermark("768MiB"), 768 * MiB)
         self.assertEqual(parse_watermark("2000000"), 2000000)
-        for bad in ("-0.5", "lots", "12M"):
+        for bad in ("-0.5", "lots", "12M", "1.5", "1e9", "nan"):
             self.assertRaises(ValueError, parse_watermark, bad)
 
     def test_option(self) -> None:

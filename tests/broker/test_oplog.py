@@ -165,29 +165,43 @@ class StartupLinesTests(TestCase):
         self.start("--listen", "tcp:0:interface=127.0.0.1", "--data-dir", str(data),
                    "--definitions", str(definitions))
         lines = self.log.lines()
+        self.assertRegex(lines.pop(0), r"^info: memory high watermark [\d.]+ MiB: 0\.4 of the machine's [\d.]+ MiB$")
         self.assertRegex(lines[0], r"^info: listening for amqp on 127\.0\.0\.1 only, port \d+$")
         self.assertEqual(lines[1], f"info: data directory {data} (message store {data}/store.db)")
         self.assertRegex(lines[2], r"^info: message store restored: 0 durable queues, 0 durable exchanges, "
                                    r"0 persistent messages in [\d.]+ s \(0 bytes of bodies left on disk\)$")
         self.assertEqual(lines[3:], [
-            f"info: definitions file {definitions} applied: 1 users, 2 vhosts, 1 permissions, "
+            f"info: definitions file {definitions} applied: 1 user, 2 vhosts, 1 permission, "
             "0 queues, 0 exchanges, 0 bindings, 0 policies",
             f"warn: definitions file {definitions}: not applied: top-level key 'federation_upstreams'",
             "info: users: 'app'; vhosts: '/', 'billing'",
-            "info: accepting connections on 1 listeners",
+            "info: accepting connections on 1 listener",
+        ])
+
+    def test_counts_agree_with_their_nouns(self) -> None:
+        oplog.restored(1, 2, 1, 0.25, 1)
+        oplog.restored(0, 1, 2, 0.25, 4096)
+        oplog.accepting(1)
+        oplog.accepting(3)
+        self.assertEqual(self.log.lines(), [
+            "info: message store restored: 1 durable queue, 2 durable exchanges, 1 persistent message "
+            "in 0.25 s (1 byte of bodies left on disk)",
+            "info: message store restored: 0 durable queues, 1 durable exchange, 2 persistent messages "
+            "in 0.25 s (4096 bytes of bodies left on disk)",
+            "info: accepting connections on 1 listener",
+            "info: accepting connections on 3 listeners",
         ])
 
     def test_transient_broker_on_every_interface(self) -> None:
-        self.start("--port", "0", "--transient")
-        self.assertEqual(self.log.lines()[:2], [
-            self.log.lines()[0],
+        self.start("--port", "0", "--transient", "--memory-high-watermark", "768MiB")
+        lines = self.log.lines()
+        self.assertEqual(lines[0], "info: memory high watermark 768.0 MiB")
+        self.assertRegex(lines[1], r"^info: listening for amqp on every interface \(0\.0\.0\.0\), port \d+$")
+        self.assertEqual(lines[2:], [
             "info: transient broker: nothing is kept on disk (no data directory)",
-        ])
-        self.assertRegex(self.log.lines()[0], r"^info: listening for amqp on every interface \(0\.0\.0\.0\), port \d+$")
-        self.assertEqual(self.log.lines()[2:], [
             "info: no definitions file",
             "info: users: 'guest'; vhosts: '/'",
-            "info: accepting connections on 1 listeners",
+            "info: accepting connections on 1 listener",
         ])
 
     def test_port_in_use_is_a_startup_error(self) -> None:

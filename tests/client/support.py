@@ -28,3 +28,16 @@ async def fails(deferred: Deferred[Any], kind: type[E]) -> E:
     except kind as error:
         return error
     raise AssertionError(f"{deferred!r} did not fail with {kind.__name__}")
+
+
+async def declare_orders(channel: Any) -> str:
+    """Declare on *channel* (a recovering channel) the topology the failover
+    tests look for on the next broker: the topic exchange ``orders``, the
+    durable queue ``orders.eu`` bound with ``eu.#``, and a server-named
+    exclusive queue bound with ``#``; the latter's name."""
+    await channel.exchange_declare("orders", "topic", durable=True)
+    await channel.queue_declare("orders.eu", durable=True)
+    await channel.queue_bind("orders.eu", "orders", "eu.#")
+    private: str = (await channel.queue_declare("", exclusive=True)).queue
+    await channel.queue_bind(private, "orders", "#")
+    return private

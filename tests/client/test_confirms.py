@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from twisted.internet.defer import Deferred
 from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.client.confirms import ConfirmTracker
@@ -31,6 +32,31 @@ class ConfirmTrackerTests(SynchronousTestCase):
         tracker.published().addCallback(lambda _: later.append(tracker.published()))
         tracker.acked(0, True)
         self.assertNoResult(later[0])
+
+    def test_the_given_deferred_is_the_one_fired(self) -> None:
+        tracker = ConfirmTracker()
+        mine: Deferred[int] = Deferred()
+        self.assertIs(tracker.published(mine), mine)
+        tracker.acked(1, False)
+        self.assertEqual(self.successResultOf(mine), 1)
+
+    def test_the_channel_end_offers_each_unconfirmed_deferred_in_order(self) -> None:
+        tracker = ConfirmTracker()
+        offered: list[Deferred[int]] = []
+        published = [tracker.published() for _ in range(4)]
+        tracker.acked(2, False)
+
+        def take_odd_tags(error: BaseException, deferred: Deferred[int]) -> bool:
+            offered.append(deferred)
+            return published.index(deferred) % 2 == 0
+
+        tracker.handover = take_odd_tags
+        tracker.failAll(ValueError("gone"))
+        self.assertEqual(offered, [published[0], published[2], published[3]])
+        self.assertNoResult(published[0])
+        self.assertNoResult(published[2])
+        self.failureResultOf(published[3], ValueError)
+        self.assertEqual(tracker.unconfirmed, 0)
 
 
 class ConfirmGroupTests(SynchronousTestCase):

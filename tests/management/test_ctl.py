@@ -90,8 +90,11 @@ class CtlTests(ConfigTestCase):
         _, err, code = yield self.ctl("--password", "wrong", "-q", "list_users")
         self.assertEqual((code, err), (1, "Error: 401 Login failed\n"))
         _, err, code = yield self.ctl("-q", "list_users", AMQP09CTL_URL="http://127.0.0.1:1")
-        self.assertEqual(code, 69)
-        self.assertIn("cannot reach the management API at http://127.0.0.1:1", err)
+        self.assertEqual((code, err), (69, (
+            "Error: cannot reach the management API at http://127.0.0.1:1 ($AMQP09CTL_URL): [Errno 111] "
+            "Connection refused; give the address of a broker's --management listener with --url or "
+            "AMQP09CTL_URL\n"
+        )))
         _, _, code = yield self.ctl("no_such_command")
         self.assertEqual(code, 64)
         self.assertEqual(self.config.policies(), [])
@@ -151,6 +154,27 @@ class CtlTests(ConfigTestCase):
         self.assertEqual(code, 0)
         self.assertIn("not applied: top-level key 'federation_upstreams'", err)
         self.assertEqual([p.name for p in self.config.policies("shop")], ["ttl"])
+
+    @inlineCallbacks
+    def test_an_unreachable_api_says_where_its_address_came_from(self) -> Any:
+        """--url first, then $AMQP09CTL_URL, then the config file, then the default."""
+        config_file = Path(self.mktemp()).absolute()
+        config_file.write_text("[amqp09ctl]\nurl = http://127.0.0.1:2\n")
+        for arguments, environment, source in [
+            (["--url", "http://127.0.0.1:1"], {"AMQP09CTL_URL": "http://127.0.0.1:2"}, "--url"),
+            (["--config", str(config_file)], {"AMQP09CTL_URL": ""}, f"url in {config_file}"),
+        ]:
+            _, err, code = yield self.ctl(*arguments, "-q", "list_vhosts", **environment)
+            self.assertEqual(code, 69)
+            self.assertIn(f"({source}): [Errno 111] Connection refused; give the address", err)
+
+    @inlineCallbacks
+    def test_help_lists_every_command_without_placeholders(self) -> Any:
+        out, _, code = yield self.ctl("--help")
+        self.assertEqual(code, 0)
+        self.assertNotIn("{vhost}", out)
+        self.assertIn("list_queues         list queues of the vhost (-p)", out)
+        self.assertIn("--url URL", out)
 
     @inlineCallbacks
     def test_status_await_startup_config_file_and_connections(self) -> Any:

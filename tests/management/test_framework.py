@@ -6,11 +6,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from twisted.internet.defer import inlineCallbacks
+from twisted.logger import LogLevel, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.broker.auth import UserDatabase
 from txamqp09.broker.auth.cred import AMQPUser
 from txamqp09.management.api import ApiError, ApiRequest, Basic, Router, listing, split_path
+from txamqp09.broker import oplog
+from tests.broker.test_oplog import LogCapture
 from tests.management.support import ManagementTestCase
 
 
@@ -270,3 +273,41 @@ class HttpTests(ManagementTestCase):
         self.assertEqual(vhost.queues["aliveness-test"].message_count, 0)
         answer = yield self.broker.request("GET", "/api/aliveness-test/nohost")
         self.assertEqual((answer.status, answer.body), (404, {"error": "not_found", "reason": "vhost_not_found"}))
+
+
+class OperatorLogTests(ManagementTestCase):
+    """What the API's requests and refused logins write to the log."""
+
+    @inlineCallbacks
+    def test_requests_are_debug_lines(self) -> Any:
+        """Nothing at info or above (a UI tab polls every few seconds); one
+        debug line per request with --log-level debug."""
+        log = LogCapture(self)
+        yield self.broker.request("GET", "/api/overview")
+        self.assertEqual(
+            [formatEvent(event) for event in log.events
+             if event["log_level"] >= LogLevel.info and "/api/overview" in formatEvent(event)],
+            [],
+        )
+        oplog.set_level("debug")
+        yield self.broker.request("GET", "/api/overview?columns=node")
+        yield self.broker.request("GET", "/api/whoami", user=None)
+        self.assertEqual(log.lines(), [
+            "debug: http request from 127.0.0.1 (user 'guest'): GET /api/overview?columns=node answered 200",
+            "debug: http request from 127.0.0.1 (user (none)): GET /api/whoami answered 401",
+        ])
+
+    @inlineCallbacks
+    def test_refused_logins_are_logged_as_amqp_ones_are(self) -> Any:
+        log = LogCapture(self)
+        oplog.set_level("warn")
+        self.broker.add_user("app", "secret", tags=("management",))
+        yield self.broker.request("GET", "/api/whoami", user="guest", password="wrong")
+        yield self.broker.request("GET", "/api/whoami", user="nobody", password="x")
+        yield self.broker.request("GET", "/api/whoami", user="app", password="secret")
+        self.assertEqual(log.lines(), [
+            "warn: login refused: user 'guest' from 127.0.0.1 using HTTP basic auth (management API): "
+            "unknown user or wrong password",
+            "warn: login refused: user 'nobody' from 127.0.0.1 using HTTP basic auth (management API): "
+            "unknown user or wrong password",
+        ])

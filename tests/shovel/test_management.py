@@ -1,4 +1,5 @@
-"""``/api/shovels``, the restart endpoint and ``amqp09ctl shovel_status``."""
+"""``/api/shovels``, the restart and delete endpoints and ``amqp09ctl``'s
+shovel_status, restart_shovel and delete_shovel."""
 
 from __future__ import annotations
 
@@ -95,3 +96,37 @@ class ShovelApiTests(TestCase):
         _, err, code = yield run_ctl(self.broker.url, home, "set_parameter", "shovel", "bad", '{"src-uri": "x"}')
         self.assertEqual(code != 0, True)
         self.assertIn("Must specify 'src-exchange' or 'src-queue'", err)
+
+    @inlineCallbacks
+    def test_delete_endpoint_clears_the_parameter(self) -> Any:
+        value = {"src-uri": "amqp://", "src-queue": "a", "dest-uri": self.secret_uri, "dest-queue": "b"}
+        yield self.broker.request("PUT", "/api/parameters/shovel/%2F/s1", {"value": value})
+        yield self.running()
+        deleted = yield self.broker.request("DELETE", "/api/shovels/vhost/%2F/s1")
+        self.assertEqual(deleted.status, 204)
+        self.assertEqual(self.service.shovels, {})
+        parameter = yield self.broker.request("GET", "/api/parameters/shovel/%2F/s1")
+        self.assertEqual(parameter.status, 404)
+        again = yield self.broker.request("DELETE", "/api/shovels/vhost/%2F/s1")
+        self.assertEqual((again.status, again.body), (404, {"error": "Object Not Found", "reason": "Not Found"}))
+
+    @inlineCallbacks
+    def test_ctl_restart_and_delete_shovel(self) -> Any:
+        """rabbitmqctl's texts (its shovel plugin's commands)."""
+        home = os.path.abspath(self.mktemp())
+        value = {"src-uri": "amqp://", "src-queue": "a", "dest-uri": self.secret_uri, "dest-queue": "b"}
+        self.broker.factory.config.set_parameter("shovel", "/", "s3", value)
+        yield self.running()
+        node = self.broker.node.name
+        _, err, code = yield run_ctl(self.broker.url, home, "restart_shovel", "s3")
+        self.assertEqual((code, err), (0, f"Restarting dynamic Shovel s3 in virtual host / on node {node}\n"))
+        yield self.running()
+        _, err, code = yield run_ctl(self.broker.url, home, "delete_shovel", "s3")
+        self.assertEqual((code, err), (0, "Deleting shovel s3 in vhost /\n"))
+        self.assertNotIn(("shovel", "/", "s3"), self.broker.factory.config.parameters)
+        for command in ("delete_shovel", "restart_shovel"):
+            _, err, code = yield run_ctl(self.broker.url, home, "-q", command, "s3")
+            self.assertEqual((code, err), (1, (
+                f"Error: Shovel with the given name was not found on the target node '{node}' "
+                "and / or virtual host '/'\n"
+            )))

@@ -125,6 +125,38 @@ class SameDefinitionsTests(RabbitMQShovelTestCase):
         self.assertEqual((mine.status, theirs.status), (201, 201))
 
 
+class SameControlTests(RabbitMQShovelTestCase):
+    """Deleting and restarting a shovel through the API: the same answers."""
+
+    async def test_delete_and_restart_alike(self) -> None:
+        from tests.management.support import ManagementBroker
+
+        ours = ManagementBroker()
+        await ours.start()
+        self.addCleanup(ours.stop)
+        service = ShovelService(ours.factory.config, reactor, lambda: LocalAddress("127.0.0.1", ours.amqp_port))
+        ours.node.shovels = service
+        service.startService()
+        self.addCleanup(service.stopService)
+        name = f"control-{self.tag}"
+        value = {"src-uri": "amqp://", "src-queue": f"a-{self.tag}", "dest-uri": "amqp://", "dest-queue": "b"}
+        await self.put_on_rabbitmq(name, value)
+        await ours.request("PUT", f"/api/parameters/shovel/%2F/{name}", {"value": value})
+        answers = []
+        for api, request in ((self.rabbit_api, None), (None, ours.request)):
+            steps = []
+            for method, path in [("DELETE", f"/api/shovels/vhost/%2F/{name}/restart"),
+                                 ("DELETE", f"/api/shovels/vhost/%2F/{name}"),
+                                 ("GET", f"/api/parameters/shovel/%2F/{name}"),
+                                 ("DELETE", f"/api/shovels/vhost/%2F/{name}"),
+                                 ("DELETE", f"/api/shovels/vhost/%2F/{name}/restart")]:
+                answer = await (http_request(api, method, path) if api else request(method, path))
+                steps.append((method, path, answer.status))
+            answers.append(steps)
+        self.assertEqual([status for _, _, status in answers[0]], [204, 204, 404, 404, 404])
+        self.assertEqual(answers[1], answers[0])
+
+
 class OurShovelTests(RabbitMQShovelTestCase):
     """This project's shovel, with RabbitMQ at one end."""
 

@@ -12,24 +12,29 @@ asks the store about one sequence number at a time (the oldest held), so a
 channel costs one Deferred per batch the store writes, not one per message.
 
 When the store could not write a publish (a full disk), a publisher ack
-whose range of store operations holds it is sent as the matching nack
-instead, and an answer whose method wrote it is not sent: the channel is
-told (see :class:`~txamqp09.store.interface.WriteFailed`). The range of a
-publisher ack is every operation since the previous ack of the channel, so
-a failed write can nack messages of the same moment that were written: a
-nack only tells the publisher to publish again.
+that covers it is replaced by what its channel makes of exactly the writes
+that failed (a nack for each of their messages, an ack for the others):
+each ack names the store sequence numbers of its own channel's writes, so
+another channel's failed write never turns it into a nack. An answer whose
+method wrote a publish that failed is not sent: the channel is told (see
+:class:`~txamqp09.store.interface.WriteFailed`).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from twisted.python.failure import Failure
 
 from txamqp09.store.interface import IMessageStore, WriteFailed
 
-__all__ = ["HeldOutput"]
+__all__ = ["HeldOutput", "Settle"]
+
+#: What a held frame becomes once the store operations it waits for are
+#: settled: given the store, the bytes to send (the frame, or what replaces
+#: it), or None when the channel has been told of a failed write instead.
+Settle = Callable[[IMessageStore], Optional[bytes]]
 
 
 class HeldOutput:
@@ -52,54 +57,55 @@ class HeldOutput:
         self._write = write
         self._closed = closed
         self._failed = failed
-        #: (sequence, frame, since, instead) waiting, in sending order: a
-        #: frame waits for the store's operations up to *sequence*; if a
-        #: publish after *since* among them failed, *instead* is sent (None:
-        #: the channel is told instead).
-        self.held: deque[tuple[int, bytes, int, Optional[bytes]]] = deque()
+        #: (sequence, frame, settle) waiting, in sending order: a frame waits
+        #: for the store's operations up to *sequence*; *settle* (None: none)
+        #: then says what to send (see :data:`Settle`).
+        self.held: deque[tuple[int, bytes, Optional[Settle]]] = deque()
         #: The highest store sequence number known to be settled.
         self._durable = 0
         #: The store's sequence number when the current method arrived.
         self._method_start = 0
-        #: The store's sequence number when the last publisher ack was made.
-        self._confirmed = store.last_sequence if store is not None else 0
 
     def send_after(self, sequence: int, frame: bytes) -> None:
         """Write *frame* once store operation *sequence* is durable (0: no
         wait), after every frame held before it."""
-        self._hold(sequence, frame, sequence, None)
+        self._hold(sequence, frame, None)
 
-    def confirm(self, sequence: int, ack: bytes, nack: bytes) -> None:
+    def confirm(
+        self, sequence: int, ack: bytes, written: Sequence[tuple[int, int]], failed: Callable[[list[int]], bytes]
+    ) -> None:
         """Write the publisher *ack* once the store operations up to
-        *sequence* are durable, or *nack* if a publish since the previous
-        ack failed to be written."""
-        since = self._confirmed
-        if self._store is not None:
-            self._confirmed = self._store.last_sequence
-        self._hold(sequence, ack, since, nack)
+        *sequence* are durable; if some of the publishes it covers could not
+        be written, ``failed(tags)`` instead.
 
-    def _hold(self, sequence: int, frame: bytes, since: int, instead: Optional[bytes]) -> None:
+        :param written: (delivery tag, store sequence number) of each
+            message the ack covers that was written to the store.
+        :param failed: the frames confirming what the ack covers when the
+            writes of the messages of *tags* failed.
+        """
+
+        def settle(store: IMessageStore) -> bytes:
+            lost = [tag for tag, stored in written if store.failed_between(stored - 1, stored)]
+            return failed(lost) if lost else ack
+
+        self._hold(sequence, ack, settle if written else None)
+
+    def _hold(self, sequence: int, frame: bytes, settle: Optional[Settle]) -> None:
         """Write *frame* (or what replaces it) now if nothing waits, or hold it."""
         if sequence <= self._durable and not self.held:
-            settled = self._settled(sequence, frame, since, instead)
+            settled = self._settled(frame, settle)
             if settled is not None:
                 self._write(settled)
             return
-        self.held.append((sequence, frame, since, instead))
+        self.held.append((sequence, frame, settle))
         if len(self.held) == 1:
             self._wait(sequence)
 
-    def _settled(self, sequence: int, frame: bytes, since: int, instead: Optional[bytes]) -> Optional[bytes]:
-        """What to send for a frame whose operations are settled: the frame,
-        or *instead* when a publish in (*since*, *sequence*] failed (None:
-        the channel was told)."""
-        if since >= sequence or self._store is None or not self._store.failed_between(since, sequence):
+    def _settled(self, frame: bytes, settle: Optional[Settle]) -> Optional[bytes]:
+        """What to send for a frame whose operations are settled."""
+        if settle is None or self._store is None:
             return frame
-        if instead is None:
-            self._failed(
-                Failure(WriteFailed("the message store could not write what this method changed"))
-            )
-        return instead
+        return settle(self._store)
 
     def method_started(self) -> None:
         """A method arrives: what it writes to the store, its answer waits for."""
@@ -108,12 +114,21 @@ class HeldOutput:
 
     def answer(self, frame: bytes) -> None:
         """Send the answer to the current method once what it wrote to the
-        store (if anything) is durable."""
+        store (if anything) is durable; if a publish it wrote failed, the
+        channel is told instead."""
         store = self._store
-        if store is not None and store.last_sequence > self._method_start:
-            self._hold(store.last_sequence, frame, self._method_start, None)
-        else:
+        if store is None or store.last_sequence <= self._method_start:
             self.send_after(0, frame)
+            return
+        start, end = self._method_start, store.last_sequence
+
+        def settle(settled: IMessageStore) -> Optional[bytes]:
+            if not settled.failed_between(start, end):
+                return frame
+            self._failed(Failure(WriteFailed("the message store could not write what this method changed")))
+            return None
+
+        self._hold(end, frame, settle)
 
     def clear(self) -> None:
         """The channel closed: forget what is held."""
@@ -125,7 +140,7 @@ class HeldOutput:
             self._durable_up_to, self._failed, callbackArgs=(sequence,)
         )
 
-    def _durable_up_to(self, _: None, sequence: int) -> None:
+    def _durable_up_to(self, result: None, sequence: int) -> None:
         """Operations up to *sequence* are durable: send what waited for them."""
         if self._closed():
             return
@@ -133,7 +148,8 @@ class HeldOutput:
         held = self.held
         frames = []
         while held and held[0][0] <= self._durable:
-            settled = self._settled(*held.popleft())
+            _, frame, settle = held.popleft()
+            settled = self._settled(frame, settle)
             if settled is None:
                 held.clear()
                 break

@@ -80,23 +80,36 @@ def resident_memory() -> Optional[int]:
 
 
 def parse_watermark(text: str) -> float | int:
-    """``--memory-high-watermark``: a fraction of the machine's memory (a
-    number from 0 to 1 without a unit, such as ``0.4``), or a size (``768MiB``,
-    ``2GB``, or a number of bytes above 1).
+    """``--memory-high-watermark``, read by RabbitMQ's rules: a fraction of
+    the machine's memory from 0 to 1 (``0.4``, ``vm_memory_high_watermark.relative``),
+    or an absolute size: a whole number of bytes or a number with a unit
+    (``768MiB``, ``2GB``, ``vm_memory_high_watermark.absolute``).
 
-    :raises ValueError: *text* is neither.
+    :raises ValueError: *text* is neither; a number above 1 with a decimal
+        point (``1.5``), which RabbitMQ refuses as a fraction, is refused
+        too rather than read as bytes.
     """
     try:
-        fraction = float(text)
+        number = float(text)
     except ValueError:
+        number = None
+    if number is not None and 0 <= number <= 1:
+        return number
+    if number is not None and not text.strip().isdigit():
+        raise ValueError(f"{text!r} is above 1: {_WATERMARK_FORMS}")
+    try:
         return parse_size(text)
-    if 0 <= fraction <= 1:
-        return fraction
-    return parse_size(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a watermark: {_WATERMARK_FORMS}") from None
 
+
+_WATERMARK_FORMS = (
+    "give a fraction of the machine's memory from 0 to 1 (e.g. 0.4) or a size "
+    "(a whole number of bytes, or a number with a unit such as 768MiB or 2GB)"
+)
 
 parse_watermark.coerceDoc = (  # type: ignore[attr-defined]
-    "A fraction of the machine's memory (0.4) or a size (768MiB)."
+    "A fraction of the machine's memory (0 to 1, e.g. 0.4) or a size (768MiB)."
 )
 
 

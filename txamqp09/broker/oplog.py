@@ -38,6 +38,7 @@ __all__ = [
     "connection_opened",
     "connection_refused",
     "consumer_timeout",
+    "counted",
     "data_directory",
     "definitions_applied",
     "disk_alarm",
@@ -45,8 +46,10 @@ __all__ = [
     "group_role",
     "group_session",
     "handshake_timeout",
+    "http_request",
     "known_names",
     "memory_alarm",
+    "memory_watermark",
     "listening",
     "log",
     "login_refused",
@@ -88,6 +91,12 @@ def set_level(name: str) -> None:
     _levels.setLogLevelForNamespace("txamqp09.broker", LogLevel.levelWithName(check_level(name)))
 
 
+def counted(count: int, noun: str, plural: Optional[str] = None) -> str:
+    """*count* and *noun*, plural unless *count* is 1 (``"1 listener"``,
+    ``"2 listeners"``, ``counted(0, "policy", "policies")``)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def _names(names: Iterable[str]) -> str:
     return ", ".join(repr(name) for name in sorted(names)) or "none"
 
@@ -110,8 +119,11 @@ def definitions_applied(
         log.info("no definitions file")
         return
     counts = ", ".join(
-        f"{len(definitions.get(kind) or ())} {kind}"
-        for kind in ("users", "vhosts", "permissions", "queues", "exchanges", "bindings", "policies")
+        counted(len(definitions.get(kind) or ()), noun, kind)
+        for kind, noun in (
+            ("users", "user"), ("vhosts", "vhost"), ("permissions", "permission"), ("queues", "queue"),
+            ("exchanges", "exchange"), ("bindings", "binding"), ("policies", "policy"),
+        )
     )
     log.info("definitions file {path} applied: {counts}", path=path, counts=counts)
     for item in unsupported:
@@ -126,9 +138,10 @@ def known_names(users: Iterable[str], vhosts: Iterable[str]) -> None:
 def restored(queues: int, exchanges: int, messages: int, seconds: float, paged: int) -> None:
     """What the message store gave back at startup."""
     log.info(
-        "message store restored: {queues} durable queues, {exchanges} durable exchanges, "
-        "{messages} persistent messages in {seconds:.2f} s ({paged} bytes of bodies left on disk)",
-        queues=queues, exchanges=exchanges, messages=messages, seconds=seconds, paged=paged,
+        "message store restored: {queues}, {exchanges}, {messages} in {seconds:.2f} s "
+        "({paged} of bodies left on disk)",
+        queues=counted(queues, "durable queue"), exchanges=counted(exchanges, "durable exchange"),
+        messages=counted(messages, "persistent message"), seconds=seconds, paged=counted(paged, "byte"),
     )
 
 
@@ -151,7 +164,7 @@ def startup_failed(reason: str) -> None:
 
 def accepting(listeners: int) -> None:
     """Startup is over: the broker accepts connections."""
-    log.info("accepting connections on {listeners} listeners", listeners=listeners)
+    log.info("accepting connections on {listeners}", listeners=counted(listeners, "listener"))
 
 
 def connection_opened(peer: str, user: str, vhost: str, version: str, client_properties: Mapping[str, Any]) -> None:
@@ -197,6 +210,15 @@ def login_refused(user: Optional[str], host: str, mechanism: str, reason: str) -
     )
 
 
+def http_request(client: str, user: str, method: str, uri: str, status: int) -> None:
+    """An HTTP request (management API, web UI, metrics) was answered: the
+    access log, at debug (``--log-level debug``)."""
+    log.debug(
+        "http request from {client} (user {user}): {method} {uri} answered {status}",
+        client=client, user=repr(user) if user else "(none)", method=method, uri=uri, status=status,
+    )
+
+
 def secret_update_refused(user: str, host: str, reason: str) -> None:
     """connection.update-secret was refused."""
     log.warn("secret update refused: user {user!r} from {host}: {reason}", user=user, host=host, reason=reason)
@@ -226,6 +248,18 @@ def consumer_timeout(peer: str, channel: int, seconds: float) -> None:
         "acknowledged within {seconds:g} s (--consumer-timeout); its messages are requeued",
         peer=peer, channel=channel, seconds=seconds,
     )
+
+
+def memory_watermark(setting: float | int, watermark: int, total: int) -> None:
+    """The memory alarm's watermark: *setting* (a fraction of the *total*
+    bytes of the machine's memory, or bytes) is *watermark* bytes."""
+    if isinstance(setting, float):
+        log.info(
+            "memory high watermark {watermark:.1f} MiB: {setting:g} of the machine's {total:.1f} MiB",
+            watermark=watermark / 2**20, setting=setting, total=total / 2**20,
+        )
+    else:
+        log.info("memory high watermark {watermark:.1f} MiB", watermark=watermark / 2**20)
 
 
 def memory_alarm(raised: bool, used: int, watermark: int) -> None:

@@ -107,7 +107,7 @@ class Publisher:
         "_connection", "_cancelled", "_properties_class", "_body_max", "_max_body_size",
         "content", "_flags", "_raw_properties", "_last_properties", "_remaining", "_body",
         "_envelopes", "_envelopes_stamp", "_deliver_prefixes",
-        "_confirms_pending", "_confirmed_up_to", "_held_confirms", "_several_frames",
+        "_confirms_pending", "_confirmed_up_to", "_held_confirms", "_several_frames", "_written",
     )
 
     def __init__(
@@ -161,6 +161,9 @@ class Publisher:
         self._deliver_prefixes: dict[str, bytes] = {}
         self._confirms_pending = 0
         self._confirmed_up_to = 0
+        #: (delivery tag, store sequence number) of each message the
+        #: gathered acks cover that the session wrote to the store.
+        self._written: list[tuple[int, int]] = []
         #: Acks sent to the output that it holds until the store is durable,
         #: with how many messages each covers (see :attr:`unconfirmed`).
         self._held_confirms: list[tuple[bytes, int]] = []
@@ -185,6 +188,7 @@ class Publisher:
             self._connection.bodyReleased(body.held, dropped=True)
             body.discard()
         self._confirms_pending = 0
+        self._written.clear()
         self._held_confirms.clear()
 
     @property
@@ -448,9 +452,14 @@ class Publisher:
 
         Acks are gathered while the connection's input is handled and sent
         as one basic.ack with ``multiple`` at the end (see
-        :meth:`flushConfirms`); a nack first sends the acks before it.
+        :meth:`flushConfirms`); a nack first sends the acks before it. The
+        session's :attr:`~Session.confirming_write` says whether (and as
+        which store operation) the message was written.
         """
         if ack:
+            written = self.session.confirming_write
+            if written:
+                self._written.append((sequence, written))
             if not self._confirms_pending:
                 self._connection.confirmsPending(self)
             self._confirms_pending += 1
@@ -468,22 +477,34 @@ class Publisher:
             tag = self._confirmed_up_to
             ack = tag_frame(self.number, BASIC_ACK, tag, count > 1)
             output = self._output
+            written, self._written = self._written, []
             output.confirm(
-                max(self.session.stored_sequence, self.client.log_sequence),
-                ack,
-                tag_frame(self.number, BASIC_NACK, tag, count > 1),
+                max(self.session.stored_sequence, self.client.log_sequence), ack, written,
+                lambda failed: self._confirms_after_failed_writes(tag, count, failed),
             )
             if output.held:
                 self._held_confirms.append((ack, count))
             elif self._held_confirms:
                 self._held_confirms.clear()
 
+    def _confirms_after_failed_writes(self, tag: int, count: int, failed: list[int]) -> bytes:
+        """The frames confirming the *count* publishes up to *tag* when the
+        writes of those of *failed* (delivery tags, in order) failed: a
+        basic.nack for each of them, then one basic.ack for the rest, naming
+        the last of them (``multiple`` when there are several)."""
+        frames = [tag_frame(self.number, BASIC_NACK, failed_tag, False) for failed_tag in failed]
+        lost = set(failed)
+        kept = [confirmed for confirmed in range(tag - count + 1, tag + 1) if confirmed not in lost]
+        if kept:
+            frames.append(tag_frame(self.number, BASIC_ACK, kept[-1], len(kept) > 1))
+        return b"".join(frames)
+
     @property
     def unconfirmed(self) -> int:
         """Messages published in confirm mode whose confirm the client has
         not been sent yet: acks gathered while input is handled, and acks the
         output holds until the store has made their messages durable."""
-        held = {id(frame) for _, frame, _, _ in self._output.held}
+        held = {id(frame) for _, frame, _ in self._output.held}
         self._held_confirms = [entry for entry in self._held_confirms if id(entry[0]) in held]
         return self._confirms_pending + sum(count for _, count in self._held_confirms)
 

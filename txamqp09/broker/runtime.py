@@ -60,7 +60,7 @@ from txamqp09.broker.model.policy import Policy, PolicyError
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.vhost import Broker
 from txamqp09.broker.parameters import Component, Components, ParameterKey
-from txamqp09.shovel.definition import SHOVEL
+from txamqp09.shovel.definition import SHOVEL, STATIC_SHOVELS
 from txamqp09.store.interface import IMessageStore, Settings
 from txamqp09.wire.errors import AMQPError
 
@@ -221,7 +221,8 @@ class RuntimeConfig:
 
     def start(self, settings: Settings, definitions: Optional[Mapping[str, Any]] = None) -> ImportReport:
         """Take the store's *settings* (if it has any), then import *definitions*
-        (the ``--definitions`` file) over them, and keep the result.
+        (the ``--definitions`` file) over them, and keep the result. The
+        file's static shovels are the shovel service's, not kept here.
 
         :raises ConfigError: the file is invalid (nothing of it applied).
         """
@@ -230,7 +231,9 @@ class RuntimeConfig:
         self._saved = settings
         report = ImportReport()
         if definitions is not None:
-            report = self.import_definitions(definitions)
+            report = self.import_definitions(
+                {key: value for key, value in definitions.items() if key != STATIC_SHOVELS}
+            )
         else:
             self._sync()
             self.save()

@@ -43,6 +43,7 @@ from txamqp09.broker.memory import (
     DEFAULT_MEMORY_HIGH_WATERMARK,
     MemoryMonitor,
     resident_memory,
+    total_memory,
     watermark_bytes,
 )
 from txamqp09.broker.model import Broker, Client, VirtualHost
@@ -952,6 +953,8 @@ class ServerFactory(Factory):
         #: Memory and disk alarms; publishers are blocked while any is active.
         self.alarms = alarms if alarms is not None else ResourceAlarms()
         block_publishers(self.alarms, lambda: [connection.gate for connection in self.connections])
+        #: The memory alarm's watermark as given: a fraction of the machine's memory, or bytes.
+        self.memory_high_watermark = memory_high_watermark
         self.memory = MemoryMonitor(
             self.alarms,
             clock,
@@ -1003,6 +1006,7 @@ class ServerFactory(Factory):
         )
 
     def startFactory(self) -> None:
+        oplog.memory_watermark(self.memory_high_watermark, self.memory.watermark, total_memory())
         self.throttle.start()
         self.memory.start()
         self.ack_timeouts.start()

@@ -28,7 +28,9 @@ has written everything.
 from __future__ import annotations
 
 import gc
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol, TypeVar
 
 from twisted.application.internet import StreamServerEndpointService
@@ -137,6 +139,9 @@ class BrokerService(MultiService):
 
     #: Log a :class:`StartupError` and exit with status 1 rather than raise it.
     exit_on_startup_error = False
+    #: The process id file twistd wrote for this process (None: none); such
+    #: an exit removes it.
+    pidfile: Optional[str] = None
 
     def __init__(
         self,
@@ -287,7 +292,18 @@ class BrokerService(MultiService):
             if not self.exit_on_startup_error:
                 raise
             oplog.startup_failed(str(error))
+            self._remove_pidfile()
             raise SystemExit(1) from None
+
+    def _remove_pidfile(self) -> None:
+        """Remove :attr:`pidfile` if it holds this process's id."""
+        if not self.pidfile:
+            return
+        try:
+            if Path(self.pidfile).read_text(encoding="ascii").strip() == str(os.getpid()):
+                os.remove(self.pidfile)
+        except (OSError, UnicodeDecodeError):
+            return
 
     def _restore(self) -> Settings:
         """Open the store and rebuild the broker from what it recovered; the

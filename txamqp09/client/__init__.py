@@ -33,7 +33,16 @@ from txamqp09.client.errors import (
 )
 from txamqp09.client.message import Message
 from txamqp09.client.params import ConnectionParameters, TLSOptions, parse_url
-from txamqp09.client.reconnect import ReconnectingClient
+from txamqp09.client.events import (
+    AttemptFailed,
+    Connected,
+    ConnectionLost,
+    QueueRenamed,
+    RecoveryEvent,
+    RecoveryFailed,
+)
+from txamqp09.client.reconnect import LinkState, ReconnectingClient
+from txamqp09.client.recovery import RecoveringChannel, RecoveringConsumer
 
 __all__ = [
     "connect",
@@ -47,6 +56,15 @@ __all__ = [
     "Consumer",
     "Message",
     "ReconnectingClient",
+    "LinkState",
+    "RecoveringChannel",
+    "RecoveringConsumer",
+    "RecoveryEvent",
+    "Connected",
+    "ConnectionLost",
+    "AttemptFailed",
+    "QueueRenamed",
+    "RecoveryFailed",
     "ClientError",
     "ChannelClosed",
     "ConnectionClosed",

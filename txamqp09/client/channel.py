@@ -147,6 +147,10 @@ class Channel:
         #: 0-9: the id the server gave the channel in channel.open-ok, for
         #: channel.resume after the connection breaks (empty otherwise).
         self.channel_id = b""
+        #: Acks, nacks and rejects made once the channel is closed are
+        #: dropped instead of raising: the server requeued those deliveries
+        #: (set by a recovering channel, which has a successor channel).
+        self.drop_stale_settlements = False
 
     def __repr__(self) -> str:
         return f"<Channel {self.number} ({self.state.value})>"
@@ -486,6 +490,7 @@ class Channel:
         *,
         mandatory: bool = False,
         immediate: bool = False,
+        confirmation: Optional[Deferred[int]] = None,
     ) -> Optional[Deferred[int]]:
         """Publish a message.
 
@@ -494,6 +499,8 @@ class Channel:
             (``{"content_type": "text/plain", "delivery_mode": 2}``).
         :param mandatory: have the server return the message (to
             :attr:`return_handler`) when no queue takes it.
+        :param confirmation: in confirm mode, the Deferred to return (a new
+            one when None).
         :returns: None; in confirm mode (:meth:`confirm_select`) a Deferred
             firing with the message's delivery tag when the server acks it,
             failing with :class:`~txamqp09.client.errors.MessageNacked` on nack.
@@ -506,7 +513,7 @@ class Channel:
             self.connection.body_frame_limit - FRAME_OVERHEAD,
         ))
         if self._confirms is not None:
-            return self._confirms.published()
+            return self._confirms.published(confirmation)
         return None
 
     #: The same operation, under the name most clients use.
@@ -611,10 +618,22 @@ class Channel:
             return True
         return False
 
+    def _settleable(self) -> bool:
+        """Whether a settlement may be sent: the channel is open. A stale one
+        (the channel closed, :attr:`drop_stale_settlements` set) is dropped.
+
+        :raises ChannelClosed: (or ConnectionClosed) the channel is not open.
+        """
+        if self.state is _OPEN:
+            return True
+        if self.drop_stale_settlements and self.state is ChannelState.CLOSED:
+            return False
+        raise self._unusable()
+
     def ack(self, delivery_tag: int, multiple: bool = False) -> None:
         """Acknowledge a delivery (and with *multiple* all before it)."""
-        if self.state is not _OPEN:
-            raise self._unusable()
+        if self.state is not _OPEN and not self._settleable():
+            return
         if not self._settle(delivery_tag, multiple):
             self.connection.write(tag_frame(self.number, BASIC_ACK, delivery_tag, False))
             return
@@ -627,7 +646,8 @@ class Channel:
         """Refuse deliveries (basic.nack, 0-9-1 only)."""
         if "basic.nack" not in self.spec.BY_NAME:
             raise NotInThisVersion(f"basic.nack does not exist in AMQP {self.version.name}; use reject")
-        self._checkOpen()
+        if not self._settleable():
+            return
         self._settle(delivery_tag, multiple)
         self.connection.write(
             tag_frame(self.number, BASIC_NACK, delivery_tag, (1 if multiple else 0) | (2 if requeue else 0))
@@ -635,7 +655,8 @@ class Channel:
 
     def reject(self, delivery_tag: int, requeue: bool = True) -> None:
         """Refuse one delivery (basic.reject)."""
-        self._checkOpen()
+        if not self._settleable():
+            return
         self._settle(delivery_tag, False)
         self.connection.write(tag_frame(self.number, BASIC_REJECT, delivery_tag, requeue))
 
@@ -813,6 +834,11 @@ class Channel:
     def unconfirmed(self) -> int:
         """Messages published in confirm mode and not yet acked or nacked."""
         return self._confirms.unconfirmed if self._confirms is not None else 0
+
+    @property
+    def confirms(self) -> Optional[ConfirmTracker]:
+        """The tracker of published messages in confirm mode, else None."""
+        return self._confirms
 
     def tx_select(self) -> Deferred[Any]:
         """Make the channel transactional: publishes and acks wait for :meth:`tx_commit`."""

@@ -4,7 +4,7 @@ of messages published together, settled by basic.ack or basic.nack."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 from twisted.internet.defer import Deferred
 
@@ -57,17 +57,23 @@ class ConfirmTracker:
         #: By the last delivery tag of each: a message's Deferred, or a group's.
         self._waiting: OrderedDict[int, Union[Deferred[int], _Group]] = OrderedDict()
         self._unconfirmed = 0
+        #: Offered each unconfirmed Deferred, in publishing order, when the
+        #: channel ends; a Deferred it takes (returning True) is not failed:
+        #: whoever set it publishes the message again elsewhere.
+        self.handover: Optional[Callable[[BaseException, Deferred[int]], bool]] = None
 
     @property
     def unconfirmed(self) -> int:
         """Messages published and neither acked nor nacked yet."""
         return self._unconfirmed
 
-    def published(self) -> Deferred[int]:
-        """A message was published: its Deferred, firing with its delivery tag on ack."""
+    def published(self, waiting: Optional[Deferred[int]] = None) -> Deferred[int]:
+        """A message was published: its Deferred (*waiting*, or a new one),
+        firing with its delivery tag on ack."""
         tag = self._next_tag
         self._next_tag = tag + 1
-        waiting: Deferred[int] = Deferred()
+        if waiting is None:
+            waiting = Deferred()
         self._waiting[tag] = waiting
         self._unconfirmed += 1
         return waiting
@@ -94,11 +100,14 @@ class ConfirmTracker:
         self._settle(delivery_tag, multiple, nacked=True)
 
     def failAll(self, error: BaseException) -> None:
-        """The channel ended: every unconfirmed message fails with *error*."""
+        """The channel ended: every unconfirmed message fails with *error*,
+        unless :attr:`handover` takes it."""
         waiting, self._waiting = self._waiting, OrderedDict()
         self._unconfirmed = 0
         for entry in waiting.values():
-            (entry.deferred if isinstance(entry, _Group) else entry).errback(error)
+            deferred = entry.deferred if isinstance(entry, _Group) else entry
+            if self.handover is None or not self.handover(error, deferred):
+                deferred.errback(error)
 
     def _settle(self, delivery_tag: int, multiple: bool, nacked: bool) -> None:
         for tag, entry in list(self._affected(delivery_tag, multiple)):

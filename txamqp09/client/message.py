@@ -96,6 +96,8 @@ class Message:
 
         :raises AlreadySettled: it was settled already or needs no acknowledgement.
         :raises ChannelClosed: its channel is closed; the server requeued it.
+            (A recovering channel's settlements of a lost channel are
+            dropped instead: the broker delivers the message again.)
         """
         self._check_unsettled("ack")
         self.channel.ack(self.delivery_tag, multiple)

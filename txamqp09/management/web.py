@@ -24,10 +24,12 @@ from twisted.cred.error import UnauthorizedLogin, UnhandledCredentials
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web import http
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
 from txamqp09 import __version__
+from txamqp09.broker import oplog
 from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly
 from txamqp09.broker.auth.sasl import PasswordCredentials, PeerInfo
 from txamqp09.management.api import (
@@ -45,7 +47,10 @@ from txamqp09.management.rows import encode
 from txamqp09.management.ui import UiFiles
 from txamqp09.wire.errors import AMQPError
 
-__all__ = ["ManagementResource", "make_router", "make_site"]
+__all__ = ["ManagementResource", "OperatorLoggedSite", "make_router", "make_site"]
+
+#: How a refused login to the API or the web UI is named in the operator log.
+HTTP_LOGIN = "HTTP basic auth (management API)"
 
 #: The challenge RabbitMQ sends with a 401 for missing or wrong credentials.
 _CHALLENGE = {"WWW-Authenticate": 'Basic realm="RabbitMQ Management"'}
@@ -134,9 +139,10 @@ class ManagementResource(Resource):
         login = self.node.security.portal.login(credentials, None, IAMQPUser)
 
         def refused(failure: Failure) -> None:
+            failure.trap(UnauthorizedLogin, UnhandledCredentials)
+            oplog.login_refused(name, peer.host, HTTP_LOGIN, str(failure.value))
             if failure.check(LoopbackOnly):
                 raise not_authorised("User can only log in via localhost")
-            failure.trap(UnauthorizedLogin, UnhandledCredentials)
             raise ApiError(401, "not_authorized", "Login failed", _CHALLENGE)
 
         def logged_in(result: tuple[Any, IAMQPUser, Any]) -> Deferred[Any]:
@@ -218,10 +224,29 @@ def _not_serving(node: Node, segments: list[str]) -> Optional[Reply]:
     return Reply(503, {"error": "not_serving", "reason": reason, "role": status.role.value})
 
 
+class OperatorLoggedSite(Site):
+    """A site whose access log is the operator log's debug lines
+    (:func:`~txamqp09.broker.oplog.http_request`): a web UI tab polls the
+    API every few seconds and a Prometheus server scrapes as often, for as
+    long as the broker runs, so their requests are seen with ``--log-level
+    debug`` only."""
+
+    noisy = False
+
+    def log(self, request: http.Request) -> None:
+        """One debug line for the answered *request*."""
+        client = request.getClientAddress()
+        oplog.http_request(
+            getattr(client, "host", str(client)),
+            request.getUser().decode("utf-8", "replace"),
+            request.method.decode("ascii", "replace"),
+            request.uri.decode("utf-8", "replace"),
+            request.code,
+        )
+
+
 def make_site(node: Node, router: Router | None = None) -> Site:
     """The HTTP site serving *node*'s management API and the web UI."""
     root = UiFiles()
     root.putChild(b"api", ManagementResource(node, router))
-    site = Site(root)
-    site.noisy = False
-    return site
+    return OperatorLoggedSite(root)

@@ -19,10 +19,10 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import Cooperator
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web import http
 from twisted.web.resource import EncodingResourceWrapper, Resource
 from twisted.web.server import NOT_DONE_YET, GzipEncoderFactory, Request, Site
 
+from txamqp09.management.web import OperatorLoggedSite
 from txamqp09.prometheus.collector import TABLE_NAMES, Scope, gather
 from txamqp09.prometheus.exposition import Exposition
 
@@ -100,16 +100,6 @@ class MetricsResource(Resource):
         return {"families": families, "vhosts": vhosts}
 
 
-class _UnloggedSite(Site):
-    """A site that writes no access log line: a Prometheus server scrapes
-    every few seconds, for as long as the broker runs."""
-
-    def log(self, request: http.Request) -> None:
-        """Nothing."""
-
-
 def make_metrics_site(node: Node, reactor: IReactorTime, disk: Optional[DiskMonitor] = None) -> Site:
     """The HTTP site serving *node*'s metrics (gzip when the client accepts it)."""
-    site = _UnloggedSite(EncodingResourceWrapper(MetricsResource(node, reactor, disk), [GzipEncoderFactory()]))
-    site.noisy = False
-    return site
+    return OperatorLoggedSite(EncodingResourceWrapper(MetricsResource(node, reactor, disk), [GzipEncoderFactory()]))

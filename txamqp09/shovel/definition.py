@@ -27,6 +27,11 @@ The keys are those of RabbitMQ 3.10's shovel plugin (AMQP 0-9-1 ends):
 pre-3.7 names ``prefetch-count``, ``delete-after``, ``add-forward-headers``,
 ``add-timestamp-header`` and ``publish-properties`` are accepted too);
 :meth:`ShovelDefinition.from_json` reads a valid one.
+
+Static shovels (RabbitMQ's ``shovels`` of the ``rabbitmq_shovel``
+configuration) are the ``shovels`` object of the definitions file the broker
+starts with: each name maps to a definition with the keys above, which
+:func:`static_shovels` checks and reads.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from txamqp09.links.validation import (
     queue_name,
 )
 
-__all__ = ["ACK_MODES", "SHOVEL", "ShovelDefinition", "shovel_errors"]
+__all__ = ["ACK_MODES", "SHOVEL", "STATIC_SHOVELS", "ShovelDefinition", "shovel_errors", "static_shovels"]
 
 #: The ``ack-mode`` values: when a message is acknowledged at the source.
 ACK_MODES = ("no-ack", "on-publish", "on-confirm")
@@ -198,3 +203,25 @@ def _shown(value: Any) -> Any:
 
 #: The ``shovel`` component of runtime parameters.
 SHOVEL = Component(shovel_errors, _shown)
+
+
+#: The definitions file's top-level key of the static shovels.
+STATIC_SHOVELS = "shovels"
+
+
+def static_shovels(value: Any) -> dict[str, ShovelDefinition]:
+    """The static shovels of a definitions file's ``shovels`` object (None:
+    there are none), by name.
+
+    :raises ValueError: it is not an object of valid definitions (every
+        problem named, with its shovel).
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{STATIC_SHOVELS!r} must be an object of shovel definitions by name")
+    problems = [f"static shovel {name!r}: {error}" for name, shovel in value.items()
+                for error in shovel_errors(name, shovel)]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return {name: ShovelDefinition.from_json(shovel) for name, shovel in value.items()}

@@ -1,4 +1,5 @@
-"""The shovel service: one :class:`~.worker.Shovel` per ``shovel`` parameter.
+"""The shovel service: one :class:`~.worker.Shovel` per ``shovel`` parameter,
+and one per static shovel.
 
 :class:`ShovelService` is a child of the broker's
 :class:`~txamqp09.broker.service.BrokerService`, started after the store's
@@ -8,14 +9,21 @@ configuration is restored and the listeners listen. It watches the
 management API, ``amqp09ctl set_parameter shovel ...``, a definitions file,
 or kept in the store from before a restart, starts; a changed one starts
 again with its new definition; a cleared one stops. It answers
-``/api/shovels`` (:meth:`ShovelService.status`) and restarts a shovel on
-request (:meth:`ShovelService.restart`).
+``/api/shovels`` (:meth:`ShovelService.status`), and restarts or deletes a
+shovel on request (:meth:`ShovelService.restart`, :meth:`ShovelService.delete`).
+
+Static shovels (the ``shovels`` of the definitions file the broker starts
+with, see :func:`~txamqp09.shovel.definition.static_shovels`) run from start
+to stop, as RabbitMQ's configured ones: they belong to no vhost, are not
+runtime parameters, and cannot be restarted or deleted while the broker
+runs (the requests find no such shovel); the file says what they are at
+the next start.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from twisted.application.service import Service
@@ -40,6 +48,7 @@ class ShovelService(Service):
     :param local: where the broker listens for AMQP (None: nowhere on TCP),
         for shovel URIs without a host.
     :param node_name: this broker's name in the ``x-shovelled`` header.
+    :param static: the static shovels' definitions, by name.
     """
 
     def __init__(
@@ -48,35 +57,46 @@ class ShovelService(Service):
         clock: Any,
         local: Callable[[], Optional[LocalAddress]],
         node_name: Optional[str] = None,
+        static: Optional[Mapping[str, ShovelDefinition]] = None,
     ) -> None:
         self.config = config
         self.clock = clock
         self.local = local
         self.node_name = node_name if node_name is not None else f"txamqp09@{socket.gethostname()}"
+        self.static = dict(static or {})
+        #: The dynamic shovels running, by (vhost, name).
         self.shovels: dict[tuple[str, str], Shovel] = {}
+        #: The static shovels running, by name.
+        self.static_shovels: dict[str, Shovel] = {}
 
     def startService(self) -> None:
-        """Start the shovels defined now, and follow the changes."""
+        """Start the static shovels and the dynamic ones defined now, and
+        follow the changes."""
         super().startService()
+        for name, definition in self.static.items():
+            self.static_shovels[name] = self._started(None, name, definition)
         self.config.components.watch(COMPONENT, self)
 
     def stopService(self) -> Deferred[Any]:
         """Stop every shovel; fires once all are idle."""
         super().stopService()
         self.config.components.unwatch(COMPONENT, self)
-        shovels, self.shovels = list(self.shovels.values()), {}
+        shovels = [*self.static_shovels.values(), *self.shovels.values()]
+        self.static_shovels, self.shovels = {}, {}
         return DeferredList([shovel.stop() for shovel in shovels])
+
+    def _started(self, vhost: Optional[str], name: str, definition: ShovelDefinition) -> Shovel:
+        """A shovel (static when *vhost* is None), started."""
+        shovel = Shovel(self.clock, vhost, name, definition, self.local, self.node_name, self._completed)
+        shovel.start()
+        return shovel
 
     # -- the watcher of the "shovel" component ------------------------------------
 
     def parameter_set(self, vhost: str, name: str, value: Any) -> None:
         """A shovel is new or changed: (re)start it."""
         self._stop(vhost, name)
-        shovel = Shovel(
-            self.clock, vhost, name, ShovelDefinition.from_json(value), self.local, self.node_name, self._completed,
-        )
-        self.shovels[vhost, name] = shovel
-        shovel.start()
+        self.shovels[vhost, name] = self._started(vhost, name, ShovelDefinition.from_json(value))
 
     def parameter_cleared(self, vhost: str, name: str) -> None:
         """A shovel is gone: stop it."""
@@ -87,7 +107,12 @@ class ShovelService(Service):
         return succeed(None) if shovel is None else shovel.stop()
 
     def _completed(self, shovel: Shovel) -> None:
-        """*shovel* moved what ``src-delete-after`` asked: remove its parameter."""
+        """*shovel* moved what ``src-delete-after`` asked: remove its
+        parameter (a static one is forgotten until the next start)."""
+        if shovel.vhost is None:
+            if self.static_shovels.get(shovel.name) is shovel:
+                del self.static_shovels[shovel.name]
+            return
         if self.shovels.get((shovel.vhost, shovel.name)) is shovel:
             try:
                 self.config.clear_parameter(COMPONENT, shovel.vhost, shovel.name)
@@ -97,11 +122,21 @@ class ShovelService(Service):
     # -- status and control ----------------------------------------------------------
 
     def status(self, vhost: Optional[str] = None) -> list[dict[str, Any]]:
-        """The shovels' status (of *vhost*, or all), as ``/api/shovels`` lists them."""
-        return [
+        """The shovels' status (of *vhost*; or all, the static ones first),
+        as ``/api/shovels`` lists them."""
+        static = [shovel.status() for _, shovel in sorted(self.static_shovels.items())] if vhost is None else []
+        return static + [
             shovel.status() for (where, _), shovel in sorted(self.shovels.items())
             if vhost is None or where == vhost
         ]
+
+    def delete(self, vhost: str, name: str) -> bool:
+        """Delete shovel *name* of *vhost*: clear its parameter, which stops
+        it; False if there is no such shovel."""
+        if (vhost, name) not in self.shovels:
+            return False
+        self.config.clear_parameter(COMPONENT, vhost, name)
+        return True
 
     def restart(self, vhost: str, name: str) -> bool:
         """Stop shovel *name* of *vhost* and start it again; False if there is none."""

@@ -1,4 +1,4 @@
-"""One dynamic shovel at work: consume at the source, publish to the destination.
+"""One shovel at work, dynamic or static: consume at the source, publish to the destination.
 
 A :class:`Shovel` connects to its source and its destination (the first of
 each end's URIs that answers), declares what its definition names, and
@@ -79,7 +79,7 @@ class Shovel:
     def __init__(
         self,
         clock: Any,
-        vhost: str,
+        vhost: Optional[str],
         name: str,
         definition: ShovelDefinition,
         local: Callable[[], Optional[LocalAddress]],
@@ -122,8 +122,15 @@ class Shovel:
         return self._unsettled
 
     @property
+    def kind(self) -> str:
+        """RabbitMQ's shovel type: ``dynamic`` (a parameter of a vhost) or ``static``."""
+        return "static" if self.vhost is None else "dynamic"
+
+    @property
     def label(self) -> str:
-        """``'name' in virtual host 'vhost'``, for the log."""
+        """``'name' in virtual host 'vhost'`` (``static 'name'``), for the log."""
+        if self.vhost is None:
+            return f"static '{self.name}'"
         return f"'{self.name}' in virtual host '{self.vhost}'"
 
     # -- life cycle ----------------------------------------------------------------
@@ -346,9 +353,11 @@ class Shovel:
         definition = self.definition
         assert self.src_uri is not None and self.dest_uri is not None
         table: dict[str, Any] = {
-            "shovelled-by": self.shovelled_by, "shovel-type": "dynamic", "shovel-name": self.name,
+            "shovelled-by": self.shovelled_by, "shovel-type": self.kind, "shovel-name": self.name,
             "shovel-vhost": self.vhost, "src-uri": self.src_uri.redacted, "dest-uri": self.dest_uri.redacted,
         }
+        if self.vhost is None:
+            del table["shovel-vhost"]
         if definition.src_queue is not None:
             table["src-queue"] = definition.src_queue
         else:
@@ -405,11 +414,14 @@ class Shovel:
     # -- status ----------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        """The shovel's status as RabbitMQ's ``/api/shovels`` shows it (without ``node``)."""
+        """The shovel's status as RabbitMQ's ``/api/shovels`` shows it
+        (without ``node``; a static one has no ``vhost``)."""
         row: dict[str, Any] = {
             "timestamp": _timestamp(self.changed), "name": self.name, "vhost": self.vhost,
-            "type": "dynamic", "state": self.state,
+            "type": self.kind, "state": self.state,
         }
+        if self.vhost is None:
+            del row["vhost"]
         if self.state == TERMINATED:
             row["reason"] = '"' + self.reason.replace('"', '\\"') + '"'
         elif self.state == RUNNING and self.src_uri is not None and self.dest_uri is not None:

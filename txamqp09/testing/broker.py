@@ -65,9 +65,10 @@ class LoopbackBroker:
         """An ``amqp://`` URL for guest/guest on vhost ``/``."""
         return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
 
-    def start(self) -> int:
-        """Listen; the port number."""
-        self._port = self.reactor.listenTCP(0, self.factory, interface="127.0.0.1")
+    def start(self, port: int = 0) -> int:
+        """Listen on *port* (0: one the system picks; a port it listened on
+        before :meth:`stop` brings it back there); the port number."""
+        self._port = self.reactor.listenTCP(port, self.factory, interface="127.0.0.1")
         return self.port
 
     def stop(self) -> Deferred[None]:

@@ -152,7 +152,9 @@ class AvatarTests(SynchronousTestCase):
 class ThrottleTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
-        self.throttle = LoginThrottle(self.clock, base=1.0, cap=8.0, window=60.0, max_pending=2, max_records=3)
+        self.throttle = LoginThrottle(
+            self.clock, base=1.0, cap=8.0, window=60.0, max_held_per_host=2, max_held=3, max_records=3
+        )
 
     def fail(self, user: str | None, host: str) -> None:
         """Record a failure and let its refusal go."""
@@ -177,37 +179,30 @@ class ThrottleTests(SynchronousTestCase):
     def test_refusal_fires_after_the_delay(self) -> None:
         self.fail("u", "h")
         fired: list[None] = []
-        self.throttle.failed("u", "h").addCallback(fired.append)
+        held = self.throttle.failed("u", "h")
+        assert held is not None
+        held.addCallback(fired.append)
         self.clock.advance(1.9)
         self.assertEqual(fired, [])
         self.clock.advance(0.1)
         self.assertEqual(fired, [None])
 
-    def test_waiting_refusals_per_host_are_bounded(self) -> None:
+    def test_held_refusals_are_bounded_per_host_and_in_all(self) -> None:
         first = self.throttle.failed("u", "h")
         self.throttle.failed("v", "h")
-        self.assertEqual((self.throttle.admits("h"), self.throttle.admits("other")), (False, True))
+        self.assertIsNone(self.throttle.failed("w", "h"))
+        self.assertEqual(
+            (self.throttle.held("h"), self.throttle.may_hold("h"), self.throttle.may_hold("g")), (2, False, True)
+        )
+        self.assertIsNotNone(self.throttle.failed("u", "g"))
+        self.assertEqual((self.throttle.held(), self.throttle.may_hold("f")), (3, False))
+        self.assertEqual(self.throttle.delay("w", "h"), 1.0)
+        assert first is not None
         first.cancel()
         self.failureResultOf(first, CancelledError)
-        self.assertEqual((self.throttle.pending("h"), self.throttle.admits("h")), (1, True))
+        self.assertEqual((self.throttle.held("h"), self.throttle.may_hold("h")), (1, True))
         self.clock.advance(1.0)
-        self.assertEqual(self.throttle.pending("h"), 0)
-
-    def test_a_known_secret_is_admitted_past_the_bound(self) -> None:
-        self.throttle.succeeded("u", "h", b"right")
-        self.throttle.failed("x", "h")
-        self.throttle.failed("y", "h")
-        self.assertFalse(self.throttle.admits("h"))
-        self.assertEqual(
-            [
-                self.throttle.admits_known("u", "h", b"right"),
-                self.throttle.admits_known("u", "h", b"wrong"),
-                self.throttle.admits_known("u", "h", None),
-                self.throttle.admits_known("v", "h", b"right"),
-                self.throttle.admits_known("u", "other", b"wrong"),
-            ],
-            [True, False, False, False, True],
-        )
+        self.assertEqual(self.throttle.held(), 0)
 
     def test_quiet_window_forgives(self) -> None:
         self.fail("u", "h")
@@ -293,52 +288,61 @@ class SecurityLoginTests(SynchronousTestCase):
         self.clock.advance(0.5)
         self.failureResultOf(waiting, LoginRefused)
 
-    def test_a_flood_from_a_host_does_not_shut_out_its_known_clients(self) -> None:
-        """While a host holds max_pending refusals, a client of that host that
-        logged in before gets in with its password at once; a wrong password or
-        a user never seen from there is still refused without a check."""
+    def guess(self, user: str, peer: PeerInfo = REMOTE) -> Deferred[type[LoginRefused]]:
+        """A wrong password for *user* from *peer*: fires with LoginRefused
+        when it is refused."""
+        refused = self.login("PLAIN", f"\x00{user}\x00wrong".encode(), peer)
+        return refused.addErrback(lambda failure: failure.trap(LoginRefused))  # type: ignore[return-value]
+
+    def test_a_flood_does_not_shut_out_a_correct_login(self) -> None:
+        """While a host holds max_held_per_host refusals of a user, a correct
+        password of that user from that host, never seen before, gets in at
+        once; a wrong one is checked too and refused at once, saying why."""
         checks = self.count_password_checks()
-        self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland"))
         throttle = self.security.throttle
-        for n in range(throttle.max_pending):
-            self.login("PLAIN", f"\x00user{n}\x00wrong".encode()).addErrback(lambda failure: failure.trap(LoginRefused))
-        self.assertFalse(throttle.admits(REMOTE.host))
+        for _ in range(throttle.max_held_per_host):
+            self.guess("alice")
+        self.assertFalse(throttle.may_hold(REMOTE.host))
         checks.clear()
         self.assertEqual(self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland")).user.name, "alice")
-        unchecked = [
-            self.failureResultOf(self.login("PLAIN", response), LoginRefused).value.reply_text
-            for response in (b"\x00alice\x00wrong", b"\x00bob\x00anything")
-        ]
-        self.assertEqual(checks, ["wonderland"])
-        for text in unchecked:
-            self.assertIn("are still waiting for their reply", text)
+        refusal = self.failureResultOf(self.login("PLAIN", b"\x00alice\x00wrong"), LoginRefused).value
+        self.assertEqual(checks, ["wonderland", "wrong"])
+        self.assertEqual(
+            refusal.reply_text,  # type: ignore[attr-defined]
+            f"{refusal_text('PLAIN')} Answered at once: {throttle.max_held_per_host} refused logins "
+            f"from {REMOTE.host} are already waiting for their reply.",
+        )
+        self.assertEqual(throttle.held(REMOTE.host), throttle.max_held_per_host)
 
-    def test_an_attacker_gets_a_bounded_amount_of_work(self) -> None:
-        """A host sending wrong passwords as fast as it can (50 every 50 ms,
-        a new user name each, so that no delay grows past its first) makes the
-        broker hash at most max_pending / base passwords a second, and holds at
-        most max_pending refused connections open; a correct login from
-        another host, once a second, is let in at once."""
-        checks = self.count_password_checks()
+    def test_the_held_refusals_of_all_hosts_are_bounded(self) -> None:
+        throttle = self.security.throttle
+        throttle.max_held = 3
+        for n in range(throttle.max_held):
+            self.guess("alice", PeerInfo(IPv4Address("TCP", f"192.0.2.{10 + n}", 50000)))
+        refusal = self.failureResultOf(self.login("PLAIN", b"\x00alice\x00wrong"), LoginRefused).value
+        self.assertIn("Answered at once: 3 refused logins are already waiting", refusal.reply_text)  # type: ignore[attr-defined]
+        self.assertEqual(self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland")).user.name, "alice")
+
+    def test_a_flood_holds_a_bounded_number_of_connections(self) -> None:
+        """A host sending wrong passwords for alice as fast as it can (50
+        every 50 ms) for 10 s: every one is refused, at most
+        max_held_per_host wait at once, and a correct login of alice from the
+        same host, once a second, is let in at once."""
         throttle = self.security.throttle
         seconds, tick, burst = 10, 0.05, 50
-        guesses, most_pending, correct = 0, 0, []
+        refused: list[Deferred[type[LoginRefused]]] = []
+        most_held, correct = 0, []
         for step in range(round(seconds / tick)):
-            for _ in range(burst):
-                refused = self.login("PLAIN", f"\x00user{guesses}\x00wrong".encode(), REMOTE)
-                refused.addErrback(lambda failure: failure.trap(LoginRefused))
-                guesses += 1
-            most_pending = max(most_pending, throttle.pending(REMOTE.host))
+            refused.extend(self.guess("alice") for _ in range(burst))
+            most_held = max(most_held, throttle.held(REMOTE.host))
             if step % round(1 / tick) == 0:
-                login = self.login("PLAIN", b"\x00alice\x00wonderland", ELSEWHERE)
-                correct.append(self.successResultOf(login).user.name)
+                correct.append(self.successResultOf(self.login("PLAIN", b"\x00alice\x00wonderland")).user.name)
             self.clock.advance(tick)
+        self.clock.advance(throttle.cap)
         self.assertEqual(correct, ["alice"] * seconds)
-        self.assertEqual(most_pending, throttle.max_pending)
-        attacker_checks = len(checks) - seconds
-        self.assertLessEqual(attacker_checks, throttle.max_pending * (1 + seconds / throttle.base))
-        self.assertGreater(attacker_checks, throttle.max_pending * seconds / throttle.base / 2)
-        self.assertEqual(guesses, seconds / tick * burst)
+        self.assertEqual(most_held, throttle.max_held_per_host)
+        self.assertEqual({self.successResultOf(deferred) for deferred in refused}, {LoginRefused})
+        self.assertEqual(throttle.held(), 0)
 
     def test_unexpected_errors_are_not_disguised_as_refusals(self) -> None:
         def broken(*args: Any) -> Any:

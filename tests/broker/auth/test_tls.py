@@ -286,7 +286,8 @@ class OptionsTests(SynchronousTestCase):
     def test_usage_errors_say_what_to_change(self) -> None:
         for arguments, words in [
             (["--ssl-port", "5671"], "--ssl-port needs --ssl-key and --ssl-cert"),
-            (["--ssl-port", "tls"], "--ssl-port must be a number"),
+            (["--ssl-port", "tls"], "--ssl-port must be a port number from 0 to 65535, not 'tls'"),
+            (["--ssl-port", "99999"], "--ssl-port must be a port number from 0 to 65535"),
             (["--ssl-port", "5671", "--ssl-key", "k", "--ssl-cert", "c", "--ssl-verify", "yes"], "none, peer or required"),
             (["--ssl-port", "5671", "--ssl-key", str(self.key), "--ssl-cert", str(self.certificate), "--ssl-verify", "peer"], "--ssl-ca"),
             (["--auth-mechanisms", "PLAIN KERBEROS"], "KERBEROS"),

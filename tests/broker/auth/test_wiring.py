@@ -585,28 +585,29 @@ class NegotiationSecurityTests(SynchronousTestCase):
         right.expect(0, "connection.tune")
         self.assertEqual([peer.frames() for peer in waiting], [[], [], []])
 
-    def test_refusals_waiting_per_host_are_bounded(self) -> None:
-        """A host holding max_pending refusals is refused at once, unchecked
-        (even a correct password); other hosts are not; it is admitted again
-        once the refusals are answered."""
-        self.security.throttle.max_pending = 2
+    def test_refusals_held_per_host_are_bounded(self) -> None:
+        """A host holding max_held_per_host refusals still gets its correct
+        logins in at once; its wrong ones are refused at once, saying why;
+        once the held refusals are answered, the next wrong one waits again."""
+        self.security.throttle.max_held_per_host = 2
         for _ in range(2):
             self.start_ok(self.start(), "app", "wrong")
-        peer = self.start()
-        self.start_ok(peer, "app", "secret")
-        close = peer.expect(0, "connection.close")
+        right = self.start()
+        self.start_ok(right, "app", "secret")
+        right.expect(0, "connection.tune")
+        wrong = self.start()
+        self.start_ok(wrong, "app", "wrong")
+        close = wrong.expect(0, "connection.close")
         self.assertEqual(
             (close.reply_code, close.reply_text),
-            (403, "ACCESS_REFUSED - 2 refused logins from 127.0.0.1 are still waiting for their reply; try again later"),
+            (403, f"{refusal_text('PLAIN')} Answered at once: 2 refused logins from 127.0.0.1 "
+                  "are already waiting for their reply."),
         )
-        elsewhere = self.start(host="10.9.9.9")
-        self.start_ok(elsewhere, "app", "secret")
-        elsewhere.expect(0, "connection.tune")
-        self.clock.advance(1.0)
-        self.assertEqual(self.security.throttle.pending("127.0.0.1"), 0)
-        again = self.start()
-        self.start_ok(again, "app", "secret")
-        again.expect(0, "connection.tune")
+        self.clock.advance(self.security.throttle.cap)
+        self.assertEqual(self.security.throttle.held("127.0.0.1"), 0)
+        held = self.start()
+        self.start_ok(held, "app", "wrong")
+        self.assertEqual(held.frames(), [])
 
     def test_refusals_are_logged_with_user_and_host(self) -> None:
         events: list[dict[str, Any]] = []
@@ -639,10 +640,10 @@ class NegotiationSecurityTests(SynchronousTestCase):
         calls = list(self.clock.getDelayedCalls())
         peer = self.start()
         self.start_ok(peer, "app", "wrong")
-        self.assertEqual(self.security.throttle.pending("127.0.0.1"), 1)
+        self.assertEqual(self.security.throttle.held("127.0.0.1"), 1)
         peer.server.connectionLost(None)
         self.assertEqual(self.clock.getDelayedCalls(), calls)
-        self.assertEqual(self.security.throttle.pending("127.0.0.1"), 0)
+        self.assertEqual(self.security.throttle.held("127.0.0.1"), 0)
 
     def test_logout_when_the_connection_is_lost(self) -> None:
         peer = ScriptedClient(self.factory)

@@ -35,7 +35,17 @@ from txamqp09.broker.auth.security import Security
 from txamqp09.broker.auth.tls import TLSSettings, VerifyMode, context_factory
 from txamqp09.broker.auth.users import UserDatabase
 
-__all__ = ["SecurityOptions"]
+__all__ = ["SecurityOptions", "port_number"]
+
+
+def port_number(option: str, text: str) -> int:
+    """The TCP port *text* names for ``--OPTION``.
+
+    :raises usage.UsageError: it is not a whole number from 0 to 65535.
+    """
+    if not text.isdigit() or int(text) > 65535:
+        raise usage.UsageError(f"--{option} must be a port number from 0 to 65535, not {text!r}")
+    return int(text)
 
 
 class SecurityOptions(usage.Options):
@@ -111,8 +121,7 @@ class SecurityOptions(usage.Options):
     def _tls_settings(self) -> TLSSettings | None:
         if self["ssl-port"] is None:
             return None
-        if not self["ssl-port"].isdigit():
-            raise ValueError(f"--ssl-port must be a number, not {self['ssl-port']!r}")
+        port_number("ssl-port", self["ssl-port"])
         if self["ssl-key"] is None or self["ssl-cert"] is None:
             raise ValueError("--ssl-port needs --ssl-key and --ssl-cert")
         try:

@@ -163,16 +163,16 @@ class Security:
         """Authenticate a connection.start-ok.
 
         The password is checked at once: a correct one is let in whatever
-        failed before. A refusal is answered after the delay the throttle
-        gives it (see :class:`LoginThrottle`): per user and host, so one
-        client's failures slow down nobody else. A host holding too many
-        refusals waiting for their reply is refused unchecked, unless the
-        login presents the secret its user last logged in with from that host.
-        A password :meth:`direct_login` handed out logs in as it says.
-        Fails with :class:`LoginRefused` (403, a connection exception): for an unoffered
-        mechanism or a malformed response with a text saying so, for a wrong
-        user or password with :func:`refusal_text`, which does not tell
-        which. Every refusal is logged with the user name and the host.
+        failed before or fails meanwhile. A refusal is answered after the
+        delay the throttle gives it (see :class:`LoginThrottle`): per user
+        and host, so one client's failures slow down nobody else; at once
+        when the throttle holds as many refusals as it may, with a text
+        saying so. A password :meth:`direct_login` handed out logs in as it
+        says. Fails with :class:`LoginRefused` (403, a connection
+        exception): for an unoffered mechanism or a malformed response with
+        a text saying so, for a wrong user or password with
+        :func:`refusal_text`, which does not tell which. Every refusal is
+        logged with the user name and the host.
         """
         try:
             credentials = self.mechanisms.credentials(mechanism, response, peer)
@@ -183,25 +183,16 @@ class Security:
             malformed, user, secret = None, username_of(credentials), secret_of(credentials)
         direct = self._direct_user(user, secret)
         if direct is not None:
-            return direct.addCallback(self._logged_in, None, peer)
-        if not self.throttle.admits_known(user, peer.host, secret):
-            pending = self.throttle.pending(peer.host)
-            oplog.login_refused(user, peer.host, mechanism, f"not checked: {pending} refusals from this host wait")
-            return fail(LoginRefused(
-                f"ACCESS_REFUSED - {pending} refused logins from {peer.host} are still "
-                "waiting for their reply; try again later"
-            ))
+            return direct.addCallback(self._logged_in)
         if malformed is not None:
-            return self._failed(None, mechanism, peer, malformed.reply_text, Failure(malformed))
+            return self._failed(None, mechanism, peer, malformed.reply_text, malformed.reply_text)
         checked = self.portal.login(credentials, None, IAMQPUser)
         return checked.addCallbacks(
-            self._logged_in, self._refused, callbackArgs=(secret, peer),
-            errbackArgs=(user, mechanism, peer),
+            self._logged_in, self._refused, errbackArgs=(user, mechanism, peer),
         )
 
-    def _logged_in(self, result: _Avatar, secret: bytes | None, peer: PeerInfo) -> Login:
+    def _logged_in(self, result: _Avatar) -> Login:
         _, user, logout = result
-        self.throttle.succeeded(user.name, peer.host, secret)
         return Login(user, logout)
 
     def _refused(
@@ -209,19 +200,26 @@ class Security:
     ) -> Deferred[Login] | Failure:
         failure.trap(UnauthorizedLogin, UnhandledCredentials)
         reason = str(failure.value)
-        if failure.check(LoopbackOnly):
-            refusal = LoginRefused(f"ACCESS_REFUSED - {reason}")
-        else:
-            refusal = LoginRefused(refusal_text(mechanism))
-        return self._failed(user, mechanism, peer, reason, Failure(refusal))
+        text = f"ACCESS_REFUSED - {reason}" if failure.check(LoopbackOnly) else refusal_text(mechanism)
+        return self._failed(user, mechanism, peer, reason, text)
 
-    def _failed(
-        self, user: str | None, mechanism: str, peer: PeerInfo, reason: str, refusal: Failure
-    ) -> Deferred[Login]:
-        """Log a refused login and answer it with *refusal* once the throttle lets it."""
+    def _failed(self, user: str | None, mechanism: str, peer: PeerInfo, reason: str, text: str) -> Deferred[Login]:
+        """Log a refused login and answer it (403, *text*) once the throttle
+        lets it; at once, saying why, when the throttle may not hold it."""
+        answered = self.throttle.failed(user, peer.host)
+        if answered is None:
+            waiting = self._waiting_refusals(peer.host)
+            oplog.login_refused(user, peer.host, mechanism, f"{reason} (answered at once: {waiting} wait)")
+            return fail(LoginRefused(f"{text} Answered at once: {waiting} are already waiting for their reply."))
         oplog.login_refused(user, peer.host, mechanism, reason)
-        answered: Deferred[Any] = self.throttle.failed(user, peer.host)
-        return answered.addCallback(lambda _: refusal)
+        return answered.addCallback(lambda _: Failure(LoginRefused(text)))
+
+    def _waiting_refusals(self, host: str) -> str:
+        """Which of the throttle's bounds *host*'s refusal met, in words."""
+        held = self.throttle.held(host)
+        if held >= self.throttle.max_held_per_host:
+            return f"{held} refused logins from {host}"
+        return f"{self.throttle.held()} refused logins"
 
     def check_secret(self, user: IAMQPUser, secret: bytes, peer: PeerInfo) -> Deferred[None]:
         """connection.update-secret: check *user*'s new *secret* through the

@@ -207,6 +207,9 @@ class Session:
         #: The message store's sequence number of the last persistent message
         #: this session wrote (0: none); confirms wait until it is durable.
         self.stored_sequence = 0
+        #: The store's sequence number of the write of the message being
+        #: confirmed, while :meth:`ISink.confirmed` runs (0: not written).
+        self.confirming_write = 0
         self._persistence = vhost.persistence
         client.sessions[self] = None
 
@@ -368,10 +371,11 @@ class Session:
         """Route and deliver *message*."""
         queues = self.vhost.route(exchange, message)
         persistence = self._persistence
+        written = 0
         if persistence is not None and (
             message.raw_properties[0] & _DELIVERY_MODE_FLAG or persistence.over_budget
         ):
-            self._store(message, queues)
+            written = self._store(message, queues)
         accepted = True
         counters = exchange.stats
         counters.publish_in += 1
@@ -395,16 +399,19 @@ class Session:
         if self.mode is _CONFIRM:
             self.published += 1
             self.stats.confirm += accepted
+            self.confirming_write = written
             self.sink.confirmed(self.published, accepted)
 
-    def _store(self, message: Message, queues: Sequence[Queue]) -> None:
+    def _store(self, message: Message, queues: Sequence[Queue]) -> int:
         """Write *message* if it is persistent and a queue keeps it, and
         track it under the memory budget (before any queue can deliver it,
-        so that its store id is known)."""
+        so that its store id is known); the store's sequence number of the
+        write (0: none)."""
         assert self._persistence is not None
         sequence = self._persistence.publish(message, queues)
         if sequence:
             self.stored_sequence = sequence
+        return sequence
 
     def confirm_select(self) -> None:
         """confirm.select: confirm every later publish.
