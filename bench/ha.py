@@ -29,8 +29,10 @@ message at a time and waits for its confirm:
     fenced (status 75). RabbitMQ: SIGSTOP of the leader's node, the
     client on a surviving node.
 ``kill -9 of the PostgreSQL primary``
-    and at once ``pg_ctl promote`` of its standby; the client stays on the
-    active broker, which reconnects to the promoted server by itself.
+    (of its every process, as when its machine is lost) and at once
+    ``pg_ctl promote`` of its standby; the active broker reconnects to the
+    promoted server by itself, or, if it could not renew its lease in time,
+    is fenced and the standby takes over (the client has both addresses).
 
 After each failure, everything confirmed must be in the queue: it is
 drained and the report counts confirmed, received, lost (must be 0) and
@@ -65,7 +67,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
-from broker import Connection, Txamqp09Broker
+from broker import Connection, Txamqp09Broker, _process_tree
 from durable import QUEUE, Confirms, run
 
 from txamqp09.testing.postgresql import PostgreSQL, group_url, psycopg_missing
@@ -148,12 +150,11 @@ def fill(port: int, first: int, count: int, size: int, queue: str = QUEUE, windo
 def drain(port: int, queue: str = QUEUE) -> list[int]:
     """Consume everything *queue* holds now (acknowledging it); the numbers
     of the messages received, in order."""
-    consumer = Connection(port)
+    consumer = Connection(port, timeout=WAIT)
     waiting = consumer.call(spec.QueueDeclare(queue=queue, passive=True), spec.QueueDeclareOk).message_count
     consumer.call(spec.BasicQos(prefetch_count=1000), spec.BasicQosOk)
     # Not call(): deliveries follow the consume-ok at once, and are read below.
     consumer.send(1, spec.BasicConsume(queue=queue, consumer_tag="drain"))
-    consumer.sock.settimeout(WAIT)
     received: list[int] = []
     buffer = bytearray()
     last_tag = acked = 0
@@ -216,7 +217,7 @@ class Prober(threading.Thread):
         index = 0
         while not self._stopping.is_set():
             try:
-                self._publish_on(Connection(self.ports[index]))
+                self._publish_on(Connection(self.ports[index], timeout=WAIT))
             except (OSError, RuntimeError):
                 index = (index + 1) % len(self.ports)
                 self._stopping.wait(RETRY)
@@ -224,7 +225,6 @@ class Prober(threading.Thread):
     def _publish_on(self, connection: Connection) -> None:
         """Publish and wait for confirms on *connection* until it fails or the prober stops."""
         try:
-            connection.sock.settimeout(WAIT)
             connection.call(spec.ConfirmSelect(), spec.ConfirmSelectOk)
             while not self._stopping.is_set():
                 number = self.next_number
@@ -494,7 +494,7 @@ def group_database_failover(group: Group, size: int) -> Failover:
     prober = Prober([group.active.port, group.standby.port], 0, size)
     prober.warm()
     failed = time.monotonic()
-    group.primary.kill()
+    crash(group.primary)
     group.replica.promote()
     promoted = time.monotonic() - failed
     seconds = prober.first_after(failed)
@@ -506,6 +506,16 @@ def group_database_failover(group: Group, size: int) -> Failover:
     figure = Failover(group.name, "kill -9 of the PostgreSQL primary + promotion", seconds,
                       notes={"promotion_seconds": round(promoted, 3), "active_fenced": fenced})
     return account(figure, numbers(prober), drain(group.active.port))
+
+
+def crash(server: PostgreSQL) -> None:
+    """SIGKILL of every process of *server* at once, as the loss of its
+    machine: the postmaster's backends would otherwise go on serving their
+    sessions for a moment (and commit) after the postmaster's own death."""
+    assert server.pid is not None
+    for pid in _process_tree(server.pid):
+        os.kill(pid, signal.SIGKILL)
+    server.kill()
 
 
 # -- RabbitMQ's cluster ---------------------------------------------------------
