@@ -29,7 +29,7 @@ from typing import Optional
 from twisted.internet import reactor
 
 from txamqp09.store.chunks import LogChunk
-from txamqp09.store.schema import prepare
+from txamqp09.store.sql import prepare
 from txamqp09.store.sqlite import SQLiteDatabase, SQLiteStore
 from txamqp09.wire.forwarding import envelope
 

@@ -406,13 +406,20 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
 
 
 def _group(options: Options, identity: Any, broker: BrokerService, store: Any, window: ServingWindow) -> Any:
-    """The group *broker* is a member of (its store's database holds the lease)."""
+    """The group *broker* is a member of (its store's database holds the
+    lease); fenced, the broker removes its pid file and exits."""
     from twisted.internet import reactor
 
     from txamqp09.group.keeper import LeaseTiming
-    from txamqp09.group.service import GroupService
+    from txamqp09.group.service import GroupService, exit_fenced
 
-    group = GroupService(options["store"], identity, LeaseTiming(*options.lease_timing()), broker, window, reactor)
+    def exit() -> None:
+        broker.remove_pidfile()
+        exit_fenced()
+
+    group = GroupService(
+        options["store"], identity, LeaseTiming(*options.lease_timing()), broker, window, reactor, exit=exit,
+    )
     group.watch_store(store)
     return group
 

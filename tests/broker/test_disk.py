@@ -13,7 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.client.support import inline
 from txamqp09.broker.alarms import ResourceAlarms
-from txamqp09.broker.disk import MAX_INTERVAL, MIN_INTERVAL, DiskMonitor
+from txamqp09.broker.disk import MAX_INTERVAL, MIN_INTERVAL, DiskMonitor, StoreAlarm
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.client import MessageNacked, connect
 from txamqp09.store import writer
@@ -126,6 +126,28 @@ class DiskMonitorTests(SynchronousTestCase):
         self.clock.advance(10 * MAX_INTERVAL)
         self.assertEqual(len(self.looked), looks)
         self.assertEqual(self.clock.getDelayedCalls(), [])
+
+
+class StoreAlarmTests(SynchronousTestCase):
+    """A store whose disk is not this machine's: its failed writes alone raise the alarm."""
+
+    def test_the_alarm_follows_the_stores_reports(self) -> None:
+        alarms = ResourceAlarms()
+        changes: list[frozenset[str]] = []
+        alarms.subscribe(changes.append)
+        store = FailingStore()
+        alarm = StoreAlarm(alarms)
+        alarm.watch(store)
+        with capturedLogs() as events:
+            store.report("OperationalError: server closed the connection unexpectedly")
+            store.report("OperationalError: connection refused")
+            store.report(None)
+        self.assertEqual(changes, [frozenset({"disk"}), frozenset()])
+        self.assertIsNone(alarm.store_error)
+        said = [formatEvent(event) for event in events]
+        self.assertEqual(len(said), 2, said)
+        self.assertIn("server closed the connection unexpectedly", said[0])
+        self.assertIn("writes again", said[1])
 
 
 class FullDiskTests(TestCase):

@@ -1,11 +1,16 @@
-"""Helpers of the client tests: async test methods and expected failures."""
+"""Helpers of the client tests: async test methods, expected failures, the
+brokers the live tests run against, the failover tests' topology."""
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.trial.unittest import TestCase
+
+from txamqp09.testing.broker import LoopbackBroker
+from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
@@ -28,6 +33,37 @@ async def fails(deferred: Deferred[Any], kind: type[E]) -> E:
     except kind as error:
         return error
     raise AssertionError(f"{deferred!r} did not fail with {kind.__name__}")
+
+
+if TYPE_CHECKING:
+    _TestCaseBase = TestCase
+else:
+    _TestCaseBase = object
+
+
+class OwnBroker(_TestCaseBase):
+    """Mixin (first among the bases): this project's broker in this
+    process; :meth:`url` names it."""
+
+    def setUp(self) -> None:
+        self.broker = LoopbackBroker()
+        self.broker.start()
+        self.addCleanup(self.broker.stop)
+
+    def url(self) -> str:
+        return self.broker.url
+
+
+class RabbitMQNode(_TestCaseBase):
+    """Mixin (first among the bases): the private RabbitMQ node; :meth:`url` names it."""
+
+    skip = rabbitmq_missing()
+
+    def setUp(self) -> None:
+        self.node = shared_rabbitmq()
+
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.node.port}/"
 
 
 async def declare_orders(channel: Any) -> str:

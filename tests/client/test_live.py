@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 else:
     _TestCaseBase = object
 
-from tests.client.support import fails, inline
+from tests.client.support import OwnBroker, RabbitMQNode, fails, inline
 from txamqp09.client import (
     Channel,
     ChannelClosed,
@@ -38,7 +38,6 @@ from txamqp09.client import (
     connect,
 )
 from txamqp09.testing.broker import LoopbackBroker
-from txamqp09.testing.rabbitmq import rabbitmq_missing, shared_rabbitmq
 from txamqp09.testing.waiting import eventually
 from txamqp09.wire.errors import NotFound
 
@@ -407,16 +406,8 @@ class LiveTests(_TestCaseBase):
         self.assertIsNot(await client.whenConnected(), first)
 
 
-class OwnBrokerTests(LiveTests, TestCase):
+class OwnBrokerTests(OwnBroker, LiveTests, TestCase):
     """Against this project's broker, in this process."""
-
-    def setUp(self) -> None:
-        self.broker = LoopbackBroker()
-        self.broker.start()
-        self.addCleanup(self.broker.stop)
-
-    def url(self) -> str:
-        return self.broker.url
 
     def drop_connections(self) -> None:
         for connection in list(self.broker.factory.connections):
@@ -467,16 +458,8 @@ class OwnBrokerTests(LiveTests, TestCase):
         await eventually(lambda: changes[-1:] == [None], reactor)
 
 
-class RabbitMQTests(LiveTests, TestCase):
+class RabbitMQTests(RabbitMQNode, LiveTests, TestCase):
     """Against a private RabbitMQ node."""
-
-    skip = rabbitmq_missing()
-
-    def setUp(self) -> None:
-        self.node = shared_rabbitmq()
-
-    def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.node.port}/"
 
     def drop_connections(self) -> Deferred[str]:
         # What ``rabbitmqctl close_all_connections test`` calls.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import atexit
 import re
-import socket
 import tempfile
 import time
 from typing import Any, Callable, Optional
@@ -15,6 +14,8 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.python.failure import Failure
 
 from tests.broker.process import BrokerProcess
+from txamqp09.group.lease import Address
+from txamqp09.group.probe import Listening, listening
 from txamqp09.testing.postgresql import PostgreSQL, group_url
 from txamqp09.testing.rabbitmq import free_port
 
@@ -117,11 +118,7 @@ class GroupBroker(BrokerProcess):
 
 def accepts(port: int) -> bool:
     """Whether something listens on *port* of 127.0.0.1 now."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
+    return listening([Address("amqp", "127.0.0.1", port)], timeout=1.0) is Listening.YES
 
 
 class ReplicatedPostgreSQL:

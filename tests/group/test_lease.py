@@ -6,6 +6,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from twisted.python.reflect import requireModule
 from twisted.trial.unittest import TestCase
 
 from txamqp09.testing.postgresql import psycopg_missing, shared_postgresql
@@ -299,3 +300,19 @@ class MemberTests(LeaseTestCase):
         taken = lease.take(connection, self.a, PERIOD, 0, holder_gone=False)
         lease.prepare(connection)
         self.assertEqual(lease.read(connection).epoch, taken.epoch if taken else None)
+
+
+class IdentityTests(TestCase):
+    """A member's names."""
+
+    skip = None if requireModule("psycopg") is not None else "psycopg 3 is not installed"
+
+    def test_session_names_are_unique_and_fit(self) -> None:
+        """Each process gets a session name of its own, named after its node,
+        that PostgreSQL keeps whole (63 bytes) even for a long node name."""
+        first, second = Identity.new("mq1:5672"), Identity.new("mq1:5672")
+        self.assertNotEqual(first.session, second.session)
+        self.assertTrue(first.session.startswith("txamqp09@mq1:5672 "))
+        long = Identity.new("é" * 80)
+        self.assertLessEqual(len(long.session.encode()), 63)
+        self.assertNotEqual(long.session, Identity.new("é" * 80).session)

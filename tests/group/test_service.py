@@ -101,7 +101,7 @@ class GroupServiceTests(TestCase):
         member = Member(self.url, name)
         member.service.startService()
         self.addCleanup(member.broker.close)
-        self.addCleanup(lambda: member.service.leave(release=False))
+        self.addCleanup(lambda: member.service.leave(clean=False))
         return member
 
     def session(self) -> "psycopg.Connection[Any]":
@@ -140,7 +140,7 @@ class GroupServiceTests(TestCase):
         over well before the lease would have expired."""
         first, second = yield self.active_and_standby()
         stopped_at = time.monotonic()
-        yield within(first.service.leave(release=True))
+        yield within(first.service.leave(clean=True))
         yield within(second.broker.serving)
         self.assertLess(second.broker.served_at - stopped_at, TIMING_PERIOD)
         self.assertEqual(second.service.status().lease.epoch, 2)

@@ -33,10 +33,10 @@ class StatedGroup:
         return self.role is Role.ACTIVE
 
     def status(self) -> "GroupStatus":
-        lease = Lease("node-a", "amqp09 0a0b node-a", 4242, 3, NOW + timedelta(seconds=2), False, NOW)
+        lease = Lease("node-a", "txamqp09@node-a 0a0b0c0d0e0f", 4242, 3, NOW + timedelta(seconds=2), False, NOW)
         members = (
-            Member("node-a", "amqp09 0a0b node-a", "active", (Address("amqp", "10.0.0.1", 5672),), NOW, 0.002),
-            Member("node-b", "amqp09 0c0d node-b", "standby", (), NOW, 0.001),
+            Member("node-a", "txamqp09@node-a 0a0b0c0d0e0f", "active", (Address("amqp", "10.0.0.1", 5672),), NOW, 0.002),
+            Member("node-b", "txamqp09@node-b 0c0d0e0f0a0b", "standby", (), NOW, 0.001),
         )
         node = "node-a" if self.role is Role.ACTIVE else "node-b"
         return GroupStatus(node, self.role, lease, members)

@@ -34,6 +34,7 @@ from txamqp09.broker.classes import ChannelClasses, class_handler
 from txamqp09.broker.dialects import Dialect
 from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, Mode, VirtualHost
+from txamqp09.broker.model.replies import DIRECT_REPLY_TO
 from txamqp09.broker.model.session import unique_name
 from txamqp09.broker.publishing import Publisher, blame
 from txamqp09.wire.base import Method
@@ -124,7 +125,8 @@ class ServerChannel:
         if handler is None:
             raise _refusal(method)
         try:
-            self.guard.check(self.number, method, queue=self._checked_queue(method))
+            if not _for_replies(method):
+                self.guard.check(self.number, method, queue=self._checked_queue(method))
             self._output.method_started()
             handler(self, method if command is None else command)
         except AMQPError as error:
@@ -316,6 +318,10 @@ class ServerChannel:
 
     def queue_declare(self, method: methods.QueueDeclare) -> None:
         name = method.queue
+        if name.startswith(DIRECT_REPLY_TO):
+            # The pseudo-queue holds nothing and has its consumer.
+            self._declared(method, self.vhost.reply_queue(name), 0, 1)
+            return
         server_named = not name and not method.passive
         if server_named:
             # Generated and checked by _checked_queue before this handler ran.
@@ -334,15 +340,13 @@ class ServerChannel:
             server_named=server_named,
             dialect=self.dialect,
         )
-        self.last_queue = queue.name
+        self._declared(method, queue.name, queue.message_count, queue.consumer_count)
+
+    def _declared(self, method: methods.QueueDeclare, name: str, messages: int, consumers: int) -> None:
+        """Queue *name* is the channel's last declared one: answer declare-ok (unless nowait)."""
+        self.last_queue = name
         if not method.nowait:
-            self.reply(
-                self.spec.QueueDeclareOk(
-                    queue=queue.name,
-                    message_count=queue.message_count,
-                    consumer_count=queue.consumer_count,
-                )
-            )
+            self.reply(self.spec.QueueDeclareOk(queue=name, message_count=messages, consumer_count=consumers))
 
     def _binding_names(self, method: methods.QueueBind | methods.QueueUnbind) -> tuple[str, str]:
         """Queue name and routing key of a bind/unbind, with the empty-name shortcut."""
@@ -384,16 +388,22 @@ class ServerChannel:
         self.reply(self.spec.BasicQosOk())
 
     def basic_consume(self, method: methods.BasicConsume) -> None:
-        queue = self.vhost.queue(self.queue_name(method.queue), self.client)
-        tag = method.consumer_tag or unique_name("amq.ctag-")
-        consumer = self.session.consume(
-            queue, tag, no_ack=method.no_ack, no_local=method.no_local, exclusive=method.exclusive,
-            arguments=getattr(method, "arguments", None),
-        )
+        """basic.consume of a queue, or of the direct reply-to pseudo-queue."""
+        consumer: Optional[Consumer] = None
+        if method.queue == DIRECT_REPLY_TO:
+            tag = self.session.consume_replies(method.consumer_tag, method.no_ack, self.publisher.deliver).tag
+        else:
+            queue = self.vhost.queue(self.queue_name(method.queue), self.client)
+            consumer = self.session.consume(
+                queue, method.consumer_tag or unique_name("amq.ctag-"), no_ack=method.no_ack,
+                no_local=method.no_local, exclusive=method.exclusive, arguments=getattr(method, "arguments", None),
+            )
+            tag = consumer.tag
         self.publisher.consuming(tag)
         if not method.nowait:
             self.reply(self.spec.BasicConsumeOk(consumer_tag=tag))
-        consumer.start()
+        if consumer is not None:
+            consumer.start()
 
     def basic_cancel(self, method: methods.BasicCancel) -> None:
         self.session.cancel(method.consumer_tag)
@@ -457,6 +467,16 @@ class ServerChannel:
         self.session.confirm_select()
         if not method.nowait:
             self.reply(self.build("confirm.select-ok"))
+
+
+def _for_replies(method: Method) -> bool:
+    """Whether *method* declares the direct reply-to pseudo-queue or a
+    reply name, or consumes the pseudo-queue: RabbitMQ checks no
+    permission for those (they touch no queue)."""
+    queue = getattr(method, "queue", "")
+    if method.NAME == "queue.declare":
+        return bool(queue.startswith(DIRECT_REPLY_TO))
+    return method.NAME == "basic.consume" and queue == DIRECT_REPLY_TO
 
 
 def _refusal(method: Method) -> Exception:

@@ -3,24 +3,29 @@
 A 0-9-1 connection follows RabbitMQ 3.10 (:data:`RABBITMQ`): a client
 cannot tell this broker from RabbitMQ by its answers, except where this
 broker does strictly more (``immediate``, ``basic.recover`` without requeue,
-``prefetch-size``, ``channel.flow`` pausing deliveries). A 0-8 or 0-9
-connection follows its specification's text (:data:`SPECIFIED`).
+``prefetch-size``, ``channel.flow`` pausing deliveries). A 0-9 connection
+follows the 0-9 specification's text (:data:`SPECIFIED`), a 0-8 connection
+the 0-8 specification's (:data:`SPECIFIED_0_8`), which differs from 0-9's in
+two rules.
 
-Every rule where the two differ is one field of :class:`Dialect`; the
+Every rule where they differ is one field of :class:`Dialect`; the
 channel, the connection and the model read the field instead of testing the
 protocol version. ``docs/broker.rst`` (*Two dialects*) tabulates them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import enum
+from dataclasses import dataclass, fields, replace
 from typing import Iterable, Mapping, Optional
 
 from txamqp09.wire import _amqp0_9_1
 from txamqp09.wire.errors import AMQPError
-from txamqp09.wire.versions import AMQP0_9_1, ProtocolVersion
+from txamqp09.wire.versions import AMQP0_8, AMQP0_9_1, ProtocolVersion
 
-__all__ = ["Dialect", "RABBITMQ", "SPECIFIED", "CODE_NAMES", "dialect_for"]
+__all__ = [
+    "Dialect", "DefaultExchangeBinding", "RABBITMQ", "SPECIFIED", "SPECIFIED_0_8", "CODE_NAMES", "dialect_for",
+]
 
 #: RabbitMQ's name of each reply code, as its reply texts start with it.
 CODE_NAMES: Mapping[int, str] = {
@@ -28,12 +33,29 @@ CODE_NAMES: Mapping[int, str] = {
 }
 
 
+class DefaultExchangeBinding(enum.Enum):
+    """What queue.bind and queue.unbind naming the default exchange ``""`` do."""
+
+    #: 403 access-refused (RabbitMQ): every queue is bound to it by its name already.
+    REFUSED = "refused"
+    #: 530 not-allowed, a connection exception (0-8): its default exchange
+    #: is internal and takes no explicit bindings (rule amq_exchange_22),
+    #: and binding to an internal exchange is 530 (amq_queue_17).
+    INTERNAL = "internal"
+    #: A binding like any other (0-9): the default exchange routes by the
+    #: binding's key as well as by queue names (the scenario of its rule
+    #: ``default-exchange`` binds with no exchange name and publishes).
+    BOUND = "bound"
+
+
 @dataclass(frozen=True)
 class Dialect:
     """The rules on which RabbitMQ 3.10 and the 0-8/0-9 specifications differ.
 
-    Each field names one rule; its comment says what ``True`` means, which
-    is what RabbitMQ 3.10 does (the specifications do the opposite of each).
+    Each boolean field names one rule; its comment says what ``True``
+    means, which is what RabbitMQ 3.10 does (the 0-9 specification does the
+    opposite of each; 0-8's agrees with RabbitMQ on
+    :attr:`exclusive_elsewhere_locked`).
     """
 
     #: A short name for messages and documentation.
@@ -66,9 +88,8 @@ class Dialect:
     exclusive_mismatch_locked: bool
     #: A passive exchange.declare of the default exchange is 403.
     passive_default_exchange_refused: bool
-    #: queue.bind and queue.unbind to the default exchange ``""`` are 403;
-    #: otherwise allowed (the queue is bound to it by its name already).
-    default_exchange_binding_refused: bool
+    #: queue.bind and queue.unbind naming the default exchange ``""``.
+    default_exchange_binding: DefaultExchangeBinding
     #: tx.rollback leaves deliveries acknowledged inside the transaction
     #: unacknowledged; otherwise they are delivered again.
     rollback_keeps_acked: bool
@@ -76,8 +97,10 @@ class Dialect:
     #: method on another channel 503; otherwise 503 and 504. A negotiation
     #: method after connection.open is 504; otherwise 503.
     misplaced_methods_as_rabbitmq: bool
-    #: queue.declare of another connection's exclusive queue is 405;
-    #: otherwise 504 (0-9's rule names channel-error).
+    #: queue.declare of another connection's exclusive queue is 405, a
+    #: channel exception (RabbitMQ; 0-8's rule amq_queue_04 asks for a
+    #: channel exception); otherwise 504, a connection exception (0-9's
+    #: rule names channel-error).
     exclusive_elsewhere_locked: bool
     #: queue.bind takes any exchange; otherwise binding a durable queue to a
     #: transient exchange, or a queue to an internal exchange, is 530.
@@ -111,20 +134,32 @@ class Dialect:
         return name if self.checks_user_id and "impersonator" not in tags else None
 
 
-def _every_rule(name: str, follows: bool) -> Dialect:
-    """A dialect whose every rule is *follows*: the two rule books differ on
-    each field, RabbitMQ's side being ``True``."""
-    rules = {field.name: follows for field in fields(Dialect) if field.name != "name"}
-    return Dialect(name=name, **rules)
+def _every_rule(name: str, follows: bool, default_exchange_binding: DefaultExchangeBinding) -> Dialect:
+    """A dialect whose every boolean rule is *follows*: the two rule books
+    differ on each, RabbitMQ's side being ``True``."""
+    rules = {
+        field.name: follows for field in fields(Dialect) if field.name not in ("name", "default_exchange_binding")
+    }
+    return Dialect(name=name, default_exchange_binding=default_exchange_binding, **rules)
 
 
 #: RabbitMQ 3.10's rules: every 0-9-1 connection.
-RABBITMQ = _every_rule("RabbitMQ 3.10", True)
+RABBITMQ = _every_rule("RabbitMQ 3.10", True, DefaultExchangeBinding.REFUSED)
 
-#: The 0-8 and 0-9 specifications' rules.
-SPECIFIED = _every_rule("0-8/0-9 specification", False)
+#: The 0-9 specification's rules.
+SPECIFIED = _every_rule("0-9 specification", False, DefaultExchangeBinding.BOUND)
+
+#: The 0-8 specification's rules: 0-9's but two.
+SPECIFIED_0_8 = replace(
+    SPECIFIED,
+    name="0-8 specification",
+    exclusive_elsewhere_locked=True,
+    default_exchange_binding=DefaultExchangeBinding.INTERNAL,
+)
 
 
 def dialect_for(version: ProtocolVersion) -> Dialect:
     """The rules a connection speaking *version* follows."""
-    return RABBITMQ if version is AMQP0_9_1 else SPECIFIED
+    if version is AMQP0_9_1:
+        return RABBITMQ
+    return SPECIFIED_0_8 if version is AMQP0_8 else SPECIFIED

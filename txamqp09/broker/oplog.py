@@ -55,6 +55,7 @@ __all__ = [
     "login_refused",
     "restored",
     "secret_update_refused",
+    "secret_updated",
     "set_level",
     "startup_failed",
     "store_writes",
@@ -222,6 +223,11 @@ def http_request(client: str, user: str, method: str, uri: str, status: int) -> 
 def secret_update_refused(user: str, host: str, reason: str) -> None:
     """connection.update-secret was refused."""
     log.warn("secret update refused: user {user!r} from {host}: {reason}", user=user, host=host, reason=reason)
+
+
+def secret_updated(user: str, host: str, reason: str) -> None:
+    """connection.update-secret was accepted; *reason* is the client's."""
+    log.info("secret updated: user {user!r} from {host}: {reason}", user=user, host=host, reason=reason)
 
 
 def vhost_refused(peer: str, user: str, vhost: str, reason: str) -> None:

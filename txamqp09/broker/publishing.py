@@ -11,6 +11,11 @@ confirms are written with the precompiled builders of
 unchanged. Every other method of the channel takes the general path
 (:class:`~txamqp09.broker.channel.ServerChannel`).
 
+Content properties naming the direct reply-to pseudo-queue as reply-to get
+the channel's reply name there instead (see
+:mod:`~txamqp09.broker.model.replies`); they are looked at only when a
+content header's properties differ from the previous one's.
+
 A content frame received while resource alarms are active blocks the
 connection (:meth:`~txamqp09.broker.alarms.PublishGate.contentReceived`),
 which pauses the frame scanner after that frame.
@@ -25,6 +30,8 @@ from zope.interface import implementer
 
 from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Consumer, ISink, Message, Origin, Session
+from txamqp09.broker.model.message import reply_to_span
+from txamqp09.broker.model.replies import DIRECT_REPLY_TO, ReplyConsumer
 from txamqp09.wire.base import CONTENT_HEADER
 from txamqp09.wire.bodies import BodyBuffer
 from txamqp09.wire.errors import (
@@ -66,6 +73,9 @@ _GET_OK_IDS = struct.pack(">HH", BASIC_CLASS, 71)
 _RETURN_IDS = struct.pack(">HH", BASIC_CLASS, 50)
 _MESSAGE_COUNT = struct.Struct(">I")
 _REPLY_CODE = struct.Struct(">H")
+#: The direct reply-to pseudo-queue as a short string: content properties
+#: holding it may name it as their reply-to.
+_PSEUDO_QUEUE = encode_shortstr(DIRECT_REPLY_TO)
 #: Distinct (ticket, exchange, routing key) triples remembered per channel.
 _ENVELOPE_CACHE_SIZE = 1024
 
@@ -257,7 +267,10 @@ class Publisher:
             if end - start - _CONTENT_HEADER_SIZE == len(last) and buf.startswith(last, start + _CONTENT_HEADER_SIZE):
                 self._raw_properties = last
             else:
-                self._raw_properties = self._last_properties = bytes(buf[start + _CONTENT_HEADER_SIZE : end])
+                raw = bytes(buf[start + _CONTENT_HEADER_SIZE : end])
+                if _PSEUDO_QUEUE in raw:
+                    raw = self._repliedTo(raw)
+                self._raw_properties = self._last_properties = raw
             self._remaining = size
             if size == 0:
                 self._published(b"")
@@ -302,6 +315,24 @@ class Publisher:
             60,
             40,
         )
+
+    def _repliedTo(self, raw: bytes) -> bytes:
+        """*raw* content properties with the channel's direct reply-to name
+        as reply-to where it is the pseudo-queue (see
+        :mod:`~txamqp09.broker.model.replies`); as they are otherwise.
+
+        :raises PreconditionFailed: the channel does not consume the
+            pseudo-queue (406).
+        """
+        start, end = reply_to_span(raw)
+        if raw[start:end] != _PSEUDO_QUEUE:
+            return raw
+        try:
+            name = self.session.reply_name()
+        except PreconditionFailed:
+            self.content = None
+            raise
+        return raw[:start] + encode_shortstr(name) + raw[end:]
 
     def _bodyPart(self, buf: bytearray, start: int, end: int, remaining: int) -> None:
         """One of several body frames of the pending basic.publish, *remaining* bytes to go.
@@ -395,7 +426,9 @@ class Publisher:
 
     # -- the session's sink ----------------------------------------------------
 
-    def deliver(self, consumer: Consumer, delivery_tag: int, redelivered: bool, message: Message) -> None:
+    def deliver(
+        self, consumer: Consumer | ReplyConsumer, delivery_tag: int, redelivered: bool, message: Message
+    ) -> None:
         """basic.deliver with its content, in one write (a body of several
         frames: see :meth:`_severalFrames`)."""
         # Queues read a paged-out body back before they hand the message out.

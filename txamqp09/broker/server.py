@@ -152,7 +152,7 @@ def _address(address: Any) -> str:
 #: What connection.start announces: the extensions both sides implement, and
 #: consumer priorities (basic.consume's x-priority), which only the broker
 #: acts on.
-_SERVER_CAPABILITIES = {**CAPABILITIES, "consumer_priorities": True}
+_SERVER_CAPABILITIES = {**CAPABILITIES, "consumer_priorities": True, "direct_reply_to": True}
 
 
 def server_properties(dialect: Dialect, cluster_name: Optional[str] = None) -> dict[str, Any]:
@@ -445,11 +445,11 @@ class ServerConnection(AMQPConnection):
         )
 
     def connection_update_secret(self, method: methods.ConnectionUpdateSecret) -> None:
-        """0-9-1: check the client's new secret (a refreshed token, say) through
-        the same cred checkers as its login; update-secret-ok, or 530."""
+        """0-9-1: the client's new secret (a refreshed token, say), checked as
+        RabbitMQ checks it (see :meth:`~txamqp09.broker.auth.security.Security.check_secret`); update-secret-ok, or 530."""
         self._expect(method)
         assert self.user is not None
-        checked = self.security.check_secret(self.user, method.new_secret, self.peer)
+        checked = self.security.check_secret(self.user, method.new_secret, method.reason, self.peer)
         checked.addCallbacks(self._secretAccepted, self._secretRefused)
 
     def _secretAccepted(self, _: None) -> None:

@@ -292,10 +292,10 @@ class BrokerService(MultiService):
             if not self.exit_on_startup_error:
                 raise
             oplog.startup_failed(str(error))
-            self._remove_pidfile()
+            self.remove_pidfile()
             raise SystemExit(1) from None
 
-    def _remove_pidfile(self) -> None:
+    def remove_pidfile(self) -> None:
         """Remove :attr:`pidfile` if it holds this process's id."""
         if not self.pidfile:
             return

@@ -43,6 +43,7 @@ from txamqp09.client.events import (
 )
 from txamqp09.client.reconnect import LinkState, ReconnectingClient
 from txamqp09.client.recovery import RecoveringChannel, RecoveringConsumer
+from txamqp09.client.rpc import RPCClient, RPCStopped
 
 __all__ = [
     "connect",
@@ -56,6 +57,8 @@ __all__ = [
     "Consumer",
     "Message",
     "ReconnectingClient",
+    "RPCClient",
+    "RPCStopped",
     "LinkState",
     "RecoveringChannel",
     "RecoveringConsumer",

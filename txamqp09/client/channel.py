@@ -37,6 +37,7 @@ from txamqp09.client.errors import (
 )
 from txamqp09.client.message import Message
 from txamqp09.client.outcome import Outcome
+from txamqp09.client.rpc import RPCClient
 from txamqp09.wire.base import Method, Properties
 from txamqp09.wire.errors import (
     ChannelLevelError,
@@ -57,7 +58,7 @@ from txamqp09.wire.frames import (
     encoded_contents_frames,
     tag_frame,
 )
-from txamqp09.wire.versions import ProtocolVersion
+from txamqp09.wire.versions import DIRECT_REPLY_TO, ProtocolVersion
 
 if TYPE_CHECKING:
     from txamqp09.client.connection import ClientConnection
@@ -399,7 +400,9 @@ class Channel:
         if consumer is None:
             self._onOtherRequest(command)
             return
-        if consumer.no_ack:
+        # A direct reply comes under the tag of the channel's next delivery,
+        # which it does not use up: it settles nothing.
+        if consumer.no_ack and consumer.queue != DIRECT_REPLY_TO:
             self._settle(command.method.delivery_tag, False)
         consumer.deliver(Message(self, command, consumer.no_ack))
 
@@ -805,6 +808,12 @@ class Channel:
             return result
 
         return cancelled.addCallback(forget)
+
+    def rpc_client(self) -> Deferred[RPCClient]:
+        """Start an :class:`~txamqp09.client.rpc.RPCClient` on this channel:
+        calls whose replies come back through direct reply-to (RabbitMQ, or
+        this project's broker on any version). Fires once it consumes its replies."""
+        return RPCClient.start(self)
 
     def basic_get(self, queue: str = "", *, no_ack: bool = False) -> Deferred[Optional[Message]]:
         """Fetch one message from *queue*; fires with a :class:`Message`, or None when empty."""

@@ -151,14 +151,15 @@ class Keeper:
         """Start the thread."""
         self._thread.start()
 
-    def stop(self, release: bool, finished: Callable[[], None]) -> None:
-        """Stop; when *release*, end this broker's lease and member row first.
-        *finished* is called (in the reactor thread) once the thread is done."""
+    def stop(self, clean: bool, finished: Callable[[], None]) -> None:
+        """Stop; when *clean*, end this broker's lease (if it holds it) and
+        remove its member row first. *finished* is called (in the reactor
+        thread) once the thread is done."""
         with self._lock:
             done = self._done
             if not done:
                 self._finished.append(finished)
-                self._release = release
+                self._release = clean
                 self._stopping.set()
                 self._wake_writer.send(b"x")
         if done:

@@ -118,8 +118,9 @@ class Identity:
 
     :ivar node: its node name (``--node-name``), for people.
     :ivar session: the ``application_name`` of every database session of
-        this process's life (its node name and a random token), so that a
-        new active can end exactly these sessions.
+        this process's life (its node name and a random token, within the
+        63 bytes PostgreSQL keeps), so that a new active can end exactly
+        these sessions.
     """
 
     node: str
@@ -127,9 +128,12 @@ class Identity:
 
     @classmethod
     def new(cls, node: str) -> Identity:
-        """A new identity for *node*, with a session name no other process has."""
-        name = f"amqp09 {os.urandom(6).hex()} {node}".encode()[:_APPLICATION_NAME_BYTES]
-        return cls(node, name.decode("utf-8", "ignore"))
+        """A new identity for *node*, with a session name no other process
+        has: ``txamqp09@NODE`` (cut to fit) and a random token."""
+        token = os.urandom(6).hex()
+        room = _APPLICATION_NAME_BYTES - len(token) - 1
+        named = f"txamqp09@{node}".encode()[:room].decode("utf-8", "ignore")
+        return cls(node, f"{named} {token}")
 
 
 @dataclass(frozen=True)

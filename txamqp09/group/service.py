@@ -51,6 +51,7 @@ from txamqp09.group.lease import Identity, Lease, Member
 __all__ = [
     "DEADLINE_MARGIN",
     "EXIT_FENCED",
+    "exit_fenced",
     "GroupBroker",
     "GroupService",
     "GroupStatus",
@@ -237,13 +238,14 @@ class GroupService(Service):
         self._keeper.start()
 
     def stopService(self) -> Deferred[None]:
-        """Leave the group: stop the keeper, releasing the lease if held."""
+        """Leave the group cleanly: stop the keeper, releasing the lease if held."""
         super().stopService()
-        return self.leave(release=self.role is Role.ACTIVE)
+        return self.leave(clean=True)
 
-    def leave(self, release: bool) -> Deferred[None]:
-        """Stop the keeper (ending this broker's lease first when *release*);
-        fires once its thread is done."""
+    def leave(self, clean: bool) -> Deferred[None]:
+        """Stop the keeper (when *clean*, ending this broker's lease if it
+        holds it and removing its member row first); fires once its thread
+        is done."""
         if self._stopped is not None:
             return self._stopped
         keeper, self._keeper = self._keeper, None
@@ -253,8 +255,9 @@ class GroupService(Service):
         stopped: Deferred[None] = Deferred()
         self._stopped = stopped
         if self.role is not Role.FENCED:
-            self._change(Role.STOPPED, "the broker stops" + ("; lease released" if release else ""))
-        keeper.stop(release, lambda: stopped.callback(None))
+            released = clean and self.role is Role.ACTIVE
+            self._change(Role.STOPPED, "the broker stops" + ("; lease released" if released else ""))
+        keeper.stop(clean, lambda: stopped.callback(None))
         return stopped
 
     def watch_store(self, store: FencedStore) -> None:

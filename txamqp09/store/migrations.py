@@ -5,7 +5,7 @@ Version 0 kept stream logs as one row per message (``stream_log``), which
 of ``queue_messages`` for each message and queue, keyed by the queue's name,
 which :func:`migrate_messages` rewrites as numbered queues. Each finds what
 it rewrites by the tables it sees, and changes nothing in a database that
-has none of them; :func:`~txamqp09.store.schema.prepare` runs them in its
+has none of them; :func:`~txamqp09.store.sql.prepare` runs them in its
 transaction.
 """
 

@@ -5,8 +5,10 @@ own (their names start with ``amqp09_``), beside two of PostgreSQL's alone:
 ``amqp09_schema`` (the layout's version) and ``amqp09_writers`` (one row per
 open store: the number of its latest write transaction). The writer thread
 writes batches as the SQLite store does (:mod:`~txamqp09.store.writer`):
-one transaction for many operations, its messages copied in with ``COPY``
-(binary), its acknowledgements deleted with ``id = ANY(...)``, and what
+one transaction for many operations, sent in pipeline mode (its statements
+go out without waiting for each other's answers: a batch is one round trip,
+and one more when it removes messages), its rows inserted by multi-row statements, its
+acknowledgements deleted with ``id = ANY(...)``, and what
 waits for a batch (a publisher confirm, a tx.commit-ok) is released only
 once its COMMIT has returned. With ``synchronous_standby_names`` set on the
 server, that is once a standby has the batch on disk too.
@@ -31,7 +33,8 @@ operations are written with the next.
 
 Fencing: a store may be given a *guard*, an SQL statement and its
 parameters that every write transaction runs first. When it returns no row
-the transaction is rolled back, the store is fenced
+(it runs as ``SELECT 1 / count(*) FROM (guard)``, so that no row aborts the
+transaction before anything of it can commit) the transaction is rolled back, the store is fenced
 (:class:`~txamqp09.store.interface.Fenced`): what waits fails, the failure
 listeners hear ``"Fenced: ..."``, and the store writes nothing more. Its
 connections carry an *application_name*, by which another process can end
@@ -44,10 +47,12 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from functools import lru_cache
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union, cast
 
 import psycopg
+import psycopg.errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 from twisted.internet.interfaces import IReactorFromThreads
@@ -55,7 +60,7 @@ from twisted.internet.interfaces import IReactorFromThreads
 from txamqp09.store import writer
 from txamqp09.store.interface import Fenced, Recovered, StoreUnavailable
 from txamqp09.store.schema import BLOB, INTEGER, REAL, TEXT, Conflict, Table
-from txamqp09.store.sql import Cursor, Database
+from txamqp09.store.sql import Cursor, Database, runs
 from txamqp09.store.work import Batch
 from txamqp09.store.writer import SQLStore
 
@@ -81,12 +86,12 @@ DEFAULT_PARAMETERS = {
     "keepalives_interval": "2",
     "keepalives_count": "3",
 }
+#: Parameters one statement may have (the protocol counts them in 16 bits).
+_PARAMETERS_PER_STATEMENT = 65535
 #: Ids one statement of :meth:`PostgreSQLDatabase.by_ids` takes at most.
 _IDS_PER_STATEMENT = 65536
 #: The key of the advisory lock that serialises preparing the layout.
 _SCHEMA_LOCK = 0x616D717030390001
-#: PostgreSQL's name of each portable column type, for ``COPY ... BINARY``.
-_COPY_TYPES = {INTEGER: "int8", TEXT: "text", BLOB: "bytea", REAL: "float8"}
 
 
 def connection_parameters(url: str, application_name: str) -> dict[str, Any]:
@@ -125,6 +130,9 @@ class PostgreSQLDatabase(Database):
         self._writer = writer
         self._numbers = numbers if numbers is not None else itertools.count(1)
         self.transaction_number = 0
+        #: The pipeline of the write transaction under way, and what leaves it.
+        self._pipeline: Optional[psycopg.Pipeline] = None
+        self._leave_pipeline = ExitStack()
 
     @property
     def lost(self) -> bool:
@@ -132,27 +140,49 @@ class PostgreSQLDatabase(Database):
         return self.connection.broken or self.connection.closed
 
     def execute(self, statement: str, parameters: Sequence[Any] = ()) -> Cursor:
-        return self.connection.execute(self.sql(statement), parameters, binary=True)
+        """The statement's rows are all fetched at once (psycopg converts
+        them in one call, where iterating over its cursor costs a Python
+        call per row); in a write transaction, once what was sent before
+        it is answered too."""
+        return self._answered(self.sql(statement), parameters)
+
+    def _answered(self, statement: str, parameters: Sequence[Any]) -> _Fetched:
+        """Run *statement* (translated) and wait for its answer."""
+        with self._fencing():
+            cursor = self.connection.execute(statement, parameters, binary=True)
+            if self._pipeline is not None:
+                self._pipeline.sync()
+        return _Fetched(cursor)
 
     def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self.connection.cursor() as cursor:
+        with self._fencing(), self.connection.cursor() as cursor:
             cursor.executemany(self.sql(statement), rows)
 
+    @contextmanager
+    def _fencing(self) -> Iterator[None]:
+        """The guard's failure as :class:`Fenced`: the division by zero it
+        is made to raise (nothing else the store sends divides) may surface
+        with any statement of the transaction, as psycopg reads answers
+        while it sends."""
+        try:
+            yield
+        except psycopg.errors.DivisionByZero as error:
+            if self._guard is None:
+                raise
+            raise Fenced(f"the guard of the store's writes found no row ({self._guard[0]!r})") from error
+
     def insert(self, table: Table, values: list[Any]) -> None:
-        """Rows whose key is new (:attr:`Conflict.FAIL`) are copied in with
-        ``COPY ... (FORMAT BINARY)``; the others are inserted one statement
-        per row in one pipeline, each replacing or keeping the row there."""
+        """Multi-row statements (runs of powers of two of rows within
+        PostgreSQL's limit on parameters), each keeping or replacing a row
+        of the same key as the table says; of rows that replace, the last of
+        each key (one statement may not change a row twice). In a write
+        transaction they are sent without waiting for their answers."""
         width = table.width
-        rows = (values[start : start + width] for start in range(0, len(values), width))
-        if table.conflict is Conflict.FAIL:
-            with self.connection.cursor() as cursor:
-                with cursor.copy(f"COPY {self.table(table.name)} FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.set_types([_COPY_TYPES[kind] for _, kind in table.columns])
-                    for row in rows:
-                        copy.write_row(row)
-        else:
-            with self.connection.cursor() as cursor:
-                cursor.executemany(_insert_statement(self, table), rows)
+        if table.conflict is Conflict.REPLACE:
+            values = _last_of_each_key(table, values)
+        with self._fencing():
+            for start, size in runs(len(values) // width, _PARAMETERS_PER_STATEMENT // width):
+                self.connection.execute(_insert_rows(table, size), values[start * width : (start + size) * width])
 
     def by_ids(
         self, statement: str, parameters: Sequence[Any], ids: Sequence[int]
@@ -161,33 +191,47 @@ class PostgreSQLDatabase(Database):
         translated = self.sql(statement).replace("{ids}", "= ANY(%s)")
         for start in range(0, len(ids), _IDS_PER_STATEMENT):
             some = list(ids[start : start + _IDS_PER_STATEMENT])
-            yield some, self.connection.execute(translated, [*parameters, some], binary=True)
+            yield some, self._answered(translated, [*parameters, some])
 
     def begin(self) -> None:
-        """BEGIN, the guard and the transaction's number in the store's row,
-        in one round trip (a pipeline).
-
-        :raises Fenced: the guard returned no row (the transaction is rolled back).
-        """
+        """Start a write transaction in pipeline mode: its statements are
+        sent as they come, and answered together when a result is needed
+        (a removal's row count) and at the COMMIT. It begins with the guard,
+        made to fail (a division by zero) when it finds no row, so that the
+        transaction aborts and nothing of it can commit (see
+        :meth:`_fencing`), and with the transaction's number in the store's
+        row."""
         connection = self.connection
         self.transaction_number = number = next(self._numbers)
-        with connection.pipeline():
+        self._pipeline = self._leave_pipeline.enter_context(connection.pipeline())
+        with self._fencing():
             connection.execute("BEGIN")
-            guard = connection.execute(*self._guard) if self._guard is not None else None
+            if self._guard is not None:
+                connection.execute(_guarded(self._guard[0]), self._guard[1])
             if self._writer is not None:
                 connection.execute(
                     "INSERT INTO amqp09_writers VALUES (%s, %s)"
                     " ON CONFLICT (writer) DO UPDATE SET transaction = EXCLUDED.transaction",
                     (self._writer, number),
                 )
-        if guard is not None and guard.fetchone() is None:
-            self.rollback()
-            raise Fenced(f"the guard of the store's writes found no row ({self._guard[0]!r})")  # type: ignore[index]
 
     def commit(self) -> None:
-        self.connection.execute("COMMIT")
+        """COMMIT, and the answers to the whole transaction; a COMMIT that
+        PostgreSQL answered with a rollback (the transaction had failed) fails.
+
+        :raises psycopg.DatabaseError: the transaction did not commit.
+        """
+        with self._fencing():
+            committing = self.connection.execute("COMMIT")
+            self._pipeline = None
+            self._leave_pipeline.close()
+        if committing.statusmessage != "COMMIT":
+            raise psycopg.DatabaseError(
+                f"the transaction was not committed (PostgreSQL answered {committing.statusmessage})"
+            )
 
     def rollback(self) -> None:
+        self._end_pipeline()
         if self.lost or self.connection.info.transaction_status == TransactionStatus.IDLE:
             return
         try:
@@ -199,22 +243,11 @@ class PostgreSQLDatabase(Database):
         """Whether the write transaction numbered *transaction* (begun on
         another connection of the same store) committed; waits for it to
         end if it is still under way."""
-        with self._plain_transaction():
+        with self.plain_transaction():
             row = self.connection.execute(
                 "SELECT transaction FROM amqp09_writers WHERE writer = %s FOR UPDATE", (self._writer,)
             ).fetchone()
         return row is not None and row[0] == transaction
-
-    @contextmanager
-    def _plain_transaction(self) -> Iterator[None]:
-        """A transaction without the guard (reading, preparing the layout)."""
-        self.connection.execute("BEGIN")
-        try:
-            yield
-        except BaseException:
-            self.rollback()
-            raise
-        self.connection.execute("COMMIT")
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -229,7 +262,7 @@ class PostgreSQLDatabase(Database):
     def schema_transaction(self) -> Iterator[None]:
         """One process prepares the layout at a time (an advisory lock held
         until the transaction ends)."""
-        with self._plain_transaction():
+        with self.plain_transaction():
             self.connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             yield
 
@@ -264,7 +297,16 @@ class PostgreSQLDatabase(Database):
             (self._writer,),
         )
 
+    def _end_pipeline(self) -> None:
+        """Leave the pipeline of a write transaction that failed, if any."""
+        self._pipeline = None
+        try:
+            self._leave_pipeline.close()
+        except psycopg.Error:
+            pass  # the error that ended the transaction, or the connection's loss
+
     def close(self) -> None:
+        self._end_pipeline()
         self.connection.close()
 
     def describe(self, error: Exception) -> str:
@@ -272,17 +314,55 @@ class PostgreSQLDatabase(Database):
         return f"{type(error).__name__}: {_first_line(error)}"
 
 
-def _insert_statement(db: PostgreSQLDatabase, table: Table) -> str:
-    """The insert of one row of *table*, keeping or replacing a row of the same key."""
-    names = [name for name, _ in table.columns]
-    statement = (
-        f"INSERT INTO {db.table(table.name)} ({', '.join(names)}) VALUES ({', '.join(['%s'] * len(names))})"
-        f" ON CONFLICT ({', '.join(table.key)}) DO "
-    )
+class _Fetched:
+    """A statement's result, its rows fetched."""
+
+    __slots__ = ("rowcount", "_rows")
+
+    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+        self.rowcount = cursor.rowcount
+        self._rows = cursor.fetchall() if cursor.description is not None else []
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+
+def _guarded(guard: str) -> str:
+    """*guard* made to fail (a division by zero) when it returns no row."""
+    return f"SELECT 1 / count(*) FROM ({guard.strip().rstrip(';')}) AS guard"
+
+
+@lru_cache(maxsize=64)
+def _insert_rows(table: Table, rows: int) -> str:
+    """The insert of *rows* rows of *table*, keeping or replacing a row of the same key."""
+    row = "(" + ", ".join(["%s"] * table.width) + ")"
+    statement = f"INSERT INTO {PostgreSQLDatabase.table(table.name)} VALUES {', '.join([row] * rows)}"
+    if table.conflict is Conflict.FAIL:
+        return statement
+    statement += f" ON CONFLICT ({', '.join(table.key)}) DO "
     if table.conflict is Conflict.IGNORE:
         return statement + "NOTHING"
-    updated = [f"{name} = EXCLUDED.{name}" for name in names if name not in table.key]
-    return statement + "UPDATE SET " + ", ".join(updated)
+    names = [name for name, _ in table.columns if name not in table.key]
+    return statement + "UPDATE SET " + ", ".join(f"{name} = EXCLUDED.{name}" for name in names)
+
+
+def _last_of_each_key(table: Table, values: list[Any]) -> list[Any]:
+    """The rows of *values* (flat) with one row per key of *table*: the last."""
+    width = table.width
+    positions = [index for index, (name, _) in enumerate(table.columns) if name in table.key]
+    rows: dict[tuple[Any, ...], list[Any]] = {}
+    for start in range(0, len(values), width):
+        row = values[start : start + width]
+        rows[tuple(row[position] for position in positions)] = row
+    if len(rows) * width == len(values):
+        return values
+    return [value for row in rows.values() for value in row]
 
 
 class PostgreSQLStore(SQLStore):

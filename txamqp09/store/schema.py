@@ -27,21 +27,17 @@ The layout:
 ``write_probe``
     The writer's small write that finds when writing works again.
 
-:data:`SCHEMA_VERSION` is the version of this layout. :func:`prepare`
-reads a database's version, refuses one written by a later version of
-txamqp09 (:class:`StoreFormatError`), creates what is missing and runs the
-backend's migrations from an earlier version, all in one transaction.
+:data:`SCHEMA_VERSION` is the version of this layout.
+:func:`~txamqp09.store.sql.prepare` reads a database's version, refuses one
+written by a later version of txamqp09 (:class:`StoreFormatError`), creates
+what is missing and runs the backend's migrations from an earlier version,
+all in one transaction.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Callable, Sequence
-
-if TYPE_CHECKING:
-    from txamqp09.store.sql import Database
-
 __all__ = [
     "BINDINGS",
     "Conflict",
@@ -50,7 +46,6 @@ __all__ = [
     "Index",
     "MESSAGES",
     "MESSAGE_LINKS",
-    "Migration",
     "QUEUES",
     "QUEUE_NAMES",
     "SCHEMA_VERSION",
@@ -61,7 +56,6 @@ __all__ = [
     "TABLES",
     "Table",
     "WRITE_PROBE",
-    "prepare",
 ]
 
 #: The version of the layout the stores write: 2 keeps a message routed to
@@ -170,30 +164,3 @@ TABLES = (
 #: Every secondary index: the chunks of a log by their last timestamp, for
 #: the search of an offset by time.
 INDEXES = (Index("stream_chunks_by_time", STREAM_CHUNKS, ("vhost", "queue", "last_timestamp")),)
-
-#: A step that rewrites a database of an earlier layout (inside
-#: :func:`prepare`'s transaction; one with nothing to rewrite changes nothing).
-Migration = Callable[["Database"], None]
-
-
-def prepare(db: Database, where: str, migrations: Sequence[Migration] = ()) -> None:
-    """Make the database behind *db* one of :data:`SCHEMA_VERSION`: refuse
-    a later version, then in one transaction create the tables and indexes
-    that are missing, run *migrations* on a database of an earlier version
-    and record the version. Nothing changes when any step fails.
-
-    :param where: names the database in the refusal.
-    :raises StoreFormatError: the database is of a later version.
-    """
-    with db.schema_transaction():
-        version = db.schema_version()
-        if version > SCHEMA_VERSION:
-            raise StoreFormatError(
-                f"{where} holds data in layout version {version}, written by a later "
-                f"version of txamqp09; this one reads versions up to {SCHEMA_VERSION}"
-            )
-        db.create_tables()
-        if version < SCHEMA_VERSION:
-            for migrate in migrations:
-                migrate(db)
-            db.set_schema_version(SCHEMA_VERSION)

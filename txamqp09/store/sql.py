@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from typing import Any, ClassVar, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, ClassVar, ContextManager, Iterable, Iterator, Protocol, Sequence
 
-from txamqp09.store.schema import INDEXES, TABLES, Table
+from txamqp09.store.schema import INDEXES, SCHEMA_VERSION, TABLES, StoreFormatError, Table
 
-__all__ = ["Cursor", "Database", "describe"]
+__all__ = ["Cursor", "Database", "Migration", "describe", "prepare", "runs"]
 
 
 class Cursor(Protocol):
@@ -129,6 +129,19 @@ class Database(ABC):
         self.commit()
 
     @contextmanager
+    def plain_transaction(self, begin: str = "BEGIN") -> Iterator[None]:
+        """A transaction started by *begin* as it is (no guard: reading,
+        preparing the layout), committed when the block ends, rolled back
+        when it raises."""
+        self.execute(begin)
+        try:
+            yield
+        except BaseException:
+            self.rollback()
+            raise
+        self.execute("COMMIT")
+
+    @contextmanager
     def snapshot(self) -> Iterator[None]:
         """A block whose reads all see one state of the database (recovery);
         a backend whose writer is alone in the database needs nothing."""
@@ -136,10 +149,9 @@ class Database(ABC):
 
     # -- the layout ------------------------------------------------------------
 
-    @contextmanager
     @abstractmethod
-    def schema_transaction(self) -> Iterator[None]:
-        """The transaction of :func:`~txamqp09.store.schema.prepare`, which
+    def schema_transaction(self) -> ContextManager[None]:
+        """The transaction of :func:`prepare`, which
         no other connection preparing the same database runs at once."""
 
     @abstractmethod
@@ -187,3 +199,46 @@ class Database(ABC):
 def describe(error: Exception) -> str:
     """What went wrong with a write, for logs and clients."""
     return f"{type(error).__name__}: {error}"
+
+
+def runs(count: int, largest: int) -> Iterator[tuple[int, int]]:
+    """(start, length) of consecutive runs covering *count* items, each of
+    a power of two no larger than *largest*: the largest such first, then
+    halving for the rest. Statements over many rows or ids take them so, and
+    a batch of any size needs only a few distinct statements (which an engine
+    may keep prepared)."""
+    size = 1 << (largest.bit_length() - 1)
+    done = 0
+    while done < count:
+        while size > count - done:
+            size >>= 1
+        yield done, size
+        done += size
+
+
+#: A step that rewrites a database of an earlier layout (inside
+#: :func:`prepare`'s transaction; one with nothing to rewrite changes nothing).
+Migration = Callable[[Database], None]
+
+
+def prepare(db: Database, where: str, migrations: Sequence[Migration] = ()) -> None:
+    """Make the database behind *db* one of :data:`SCHEMA_VERSION`: refuse
+    a later version, then in one transaction create the tables and indexes
+    that are missing, run *migrations* on a database of an earlier version
+    and record the version. Nothing changes when any step fails.
+
+    :param where: names the database in the refusal.
+    :raises StoreFormatError: the database is of a later version.
+    """
+    with db.schema_transaction():
+        version = db.schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreFormatError(
+                f"{where} holds data in layout version {version}, written by a later "
+                f"version of txamqp09; this one reads versions up to {SCHEMA_VERSION}"
+            )
+        db.create_tables()
+        if version < SCHEMA_VERSION:
+            for migrate in migrations:
+                migrate(db)
+            db.set_schema_version(SCHEMA_VERSION)

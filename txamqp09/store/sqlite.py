@@ -50,10 +50,9 @@ from __future__ import annotations
 
 import fcntl
 import sqlite3
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Optional, Sequence, cast
+from typing import IO, Any, ContextManager, Iterable, Iterator, Optional, Sequence, cast
 
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
@@ -63,7 +62,7 @@ from txamqp09.store.migrations import SQLITE_MIGRATIONS
 from txamqp09.store.schema import (
     BLOB, INTEGER, REAL, SCHEMA_VERSION, STREAM_CHUNKS, TEXT, Conflict, StoreFormatError, Table,
 )
-from txamqp09.store.sql import Cursor, Database
+from txamqp09.store.sql import Cursor, Database, runs
 from txamqp09.store.work import Append, Batch
 from txamqp09.store.writer import SQLStore
 
@@ -127,10 +126,6 @@ def _with_ids(statement: str, count: int) -> str:
     return statement.replace("{ids}", f"IN ({', '.join('?' * count)})")
 
 
-def _largest_power_of_two(limit: int) -> int:
-    return 1 << (limit.bit_length() - 1)
-
-
 class SQLiteDatabase(Database):
     """A :class:`~txamqp09.store.sql.Database` on an :mod:`sqlite3` connection
     (in autocommit mode: transactions are the SQL layer's BEGIN and COMMIT)."""
@@ -149,18 +144,12 @@ class SQLiteDatabase(Database):
     def insert(self, table: Table, values: list[Any]) -> None:
         """Many rows in each statement: SQLite runs each statement in one
         step (one release of the GIL), where ``executemany`` takes one per
-        row. Statements take a power of two of rows (the largest that fits
-        :data:`_VARIABLES_PER_STATEMENT`, then halving for the rest)."""
+        row. Statements take a power of two of rows (see
+        :func:`~txamqp09.store.sql.runs`) within :data:`_VARIABLES_PER_STATEMENT`."""
         width = table.width
         insert = _insert_into(table)
-        rows = len(values) // width
-        size = _largest_power_of_two(_VARIABLES_PER_STATEMENT // width)
-        done = 0
-        while done < rows:
-            while size > rows - done:
-                size >>= 1
-            self.connection.execute(_multi_row(insert, width, size), values[done * width : (done + size) * width])
-            done += size
+        for start, size in runs(len(values) // width, _VARIABLES_PER_STATEMENT // width):
+            self.connection.execute(_multi_row(insert, width, size), values[start * width : (start + size) * width])
 
     def by_ids(
         self, statement: str, parameters: Sequence[Any], ids: Sequence[int]
@@ -168,14 +157,9 @@ class SQLiteDatabase(Database):
         """Statements of powers of two of ids (few distinct statements, as
         :meth:`insert`)."""
         translated = self.sql(statement)
-        size = _largest_power_of_two(_VARIABLES_PER_STATEMENT - len(parameters))
-        done = 0
-        while done < len(ids):
-            while size > len(ids) - done:
-                size >>= 1
-            some = ids[done : done + size]
+        for start, size in runs(len(ids), _VARIABLES_PER_STATEMENT - len(parameters)):
+            some = ids[start : start + size]
             yield some, self.connection.execute(_with_ids(translated, size), [*parameters, *some])
-            done += size
 
     def begin(self) -> None:
         self.connection.execute("BEGIN")
@@ -192,16 +176,9 @@ class SQLiteDatabase(Database):
             except sqlite3.Error:
                 pass  # SQLite rolled the transaction back itself
 
-    @contextmanager
-    def schema_transaction(self) -> Iterator[None]:
+    def schema_transaction(self) -> ContextManager[None]:
         """``BEGIN IMMEDIATE``: the database's write lock from the start."""
-        self.connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.rollback()
-            raise
-        self.connection.execute("COMMIT")
+        return self.plain_transaction("BEGIN IMMEDIATE")
 
     def schema_version(self) -> int:
         return int(self.connection.execute("PRAGMA user_version").fetchone()[0])

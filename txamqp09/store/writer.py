@@ -69,8 +69,7 @@ from txamqp09.store.interface import (
     StoredMessage,
 )
 from txamqp09.store.numbers import QueueNumbers
-from txamqp09.store.schema import Migration, prepare
-from txamqp09.store.sql import Database
+from txamqp09.store.sql import Database, Migration, prepare
 from txamqp09.store.work import Append, Batch, Operation, Publish, Spill, Work
 
 __all__ = ["BATCH_BYTES", "REMOVALS_PER_BATCH", "RETRY_SECONDS", "SQLStore"]
@@ -104,7 +103,7 @@ class SQLStore(ABC):
     #: The exceptions of a write that failed (a batch, or upkeep).
     write_errors: ClassVar[tuple[type[Exception], ...]]
     #: What rewrites a database of an earlier layout (see
-    #: :func:`~txamqp09.store.schema.prepare`).
+    #: :func:`~txamqp09.store.sql.prepare`).
     migrations: ClassVar[Sequence[Migration]] = ()
 
     def __init__(self, reactor: IReactorFromThreads, location: str) -> None:

@@ -146,22 +146,15 @@ class _Rows:
         self.appends: list[Any] = []
 
     def insert(self, db: Database, numbers: QueueNumbers) -> None:
-        """Insert the queues numbered and the rows gathered, then forget them."""
-        if numbers.named:
-            db.insert(QUEUE_NAMES, numbers.named)
-            numbers.named.clear()
-        if self.messages:
-            db.insert(MESSAGES, self.messages)
-            self.messages.clear()
-            if self.links:
-                db.insert(MESSAGE_LINKS, self.links)
-                self.links.clear()
-        if self.spills:
-            db.insert(SPILLED, self.spills)
-            self.spills.clear()
-        if self.appends:
-            db.insert(STREAM_CHUNKS, self.appends)
-            self.appends.clear()
+        """Insert the queues numbered and the rows gathered (queues before
+        the messages that name them), then forget them."""
+        for table, rows in (
+            (QUEUE_NAMES, numbers.named), (MESSAGES, self.messages), (MESSAGE_LINKS, self.links),
+            (SPILLED, self.spills), (STREAM_CHUNKS, self.appends),
+        ):
+            if rows:
+                db.insert(table, rows)
+                rows.clear()
 
     def __bool__(self) -> bool:
         return bool(self.messages or self.spills or self.appends)

@@ -75,6 +75,7 @@ __all__ = [
     "Int16",
     "UInt16",
     "UInt32",
+    "Int64",
     "UInt64",
     "Float32",
     "ShortStr",
@@ -319,6 +320,15 @@ class UInt32(_Typed, int):
     """An unsigned 32-bit table value (``i``)."""
 
     kind = "uint32"
+
+
+class Int64(_Typed, int):
+    """A signed 64-bit table value (``l`` on 0-9-1, ``L`` on 0-9), even
+    when it would fit 32 bits, as RabbitMQ writes its ``long`` headers
+    (``x-delivery-count``). It decodes as a plain ``int``, as every value
+    of that wire type does."""
+
+    kind = "int64"
 
 
 class UInt64(_Typed, int):
@@ -594,6 +604,7 @@ _STRUCTS: dict[str, struct.Struct] = {
     "int16": _h,
     "uint16": _H,
     "uint32": _I,
+    "int64": _q,
     "uint64": _Q,
     "float32": _f,
 }

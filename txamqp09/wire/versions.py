@@ -24,11 +24,16 @@ __all__ = [
     "PREFERRED",
     "HEADER_SIZE",
     "CAPABILITIES",
+    "DIRECT_REPLY_TO",
     "version_for_header",
     "version_named",
 ]
 
 HEADER_SIZE = 8
+
+#: RabbitMQ's direct reply-to pseudo-queue: consumed (without
+#: acknowledgement) by an RPC client, named as the reply-to of its requests.
+DIRECT_REPLY_TO = "amq.rabbitmq.reply-to"
 
 #: RabbitMQ's 0-9-1 extensions this project implements on both sides, as the
 #: ``capabilities`` table of server-properties and client-properties.

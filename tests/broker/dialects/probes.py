@@ -18,8 +18,9 @@ import re
 import socket
 import struct
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pika
 from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
@@ -27,6 +28,7 @@ from pika.exceptions import (
     AMQPConnectionError,
     ChannelClosedByBroker,
     ConnectionClosedByBroker,
+    UnroutableError,
 )
 
 from txamqp09.wire import _amqp0_9_1 as spec
@@ -38,6 +40,8 @@ __all__ = ["Outcome", "Probe", "PROBES", "run_probe"]
 
 #: Generated names: a probe's own (prefix, dash, 12 hex digits) and the broker's.
 _GENERATED = re.compile(r"\b([a-z]+)-[0-9a-f]{12}\b|\bamq\.(gen|ctag)-[A-Za-z0-9_-]+")
+#: Direct reply-to names (the pseudo-queue's name, a dot, what the broker chose).
+_REPLY_NAME = re.compile(r"\bamq\.rabbitmq\.reply-to\.[A-Za-z0-9+/=._-]+")
 
 #: The repr of pika's ConnectionClosedByBroker: code and quoted text.
 _CLOSED_REPR = re.compile(r"ConnectionClosedByBroker: \((\d+)\) (.*)", re.DOTALL)
@@ -64,7 +68,9 @@ class Outcome:
 
 
 def normalised(text: str) -> str:
-    """*text* with generated names replaced by ``<prefix>`` or ``amq.gen-*``."""
+    """*text* with generated names replaced by ``<prefix>``, ``amq.gen-*``
+    or ``amq.rabbitmq.reply-to.*``."""
+    text = _REPLY_NAME.sub("amq.rabbitmq.reply-to.*", text)
     return _GENERATED.sub(
         lambda match: f"<{match.group(1)}>" if match.group(1) else f"amq.{match.group(2)}-*", text
     )
@@ -283,10 +289,13 @@ def connection_update_secret(s: Session) -> Any:
 
 
 @probe
-def connection_update_secret_invalid(s: Session) -> None:
+def connection_update_secret_another_secret(s: Session) -> Any:
+    """pika's update_secret with a secret that is not the password: the
+    internal users of RabbitMQ accept it and the connection stays open."""
     connection = s.connect()
-    connection.update_secret("not-the-password", "rotation")
+    connection.update_secret("new_secret", "rotation")
     sync(connection.channel())
+    return "updated"
 
 
 # -- channel -------------------------------------------------------------------
@@ -565,6 +574,12 @@ def queue_declare_bad_max_priority(s: Session) -> None:
 def queue_exclusive_other_connection_declare(s: Session) -> None:
     s.channel().queue_declare(s.name("q"), exclusive=True)
     s.channel().queue_declare(s.name("q"), exclusive=True)
+
+
+@probe
+def queue_exclusive_other_connection_declare_shared(s: Session) -> None:
+    s.channel().queue_declare(s.name("q"), exclusive=True)
+    s.channel().queue_declare(s.name("q"))
 
 
 @probe
@@ -1106,6 +1121,21 @@ def queue_declare_quorum_exclusive(s: Session) -> None:
 
 
 @probe
+def queue_declare_quorum_exclusive_auto_delete_not_durable(s: Session) -> None:
+    _declare_and_delete(s, durable=False, exclusive=True, auto_delete=True, arguments={"x-queue-type": "quorum"})
+
+
+@probe
+def queue_declare_quorum_exclusive_not_durable(s: Session) -> None:
+    _declare_and_delete(s, durable=False, exclusive=True, arguments={"x-queue-type": "quorum"})
+
+
+@probe
+def queue_declare_quorum_max_priority_not_durable(s: Session) -> None:
+    _declare_and_delete(s, durable=False, arguments={"x-queue-type": "quorum", "x-max-priority": 5})
+
+
+@probe
 def queue_declare_quorum_reject_publish_dlx(s: Session) -> None:
     _declare_and_delete(s, arguments={"x-queue-type": "quorum", "x-overflow": "reject-publish-dlx"})
 
@@ -1523,19 +1553,334 @@ def basic_consume_quorum_with_global_qos(s: Session) -> None:
         s.channel().queue_delete(s.name("q"))
 
 
-@probe
-def basic_get_quorum_redelivery_count(s: Session) -> Any:
-    channel = s.channel()
-    channel.queue_declare(s.name("q"), durable=True, arguments={"x-queue-type": "quorum"})
+@contextmanager
+def _quorum_queue(s: Session, channel: BlockingChannel, properties: Any = None, **arguments: Any) -> Iterator[str]:
+    """Quorum queue ``<q>`` with *arguments*, holding one message published
+    with confirms (with *properties*); deleted afterwards."""
+    queue = s.name("q")
+    channel.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum", **arguments})
     try:
         channel.confirm_delivery()
-        channel.basic_publish("", s.name("q"), b"x")
-        first, _, _ = channel.basic_get(s.name("q"))
-        channel.basic_nack(first.delivery_tag, requeue=True)
-        _, properties, _ = channel.basic_get(s.name("q"), auto_ack=True)
-        return (properties.headers or {}).get("x-delivery-count")
+        channel.basic_publish("", queue, b"poison", properties)
+        yield queue
     finally:
-        s.channel().queue_delete(s.name("q"))
+        s.channel().queue_delete(queue)
+
+
+@probe
+def basic_get_quorum_redelivery_count(s: Session) -> Any:
+    """The x-delivery-count basic.get sees: 0, 1, 2 (and its field type)."""
+    channel = s.channel()
+    with _quorum_queue(s, channel) as queue:
+        counts = []
+        for _ in range(3):
+            got, properties, _ = channel.basic_get(queue)
+            count = (properties.headers or {}).get("x-delivery-count")
+            counts.append((got.redelivered, count, type(count).__name__))
+            channel.basic_nack(got.delivery_tag, requeue=True)
+        return counts
+
+
+def _rejected_until_gone(channel: BlockingChannel, queue: str) -> list[Any]:
+    """Consume *queue*, rejecting each delivery with requeue, until none
+    comes for a while: (redelivered, x-delivery-count) of each delivery."""
+    seen = []
+    for got, properties, _ in channel.consume(queue, inactivity_timeout=1.0):
+        if got is None:
+            break
+        seen.append((got.redelivered, (properties.headers or {}).get("x-delivery-count")))
+        channel.basic_reject(got.delivery_tag, requeue=True)
+    channel.cancel()
+    return seen
+
+
+@probe
+def basic_consume_quorum_delivery_limit_dead_letters(s: Session) -> Any:
+    """A message rejected with requeue by a consumer until x-delivery-limit 2
+    is passed: the counts it carries, then the copy the DLX gets."""
+    channel = s.channel()
+    dead, exchange = s.name("dead"), s.name("dlx")
+    channel.exchange_declare(exchange, "fanout", auto_delete=True)
+    channel.queue_declare(dead, exclusive=True)
+    channel.queue_bind(dead, exchange)
+    headers = pika.BasicProperties(headers={"app": "x"})
+    with _quorum_queue(s, channel, headers, **{"x-delivery-limit": 2, "x-dead-letter-exchange": exchange}) as queue:
+        seen = _rejected_until_gone(channel, queue)
+        _, properties, body = channel.basic_get(dead, auto_ack=True)
+        got = dict(properties.headers or {})
+        deaths = [(death["reason"], death["count"], type(death["count"]).__name__) for death in got.pop("x-death", [])]
+        return seen, body, sorted((key, normalised(str(value))) for key, value in got.items()), deaths
+
+
+@probe
+def basic_consume_quorum_delivery_limit_drops(s: Session) -> Any:
+    """The same without a dead-letter exchange: the message is dropped."""
+    channel = s.channel()
+    with _quorum_queue(s, channel, **{"x-delivery-limit": 1}) as queue:
+        seen = _rejected_until_gone(channel, queue)
+        return seen, channel.queue_declare(queue, passive=True).method.message_count
+
+
+@probe
+def basic_consume_quorum_channel_closed_counts(s: Session) -> Any:
+    """A delivery left unacknowledged by a channel that closes comes back counted."""
+    channel = s.channel()
+    with _quorum_queue(s, channel) as queue:
+        first, _, _ = channel.basic_get(queue)
+        channel.close()
+        again, properties, _ = s.channel().basic_get(queue, auto_ack=True)
+        return first.redelivered, again.redelivered, (properties.headers or {}).get("x-delivery-count")
+
+
+# -- direct reply-to -------------------------------------------------------------
+
+_REPLY_TO = "amq.rabbitmq.reply-to"
+
+
+class Requester:
+    """An RPC client on its own connection: consumes its replies on a channel."""
+
+    def __init__(self, s: Session, **consume: Any) -> None:
+        self.channel = s.channel()
+        self.replies: list[Any] = []
+        self.tag = self.channel.basic_consume(_REPLY_TO, self._replied, auto_ack=True, **consume)
+
+    def _replied(self, _channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        self.replies.append((
+            method.consumer_tag, method.delivery_tag, method.redelivered, method.exchange,
+            normalised(method.routing_key), properties.correlation_id, body,
+        ))
+
+    def request(self, s: Session, correlation_id: str = "1") -> str:
+        """Publish a request to a new queue; the reply-to a server finds in it."""
+        queue = s.name("requests")
+        self.channel.queue_declare(queue, exclusive=True)
+        self.channel.basic_publish("", queue, b"request", pika.BasicProperties(
+            reply_to=_REPLY_TO, correlation_id=correlation_id))
+        got, properties, _ = self.channel.basic_get(queue, auto_ack=True)
+        return str(properties.reply_to)
+
+    def collect(self, count: int) -> list[Any]:
+        """Wait (a few seconds at most) until *count* replies arrived; them."""
+        for _ in range(50):
+            if len(self.replies) >= count:
+                break
+            self.channel.connection.process_data_events(0.1)
+        return self.replies
+
+
+def _returned_on(channel: BlockingChannel) -> list[Any]:
+    """The basic.returns *channel* gets from now on: (code, text, routing key, body)."""
+    returned: list[Any] = []
+    channel.add_on_return_callback(
+        lambda _ch, method, _p, body: returned.append(
+            (method.reply_code, method.reply_text, normalised(method.routing_key), body)))
+    return returned
+
+
+@probe
+def reply_to_consume_with_acknowledgement(s: Session) -> None:
+    s.channel().basic_consume(_REPLY_TO, lambda *_: None, auto_ack=False)
+
+
+@probe
+def reply_to_second_consumer(s: Session) -> None:
+    requester = Requester(s)
+    requester.channel.basic_consume(_REPLY_TO, lambda *_: None, auto_ack=True)
+
+
+@probe
+def reply_to_second_consumer_with_acknowledgement(s: Session) -> None:
+    requester = Requester(s)
+    requester.channel.basic_consume(_REPLY_TO, lambda *_: None, auto_ack=False)
+
+
+@probe
+def reply_to_consumer_tag_of_a_queue_consumer(s: Session) -> None:
+    channel = s.channel()
+    channel.queue_declare(s.name("q"), exclusive=True)
+    channel.basic_consume(s.name("q"), lambda *_: None, consumer_tag="taken")
+    send(channel, pika.spec.Basic.Consume(queue=_REPLY_TO, consumer_tag="taken", no_ack=True))
+    sync(channel)
+
+
+@probe
+def reply_to_exclusive_consumer(s: Session) -> Any:
+    return Requester(s, exclusive=True, consumer_tag="mine").tag
+
+
+@probe
+def reply_to_publish_without_consumer(s: Session) -> None:
+    channel = s.channel()
+    channel.basic_publish("", "nowhere", b"request", pika.BasicProperties(reply_to=_REPLY_TO))
+    sync(channel)
+
+
+@probe
+def reply_to_publish_without_consumer_other_channel(s: Session) -> None:
+    """The channel that consumes its replies is another one of the connection."""
+    requester = Requester(s)
+    channel = requester.channel.connection.channel()
+    channel.basic_publish("", "nowhere", b"request", pika.BasicProperties(reply_to=_REPLY_TO))
+    sync(channel)
+
+
+@probe
+def reply_to_declare_pseudo_queue(s: Session) -> Any:
+    declared = s.channel().queue_declare(_REPLY_TO, passive=True).method
+    return declared.queue, declared.message_count, declared.consumer_count
+
+
+@probe
+def reply_to_declare_pseudo_queue_with_flags(s: Session) -> Any:
+    declared = s.channel().queue_declare(_REPLY_TO, durable=True, exclusive=True, auto_delete=True).method
+    return declared.queue, declared.message_count, declared.consumer_count
+
+
+@probe
+def reply_to_declare_longer_name(s: Session) -> None:
+    s.channel().queue_declare(_REPLY_TO + "x", passive=True)
+
+
+@probe
+def reply_to_declare_reply_name(s: Session) -> Any:
+    reply_to = Requester(s).request(s)
+    declared = s.channel().queue_declare(reply_to, passive=True).method
+    return normalised(declared.queue), declared.message_count, declared.consumer_count
+
+
+@probe
+def reply_to_declare_reply_name_of_nobody(s: Session) -> None:
+    """A reply name of the broker's making whose last characters differ."""
+    reply_to = Requester(s).request(s)
+    s.channel().queue_declare(reply_to[:-4] + ("AAAA" if not reply_to.endswith("AAAA") else "BBBB"), passive=True)
+
+
+@probe
+def reply_to_declare_malformed_reply_name(s: Session) -> None:
+    s.channel().queue_declare(_REPLY_TO + ".abc.def", passive=True)
+
+
+@probe
+def reply_to_basic_get(s: Session) -> None:
+    s.channel().basic_get(_REPLY_TO)
+
+
+@probe
+def reply_to_bind(s: Session) -> None:
+    s.channel().queue_bind(_REPLY_TO, "amq.direct", "key")
+
+
+@probe
+def reply_to_delete(s: Session) -> Any:
+    return s.channel().queue_delete(_REPLY_TO).method.message_count
+
+
+@probe
+def reply_to_round_trip(s: Session) -> Any:
+    """The request's reply-to becomes the reply name; a reply to it comes
+    back (a mandatory one is returned as well), confirmed."""
+    requester = Requester(s, consumer_tag="mine")
+    reply_to = requester.request(s)
+    server = s.channel()
+    server.confirm_delivery()
+    returned = _returned_on(server)
+    server.basic_publish("", reply_to, b"reply", pika.BasicProperties(correlation_id="1"))
+    try:
+        server.basic_publish("", reply_to, b"mandatory", pika.BasicProperties(correlation_id="2"), mandatory=True)
+    except UnroutableError:
+        returned.append("unroutable")
+    settle(server)
+    return normalised(reply_to), requester.collect(2), returned
+
+
+@probe
+def reply_to_delivery_tags(s: Session) -> Any:
+    """Replies come under the tag the channel's next delivery gets."""
+    requester = Requester(s, consumer_tag="mine")
+    reply_to = requester.request(s)
+    queue = s.name("work")
+    requester.channel.queue_declare(queue, exclusive=True)
+    requester.channel.basic_consume(queue, requester._replied, consumer_tag="work", auto_ack=False)
+    server = s.channel()
+    server.confirm_delivery()
+    server.basic_publish("", queue, b"first")
+    requester.collect(1)
+    server.basic_publish("", reply_to, b"reply")
+    requester.collect(2)
+    server.basic_publish("", queue, b"second")
+    return requester.collect(3)
+
+
+@probe
+def reply_to_in_a_transaction(s: Session) -> Any:
+    """What the requester has before the server's tx.commit, and after."""
+    requester = Requester(s, consumer_tag="mine")
+    reply_to = requester.request(s)
+    server = s.channel()
+    server.tx_select()
+    server.basic_publish("", reply_to, b"reply")
+    sync(server)
+    requester.channel.connection.process_data_events(0.5)
+    before = len(requester.replies)
+    server.tx_commit()
+    return before, requester.collect(1)
+
+
+@probe
+def reply_to_requester_gone(s: Session) -> Any:
+    """The requester's channel closed: a reply is dropped (returned when
+    mandatory), and its name is not found."""
+    requester = Requester(s)
+    reply_to = requester.request(s)
+    requester.channel.close()
+    server = s.channel()
+    server.confirm_delivery()
+    returned = _returned_on(server)
+    server.basic_publish("", reply_to, b"late")
+    try:
+        server.basic_publish("", reply_to, b"late, mandatory", mandatory=True)
+    except UnroutableError:
+        returned.append("unroutable")
+    settle(server)
+    server.queue_declare(reply_to, passive=True)
+    return returned
+
+
+@probe
+def reply_to_cancelled(s: Session) -> Any:
+    """After basic.cancel the channel has no reply name any more."""
+    requester = Requester(s, consumer_tag="mine")
+    reply_to = requester.request(s)
+    requester.channel.basic_cancel("mine")
+    try:
+        s.channel().queue_declare(reply_to, passive=True)
+    except ChannelClosedByBroker as closed:
+        gone = (closed.reply_code, normalised(closed.reply_text))
+    requester.channel.basic_publish("", "nowhere", b"request", pika.BasicProperties(reply_to=_REPLY_TO))
+    try:
+        sync(requester.channel)
+    except ChannelClosedByBroker as closed:
+        return gone, (closed.reply_code, normalised(closed.reply_text))
+    return gone, "published"
+
+
+@probe
+def reply_to_through_another_exchange(s: Session) -> Any:
+    """Only the default exchange reaches reply names."""
+    requester = Requester(s)
+    reply_to = requester.request(s)
+    server = s.channel()
+    server.confirm_delivery()
+    returned = _returned_on(server)
+    try:
+        server.basic_publish("amq.direct", reply_to, b"reply", mandatory=True)
+    except UnroutableError:
+        returned.append("unroutable")
+    settle(server)
+    requester.collect(0)
+    requester.channel.connection.process_data_events(0.3)
+    return returned, requester.replies
 
 
 @probe

@@ -28,10 +28,6 @@ _DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "broke
 
 #: Probes where this broker differs from RabbitMQ 3.10 on purpose, and why.
 EXPLAINED: dict[str, str] = {
-    "connection_update_secret_invalid": (
-        "the new secret goes through the same cred checkers as the login and a wrong one "
-        "closes the connection with 530; RabbitMQ's internal user database accepts any"
-    ),
     "channel_flow_pause": (
         "channel.flow active=false pauses deliveries to the channel; RabbitMQ refuses it with 540"
     ),
@@ -67,13 +63,13 @@ EXPLAINED: dict[str, str] = {
         "a malformed PLAIN response is closed with 403 saying what is wrong; RabbitMQ closes the "
         "socket without connection.close"
     ),
-    "connection_start_and_tune": (
-        "the capabilities lack direct_reply_to: the amq.rabbitmq.reply-to pseudo-queue is not "
-        "implemented"
+    "reply_to_in_a_transaction": (
+        "a reply published in a transaction reaches its requester at tx.commit, with the "
+        "transaction; RabbitMQ delivers it at once, even when the transaction is rolled back"
     ),
-    "basic_get_quorum_redelivery_count": (
-        "quorum queues are classic queues with quorum queues' declaration rules here: they count "
-        "returns for x-delivery-limit but do not add RabbitMQ's x-delivery-count header"
+    "reply_to_declare_malformed_reply_name": (
+        "a reply name the broker did not make is not found (404); RabbitMQ's channel fails to "
+        "decode it and closes the connection with 541 INTERNAL_ERROR"
     ),
     "frame_tune_ok_frame_max_too_small": (
         "a frame_max below 4096 is closed with 530 saying so; RabbitMQ drops the connection"

@@ -12,15 +12,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.cred.checkers import ICredentialsChecker
+from twisted.cred.credentials import IUsernamePassword
+from twisted.cred.error import UnauthorizedLogin
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SkipTest, TestCase
+from zope.interface import implementer
 
 from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.broker.auth.errors import HardAccessRefused, LoginRefused, MalformedResponse
-from txamqp09.broker.dialects import RABBITMQ, SPECIFIED, dialect_for
+from txamqp09.broker.dialects import RABBITMQ, SPECIFIED, SPECIFIED_0_8, dialect_for
 from txamqp09.broker.server import ServerFactory
 from txamqp09.wire import errors
-from txamqp09.wire.frames import content_frames
+from txamqp09.wire.frames import FRAME_BODY, content_frames
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9, AMQP0_9_1, VERSIONS, ProtocolVersion
 
 
@@ -98,6 +103,16 @@ class _Cases(TestCase):
         method = spec.BasicPublish(exchange="", routing_key="q")
         self.peer.feed(content_frames(1, method, spec.BasicProperties(user_id=user_id), b"x", 4096))
         return self.ask(spec.BasicGet(queue="q", no_ack=True))
+
+    def got(self, queue: str) -> list[bytes]:
+        """The bodies basic.get takes from *queue* until it is empty."""
+        bodies = []
+        while True:
+            self.peer.send(1, self.peer.spec.BasicGet(queue=queue, no_ack=True))
+            frames = self.peer.frames()
+            if frames[0][2].NAME == "basic.get-empty":
+                return bodies
+            bodies.append(b"".join(body for kind, _, body in frames if kind == FRAME_BODY))
 
     def server_properties(self) -> Any:
         """The server-properties of connection.start on a new connection."""
@@ -223,11 +238,19 @@ class SpecifiedDialectTests(_Cases):
                 "no previously declared queue; name the queue: none was declared on this channel",
             )
 
-    def test_bind_to_the_default_exchange_is_allowed(self) -> None:
+    def test_bind_to_the_default_exchange_routes_by_its_key(self) -> None:
+        """0-9's default-exchange scenario: a binding with no exchange name,
+        then a publish with its key and no exchange name arrives."""
+        spec = self.peer.spec
         self.declare_queue("q")
-        answer = self.ask(self.peer.spec.QueueBind(queue="q", exchange="", routing_key="q"))
+        answer = self.ask(spec.QueueBind(queue="q", exchange="", routing_key="k"))
         self.assertEqual(answer.NAME, "queue.bind-ok")
-        self.assertEqual(self.factory.broker.vhosts["/"].default_exchange.bindings, {})
+        for key in ("k", "q"):
+            self.peer.publish(1, key, key.encode())
+        self.assertEqual(self.got("q"), [b"k", b"q"])
+        self.assertEqual(self.ask(spec.QueueUnbind(queue="q", exchange="", routing_key="k")).NAME, "queue.unbind-ok")
+        self.peer.publish(1, "k", b"unbound")
+        self.assertEqual(self.got("q"), [])
 
     def test_passive_declare_of_the_default_exchange_succeeds(self) -> None:
         answer = self.declare_exchange("", "direct", passive=True)
@@ -268,9 +291,33 @@ class SpecifiedDialectTests(_Cases):
 
 
 class Specified08DialectTests(SpecifiedDialectTests):
-    """0-8 connections follow the same rules."""
+    """0-8 connections follow the same rules, but two."""
 
     version = AMQP0_8
+
+    def test_dialect(self) -> None:
+        self.assertIs(dialect_for(self.version), SPECIFIED_0_8)
+
+    def test_exclusive_queue_of_another_connection_is_a_channel_error(self) -> None:
+        """0-8's rule amq_queue_04: a channel exception; 405, resource locked."""
+        self.declare_queue("q", exclusive=True)
+        for exclusive in (True, False):
+            other = self.connect()
+            answer = self.assertClosed(self.declare_queue("q", peer=other, exclusive=exclusive), "channel", 405)
+            self.assertTrue(answer.reply_text.startswith("cannot obtain exclusive access to locked queue 'q'"))
+            other.open(2)
+
+    def test_bind_to_the_default_exchange_routes_by_its_key(self) -> None:
+        """0-8's rule amq_exchange_22: the default exchange is internal and
+        takes no explicit bindings; binding to an internal exchange is 530."""
+        self.declare_queue("q")
+        answer = self.ask(self.peer.spec.QueueBind(queue="q", exchange="", routing_key="k"))
+        self.assertClosed(answer, "connection", 530)
+        self.assertEqual(
+            answer.reply_text,
+            "cannot bind queue 'q' to the default exchange; the default exchange is internal: every queue "
+            "is bound to it by its name, and it takes no other bindings",
+        )
 
 
 class RabbitMQDialectTests(_Cases):
@@ -402,20 +449,42 @@ class RabbitMQDialectTests(_Cases):
         answer = self.assertClosed(self.peer.expect(0, "connection.close"), "connection", 504)
         self.assertEqual(answer.reply_text, "CHANNEL_ERROR - unexpected method in connection state running")
 
-    def test_update_secret_accepted(self) -> None:
-        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"guest", reason="refresh"))
+    def test_update_secret_with_another_secret_keeps_the_connection(self) -> None:
+        """The user database's passwords do not expire: any new secret is
+        accepted, as RabbitMQ's internal users accept it."""
+        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"new_secret", reason="rotation"))
         self.peer.expect(0, "connection.update-secret-ok")
-        self.assertFalse(self.peer.disconnected)
+        self.assertEqual(self.declare_queue("q").NAME, "queue.declare-ok")
 
-    def test_update_secret_refused(self) -> None:
-        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"wrong", reason="refresh"))
+    def test_update_secret_checked_by_an_expiring_checker(self) -> None:
+        self.factory.security.portal.registerChecker(_TokenChecker(b"token-2"))
+        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"token-2", reason="refresh"))
+        self.peer.expect(0, "connection.update-secret-ok")
+        self.peer.send(0, self.peer.spec.ConnectionUpdateSecret(new_secret=b"token-1", reason="refresh"))
         answer = self.assertClosed(self.peer.expect(0, "connection.close"), "connection", 530)
-        self.assertEqual(answer.reply_text, "NOT_ALLOWED - Secret update was refused for user 'guest'")
+        self.assertEqual(answer.reply_text, "NOT_ALLOWED - New secret was refused by one of the backends")
 
     def test_unknown_vhost_is_not_allowed(self) -> None:
         peer = self.handshake(vhost="nowhere")
         answer = self.assertClosed(peer.expect(0, "connection.close"), "connection", 530)
         self.assertEqual(answer.reply_text, "NOT_ALLOWED - vhost nowhere not found")
+
+
+@implementer(ICredentialsChecker)
+class _TokenChecker:
+    """A checker of short-lived tokens: its credentials expire, so a new
+    secret is checked (any user, one valid token)."""
+
+    credentialInterfaces = (IUsernamePassword,)
+    credentials_expire = True
+
+    def __init__(self, token: bytes) -> None:
+        self.token = token
+
+    def requestAvatarId(self, credentials: Any) -> Deferred[bytes]:
+        if not credentials.checkPassword(self.token):
+            return fail(UnauthorizedLogin("expired or unknown token"))
+        return succeed(credentials.username.encode("utf-8"))
 
 
 def _subclasses(root: type[errors.AMQPError]) -> list[type[errors.AMQPError]]:

@@ -51,15 +51,6 @@ class SpecifiedRulesMixin(TxAMQPConnecting):
         self.assertEqual(closed, ("connection", 530))  # type: ignore[attr-defined]
 
     @defer.inlineCallbacks
-    def test_bind_to_the_default_exchange_is_allowed(self) -> Any:
-        _client, channel = yield self.connect()
-        yield channel.queue_declare(queue="bound")
-        yield channel.queue_bind(queue="bound", exchange="", routing_key="bound")
-        channel.basic_publish(exchange="", routing_key="bound", content=Content("one"))
-        got = yield channel.basic_get(queue="bound", no_ack=True)
-        self.assertEqual(got.content.body, "one")  # type: ignore[attr-defined]
-
-    @defer.inlineCallbacks
     def test_rollback_redelivers_what_the_transaction_acknowledged(self) -> Any:
         client, channel = yield self.connect()
         yield channel.queue_declare(queue="work")
@@ -74,11 +65,52 @@ class SpecifiedRulesMixin(TxAMQPConnecting):
         self.assertEqual((again.content.body, again.redelivered), ("job", True))  # type: ignore[attr-defined]
 
 
+    @defer.inlineCallbacks
+    def exclusive_queue_declared_elsewhere(self) -> Any:
+        """(scope, reply code) of declaring, on a second connection, a queue
+        the first holds exclusively."""
+        _client, channel = yield self.connect()
+        yield channel.queue_declare(queue="mine", exclusive=True)
+        _other, elsewhere = yield self.connect()
+        closed = yield self.closed(elsewhere.queue_declare, queue="mine", exclusive=True)
+        return closed
+
+
 class AMQP08RulesTests(SpecifiedRulesMixin, LoopbackTestCase):
     spec_file = "amqp0-8.xml"
     version = "0-8"
+
+    @defer.inlineCallbacks
+    def test_exclusive_queue_of_another_connection_is_resource_locked(self) -> Any:
+        """0-8's rule amq_queue_04 asks for a channel exception."""
+        closed = yield self.exclusive_queue_declared_elsewhere()
+        self.assertEqual(closed, ("channel", 405))
+
+    @defer.inlineCallbacks
+    def test_bind_to_the_default_exchange_is_not_allowed(self) -> Any:
+        """0-8's default exchange is internal and takes no explicit bindings."""
+        _client, channel = yield self.connect()
+        yield channel.queue_declare(queue="bound")
+        closed = yield self.closed(channel.queue_bind, queue="bound", exchange="", routing_key="key")
+        self.assertEqual(closed, ("connection", 530))
 
 
 class AMQP09RulesTests(SpecifiedRulesMixin, LoopbackTestCase):
     spec_file = "amqp0-9.xml"
     version = "0-9"
+
+    @defer.inlineCallbacks
+    def test_exclusive_queue_of_another_connection_is_a_channel_error(self) -> Any:
+        """0-9's rule names channel-error, a connection exception."""
+        closed = yield self.exclusive_queue_declared_elsewhere()
+        self.assertEqual(closed, ("connection", 504))
+
+    @defer.inlineCallbacks
+    def test_bind_to_the_default_exchange_routes_by_its_key(self) -> Any:
+        """0-9's default-exchange scenario: bind with no exchange name, publish with the key."""
+        _client, channel = yield self.connect()
+        yield channel.queue_declare(queue="bound")
+        yield channel.queue_bind(queue="bound", exchange="", routing_key="key")
+        channel.basic_publish(exchange="", routing_key="key", content=Content("one"))
+        got = yield channel.basic_get(queue="bound", no_ack=True)
+        self.assertEqual(got.content.body, "one")

@@ -10,7 +10,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from tests.broker.model.support import message_for_store as message
 from tests.broker.support import RecordingSink, session
 from txamqp09.broker.model import Broker, Client, Persistence, Session
-from txamqp09.broker.model.message import delivery_mode
+from txamqp09.broker.dialects import SPECIFIED
+from txamqp09.broker.model.message import delivery_mode, reply_to_span
 from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue
 from txamqp09.store.memory import MemoryStore
 from txamqp09.wire import _amqp0_9_1 as spec
@@ -40,6 +41,27 @@ class DeliveryModeTests(SynchronousTestCase):
     def test_truncated_properties_are_a_syntax_error(self) -> None:
         raw = spec.BasicProperties(content_type="text/plain", delivery_mode=2).encode()
         self.assertRaises(AMQPSyntaxError, delivery_mode, raw[:5])
+
+
+class ReplyToTests(SynchronousTestCase):
+    def test_found_in_place_past_earlier_properties(self) -> None:
+        for properties in (
+            spec.BasicProperties(reply_to="r"),
+            spec.BasicProperties(content_type="text/plain", headers={"a": 1}, delivery_mode=2, priority=3,
+                                 correlation_id="c", reply_to="r", message_id="m"),
+            spec.BasicProperties(correlation_id="reply_to", reply_to="r", expiration="5"),
+        ):
+            raw = properties.encode()
+            start, end = reply_to_span(raw)
+            self.assertEqual(raw[start:end], encode_shortstr("r"), properties)
+
+    def test_absent(self) -> None:
+        self.assertEqual(reply_to_span(spec.BasicProperties(correlation_id="amq.rabbitmq.reply-to").encode()), (0, 0))
+
+    def test_truncated_properties_are_a_syntax_error(self) -> None:
+        raw = spec.BasicProperties(correlation_id="c", reply_to="reply").encode()
+        for cut in (4, len(raw) - 1):
+            self.assertRaises(AMQPSyntaxError, reply_to_span, raw[:cut])
 
 
 class WritingTests(SynchronousTestCase):
@@ -232,6 +254,18 @@ class RestoreTests(SynchronousTestCase):
         publisher, _ = session(vhost, Client("p"))
         publisher.publish("", message(b"new"), False, False)
         self.assertEqual([m.message_id for m in store.messages[("/", "q")].values()], [6])
+
+    def test_a_binding_to_the_default_exchange_comes_back(self) -> None:
+        """0-9 connections bind queues to the default exchange by other keys."""
+        store = MemoryStore()
+        vhost = self.restarted(store).vhosts["/"]
+        client = Client("c")
+        vhost.declare_queue("q", client, durable=True)
+        vhost.bind_queue("q", "", "k", {}, client, SPECIFIED)
+        vhost = self.restarted(store).vhosts["/"]
+        publisher, _ = session(vhost, Client("p"))
+        publisher.publish("", message(b"by key", "k"), False, False)
+        self.assertEqual([entry[1].body for entry in vhost.queues["q"].messages], [b"by key"])
 
     def test_virtual_hosts_named_in_the_store_are_created(self) -> None:
         store = MemoryStore()

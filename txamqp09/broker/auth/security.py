@@ -11,7 +11,7 @@
     # connection.start-ok
     login = yield security.login(method.mechanism, method.response, peer)
     # connection.update-secret (0-9-1)
-    yield security.check_secret(login.user, method.new_secret, peer)
+    yield security.check_secret(login.user, method.new_secret, method.reason, peer)
     # connection.open
     guard = security.open_vhost(login.user, method.virtual_host, tickets=version_has_tickets)
     # every channel method; basic.publish on the fast path; channel closed
@@ -221,25 +221,44 @@ class Security:
             return f"{held} refused logins from {host}"
         return f"{self.throttle.held()} refused logins"
 
-    def check_secret(self, user: IAMQPUser, secret: bytes, peer: PeerInfo) -> Deferred[None]:
-        """connection.update-secret: check *user*'s new *secret* through the
-        same portal and checkers as a login, without keeping the new login.
+    def check_secret(self, user: IAMQPUser, secret: bytes, reason: str, peer: PeerInfo) -> Deferred[None]:
+        """connection.update-secret, answered as RabbitMQ 3.10 answers it.
 
-        Fails with :class:`~txamqp09.wire.errors.NotAllowed` (530, as
-        RabbitMQ) when the checkers refuse it.
+        RabbitMQ asks only the authentication backends whose credentials
+        can expire (OAuth 2 tokens, for one) to check a new secret; its
+        internal user database, whose passwords do not expire, accepts any
+        and the connection keeps its login. So here: a checker with a true
+        ``credentials_expire`` attribute (one registered on :attr:`portal`
+        for tokens, say) checks the secret as a login, without keeping the
+        new login; the built-in checkers have none, and the secret is
+        accepted unchecked. Either way the update is logged with *reason*.
+
+        Fails with :class:`~txamqp09.wire.errors.NotAllowed` (530, RabbitMQ's
+        text) when an expiring checker refuses the secret.
         """
         credentials = PasswordCredentials(user.name, secret.decode("utf-8", "replace"), "PLAIN", peer)
+        if not getattr(self._checker_for(credentials), "credentials_expire", False):
+            oplog.secret_updated(user.name, peer.host, reason)
+            return succeed(None)
         checked = self.portal.login(credentials, None, IAMQPUser)
 
-        def accepted(result: tuple[Any, IAMQPUser, Callable[[], None]]) -> None:
+        def accepted(result: _Avatar) -> None:
             result[2]()
+            oplog.secret_updated(user.name, peer.host, reason)
 
         def refused(failure: Failure) -> Failure:
             failure.trap(UnauthorizedLogin, UnhandledCredentials)
             oplog.secret_update_refused(user.name, peer.host, str(failure.value))
-            return Failure(NotAllowed(f"Secret update was refused for user '{user.name}'", 10, 70))
+            return Failure(NotAllowed("New secret was refused by one of the backends", 10, 70))
 
         return checked.addCallbacks(accepted, refused)
+
+    def _checker_for(self, credentials: Any) -> Any:
+        """The checker :attr:`portal` hands *credentials* to, or None."""
+        for interface, checker in self.portal.checkers.items():
+            if interface.providedBy(credentials):
+                return checker
+        return None
 
     def open_vhost(self, user: IAMQPUser, vhost: str, *, tickets: bool) -> AccessGuard:
         """Check connection.open and make the connection's :class:`AccessGuard`.

@@ -258,8 +258,9 @@ def refused_argument(name: str, subject: str, queue_type: str) -> PreconditionFa
 
 
 def check_quorum_properties(subject: str, durable: bool, exclusive: bool, auto_delete: bool) -> None:
-    """Quorum queues are durable, shared and kept: refuse anything else (406)."""
-    for refused, name in ((not durable, "non-durable"), (exclusive, "exclusive-owner"), (auto_delete, "auto-delete")):
+    """Quorum queues are durable, shared and kept: refuse anything else
+    (406, RabbitMQ's texts, in RabbitMQ's order of checks)."""
+    for refused, name in ((auto_delete, "auto-delete"), (exclusive, "exclusive-owner"), (not durable, "non-durable")):
         if refused:
             raise PreconditionFailed(
                 f"invalid property {name!r} for {subject}",

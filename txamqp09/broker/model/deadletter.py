@@ -8,7 +8,7 @@ limit (``maxlen``) or is returned more often than a quorum queue's
 properties except that, as RabbitMQ writes them:
 
 - the ``x-death`` header (an array, most recent first) gets an entry for the
-  (queue, reason) pair: ``count``, ``reason``, ``queue``, ``time``,
+  (queue, reason) pair: ``count`` (a ``long``), ``reason``, ``queue``, ``time``,
   ``exchange``, ``routing-keys`` and, when the message had one,
   ``original-expiration``; an existing entry for the pair has its count
   raised and moves to the front (keeping its first ``time``);
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from txamqp09.broker.model.message import Message
 from txamqp09.wire.base import decode_properties
-from txamqp09.wire.fields import field_text
+from txamqp09.wire.fields import Int64, field_text
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.queue import Queue
@@ -97,10 +97,10 @@ def _deaths(
     for index, entry in enumerate(previous):
         if isinstance(entry, dict) and field_text(entry.get("queue")) == queue and field_text(entry.get("reason")) == reason:
             updated = dict(entry)
-            updated["count"] = int(updated.get("count") or 0) + 1
+            updated["count"] = Int64(int(updated.get("count") or 0) + 1)
             return [dict(sorted(updated.items()))] + previous[:index] + previous[index + 1 :]
     entry = {
-        "count": 1,
+        "count": Int64(1),
         "reason": reason,
         "queue": queue,
         "time": now,

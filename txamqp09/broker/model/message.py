@@ -16,7 +16,7 @@ from txamqp09.wire.errors import AMQPSyntaxError, PreconditionFailed
 from txamqp09.wire.forwarding import envelope
 
 __all__ = [
-    "Message", "Origin", "Tracking", "origin", "delivery_mode", "message_ttl", "EXPIRATION_FLAG", "USER_ID_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
+    "Message", "Origin", "Tracking", "origin", "delivery_mode", "reply_to_span", "message_ttl", "EXPIRATION_FLAG", "USER_ID_FLAG", "UNTRACKED", "RESIDENT", "PAGED_OUT",
     "SPILLED",
 ]
 
@@ -33,14 +33,31 @@ PAGED_OUT = 2
 #: is dropped from memory once that copy is on disk.
 SPILLED = 3
 
-#: Property flags of basic's first four properties (the same in 0-8, 0-9,
+#: Property flags of basic's first seven properties (the same in 0-8, 0-9,
 #: 0-9-1), all in the first byte of the flags.
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS, _DELIVERY_MODE = 0x80, 0x40, 0x20, 0x10
+_PRIORITY, _CORRELATION_ID, _REPLY_TO = 0x08, 0x04, 0x02
 #: The expiration bit in the first byte of the basic property flags: a
 #: message with ``raw_properties[0] & EXPIRATION_FLAG`` has a per-message TTL.
 EXPIRATION_FLAG = 0x01
 #: The user-id bit in the second byte of the basic property flags.
 USER_ID_FLAG = 0x10
+
+
+def _after_headers(raw_properties: bytes, flags: int) -> int:
+    """Where the basic properties after content-type, content-encoding and
+    headers begin (*flags*: the first byte of the property flags).
+
+    :raises IndexError: the properties end before.
+    """
+    position = 2
+    if flags & _CONTENT_TYPE:
+        position += 1 + raw_properties[position]
+    if flags & _CONTENT_ENCODING:
+        position += 1 + raw_properties[position]
+    if flags & _HEADERS:
+        position += 4 + int.from_bytes(raw_properties[position : position + 4], "big")
+    return position
 
 
 def delivery_mode(raw_properties: bytes) -> int:
@@ -51,17 +68,33 @@ def delivery_mode(raw_properties: bytes) -> int:
     flags = raw_properties[0] if raw_properties else 0
     if not flags & _DELIVERY_MODE:
         return 0
-    position = 2
     try:
-        if flags & _CONTENT_TYPE:
-            position += 1 + raw_properties[position]
-        if flags & _CONTENT_ENCODING:
-            position += 1 + raw_properties[position]
-        if flags & _HEADERS:
-            position += 4 + int.from_bytes(raw_properties[position : position + 4], "big")
-        return raw_properties[position]
+        return raw_properties[_after_headers(raw_properties, flags)]
     except IndexError:
         raise AMQPSyntaxError("content properties end before their delivery-mode") from None
+
+
+def reply_to_span(raw_properties: bytes) -> tuple[int, int]:
+    """Where the reply-to of basic content properties is, read in place:
+    (start, end) of the short string, its length octet included; (0, 0)
+    when the properties have none.
+
+    :raises AMQPSyntaxError: the properties end before it.
+    """
+    flags = raw_properties[0] if raw_properties else 0
+    if not flags & _REPLY_TO:
+        return 0, 0
+    try:
+        position = _after_headers(raw_properties, flags)
+        position += bool(flags & _DELIVERY_MODE) + bool(flags & _PRIORITY)
+        if flags & _CORRELATION_ID:
+            position += 1 + raw_properties[position]
+        end = position + 1 + raw_properties[position]
+    except IndexError:
+        raise AMQPSyntaxError("content properties end before their reply-to") from None
+    if end > len(raw_properties):
+        raise AMQPSyntaxError("content properties end inside their reply-to")
+    return position, end
 
 
 #: The integer an expiration starts with (RabbitMQ reads it with Erlang's
@@ -239,6 +272,15 @@ class Message:
         *routing_key* and *raw_properties* (the body must be in memory)."""
         assert self.body is not None, "read a paged-out body back before copying the message"
         return Message(origin(exchange, routing_key), raw_properties, self.body, self.properties_class)
+
+    def with_header(self, name: str, value: Any) -> Message:
+        """A copy to send with the ``headers`` property's *name* set to
+        *value* (replaced in place, or added last; the body must be in memory)."""
+        properties = decode_properties(self.properties_class, self.raw_properties, 0)
+        headers = dict(getattr(properties, "headers", None) or {})
+        headers[name] = value
+        properties.headers = headers  # type: ignore[attr-defined]
+        return self.copy(self.exchange, self.routing_key, properties.encode())
 
     @property
     def headers(self) -> dict[str, Any]:

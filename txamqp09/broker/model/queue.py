@@ -48,17 +48,23 @@ from txamqp09.broker.model.priority import PriorityMessages
 from txamqp09.broker.model.ready import ReadyMessages
 from txamqp09.broker.model.stats import QueueCounters
 from txamqp09.broker.model.utilisation import ConsumerUse
+from txamqp09.wire.fields import Int64
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.clock import Call, Clock
     from txamqp09.broker.model.session import Session
     from txamqp09.broker.model.vhost import VirtualHost
 
-__all__ = ["Prefetch", "Consumer", "CountedDelivery", "Delivery", "Queue", "Entry", "Overflow"]
+__all__ = [
+    "Prefetch", "Consumer", "CountedDelivery", "Delivery", "Queue", "Entry", "Overflow", "DELIVERY_COUNT",
+    "with_delivery_count",
+]
 
 #: A ready message in a queue: (sequence number, message, redelivered,
 #: deadline in clock seconds or None when it does not expire).
 Entry = tuple[int, Message, bool, Optional[float]]
+#: The header a quorum queue's redeliveries carry: how often the message came back.
+DELIVERY_COUNT = "x-delivery-count"
 #: Return counts of ready messages a queue keeps beyond twice their number
 #: before it forgets those of messages no longer ready.
 _RETURNS_SLACK = 64
@@ -130,9 +136,14 @@ class Delivery:
             for limit in self.consumer.limits:
                 limit.release(size)
 
+    def resent(self) -> Message:
+        """The message as it is sent again to the same consumer (basic.recover without requeue)."""
+        return self.message
+
 
 class CountedDelivery(Delivery):
-    """A delivery from a quorum queue, which counts returns for ``x-delivery-limit``.
+    """A delivery from a quorum queue, which counts returns for
+    ``x-delivery-count`` and ``x-delivery-limit``.
 
     :ivar returns: how often its message came back to the queue before.
     """
@@ -145,6 +156,16 @@ class CountedDelivery(Delivery):
     ) -> None:
         super().__init__(queue, sequence, message, consumer, deadline)
         self.returns = queue.take_returns(sequence)
+
+    def resent(self) -> Message:
+        """The message with its ``x-delivery-count``, when it came back before."""
+        return with_delivery_count(self.message, self.returns) if self.returns else self.message
+
+
+def with_delivery_count(message: Message, returns: int) -> Message:
+    """*message* as a quorum queue sends it after *returns* returns: with
+    RabbitMQ's ``x-delivery-count`` header, a ``long``."""
+    return message.with_header(DELIVERY_COUNT, Int64(returns))
 
 
 class Consumer:
@@ -672,14 +693,15 @@ class Queue:
     def requeue(self, deliveries: Iterable[Delivery]) -> None:
         """Put delivered messages back in their original order, as redelivered.
 
-        A quorum queue with ``x-delivery-limit`` dead-letters (or drops) a
-        message returned more often than the limit.
+        A quorum queue counts each message's returns (its
+        ``x-delivery-count``), and with ``x-delivery-limit`` dead-letters (or
+        drops) a message returned more often than the limit.
         """
         if self.deleted:
             self.discard(delivery.message for delivery in deliveries)
             return
-        if self.settings.delivery_limit is not None and self.settings.queue_type == QUORUM:
-            deliveries = self._within_delivery_limit(deliveries)
+        if self.settings.queue_type == QUORUM:
+            deliveries = self._count_returns(deliveries)
         entries = sorted((d.sequence, d.message, True, d.deadline) for d in deliveries)
         if not entries:
             return
@@ -687,10 +709,10 @@ class Queue:
         self.ready_bytes += sum(entry[1].size for entry in entries)
         self.drain()
 
-    def _within_delivery_limit(self, deliveries: Iterable[Delivery]) -> list[Delivery]:
-        """The *deliveries* that may be delivered again; the others are dropped."""
+    def _count_returns(self, deliveries: Iterable[Delivery]) -> list[Delivery]:
+        """Count a return of each of *deliveries*; those that may be delivered
+        again (all, without a delivery limit); the others are dropped."""
         limit = self.settings.delivery_limit
-        assert limit is not None
         kept: list[Delivery] = []
         exhausted: list[Delivery] = []
         counts = self._returns
@@ -703,7 +725,7 @@ class Queue:
         for delivery in deliveries:
             assert isinstance(delivery, CountedDelivery), "a quorum queue's deliveries count returns"
             returns = delivery.returns + 1
-            if returns > limit:
+            if limit is not None and returns > limit:
                 exhausted.append(delivery)
             else:
                 counts[delivery.sequence] = returns
@@ -717,6 +739,24 @@ class Queue:
         quorum queues only), as it is delivered again."""
         counts = self._returns
         return counts.pop(sequence, 0) if counts is not None else 0
+
+    def as_sent(self, sequence: int, message: Message, *, settled: bool, got: bool) -> Message:
+        """The ready *message* (number *sequence*) as a client receives it.
+
+        A quorum queue's carries RabbitMQ 3.10's ``x-delivery-count``, how
+        often it came back before: always for basic.get (*got*), only once
+        it came back for a consumer. Other queues send it as it is.
+
+        :param settled: it cannot come back (no-ack): its count is forgotten.
+        """
+        if self.settings.queue_type != QUORUM:
+            return message
+        counts = self._returns
+        if counts is None:
+            returns = 0
+        else:
+            returns = counts.pop(sequence, 0) if settled else counts.get(sequence, 0)
+        return with_delivery_count(message, returns) if returns or got else message
 
     @property
     def delivery_type(self) -> type[Delivery]:

@@ -22,6 +22,7 @@ from txamqp09.broker.model.deadletter import REJECTED
 from txamqp09.broker.model.message import EXPIRATION_FLAG, USER_ID_FLAG, Message, message_ttl
 from txamqp09.broker.model.arguments import QUORUM, STREAM
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
+from txamqp09.broker.model.replies import DIRECT_REPLY_TO, REPLY_NAME_PREFIX, ReplyConsumer, SendReply
 from txamqp09.broker.model.stream import rejection_refused
 from txamqp09.broker.model.stats import ChannelCounters
 from txamqp09.wire.errors import AccessRefused, AMQPNotImplemented, NotAllowed, NotFound, PreconditionFailed
@@ -188,6 +189,8 @@ class Session:
         self.rollback_redelivers = rollback_redelivers
         self.user_id = user_id
         self.consumers: dict[str, Consumer] = {}
+        #: Its consumer of the direct reply-to pseudo-queue, if any.
+        self.reply_consumer: Optional[ReplyConsumer] = None
         #: Delivered, unsettled messages by delivery tag, in tag order.
         self.unacked: dict[int, Delivery] = {}
         self.last_tag = 0
@@ -292,8 +295,8 @@ class Session:
         :raises PreconditionFailed: an invalid argument (406).
         """
         tag = tag or unique_name("amq.ctag-")
-        if tag in self.consumers:
-            raise NotAllowed(f"attempt to reuse consumer tag {tag!r}", hint="it is in use on this channel")
+        reply_consumer = self.reply_consumer
+        self._check_tag(tag, in_use=reply_consumer is not None and reply_consumer.tag == tag)
         if queue.has_exclusive_consumer or (exclusive and (queue.consumers or queue.settings.single_active_consumer)):
             raise AccessRefused(
                 f"queue {queue.name!r} in vhost {self.vhost.name!r} in exclusive use",
@@ -314,6 +317,68 @@ class Session:
         queue.add_consumer(consumer)
         return consumer
 
+    def _check_tag(self, tag: str, in_use: bool = False) -> None:
+        """Refuse *tag* if a consumer of a queue has it, or when *in_use*.
+
+        :raises NotAllowed: it is in use on this channel (530).
+        """
+        if in_use or tag in self.consumers:
+            raise NotAllowed(f"attempt to reuse consumer tag {tag!r}", hint="it is in use on this channel")
+
+    # -- direct reply-to -----------------------------------------------------
+
+    def consume_replies(self, tag: str, no_ack: bool, send: SendReply) -> ReplyConsumer:
+        """basic.consume of the direct reply-to pseudo-queue (see :mod:`.replies`):
+        give the channel its reply name (a tag is generated when empty).
+
+        :param send: sends the replies to the client (the server channel's
+            basic.deliver).
+
+        :raises NotAllowed: a queue's consumer has the tag (530).
+        :raises PreconditionFailed: the consumer would acknowledge, or the
+            channel consumes its replies already (406, RabbitMQ's texts).
+        """
+        tag = tag or unique_name("amq.ctag-")
+        self._check_tag(tag)
+        if not no_ack:
+            raise PreconditionFailed(
+                "reply consumer cannot acknowledge", hint=f"consume {DIRECT_REPLY_TO!r} with no-ack"
+            )
+        if self.reply_consumer is not None:
+            raise PreconditionFailed(
+                "reply consumer already set",
+                hint=f"this channel consumes its replies as {self.reply_consumer.tag!r} already",
+            )
+        consumer = self.reply_consumer = ReplyConsumer(tag, unique_name(REPLY_NAME_PREFIX), self, send)
+        self.vhost.replies.add(consumer)
+        return consumer
+
+    def reply_name(self) -> str:
+        """The channel's reply name, which replaces the pseudo-queue in the
+        ``reply_to`` of the messages it publishes.
+
+        :raises PreconditionFailed: the channel does not consume the
+            pseudo-queue (406, RabbitMQ's text).
+        """
+        if self.reply_consumer is None:
+            raise PreconditionFailed(
+                "fast reply consumer does not exist",
+                hint=f"consume {DIRECT_REPLY_TO!r} with no-ack on this channel before publishing "
+                "requests that name it as their reply-to",
+            )
+        return self.reply_consumer.name
+
+    def deliver_reply(self, consumer: ReplyConsumer, message: Message) -> None:
+        """Deliver a reply to this channel's reply name to *consumer*, under
+        the tag the next delivery will have (not used up: no reply is acknowledged)."""
+        if consumer is self.reply_consumer and not self.closed:
+            consumer.send(consumer, self.last_tag + 1, False, message)
+
+    def _stop_replies(self, consumer: ReplyConsumer) -> None:
+        """The channel stops consuming its replies: they are dropped from now on."""
+        self.reply_consumer = None
+        self.vhost.replies.remove(consumer)
+
     def _limits(self) -> tuple[Prefetch, ...]:
         if not self.per_consumer_qos:
             return (self.prefetch, self.client.prefetch)
@@ -323,7 +388,12 @@ class Session:
         return (self.prefetch,)
 
     def cancel(self, tag: str) -> Optional[Consumer]:
-        """basic.cancel: stop a consumer; None when no consumer has *tag*."""
+        """basic.cancel: stop a consumer; the consumer of a queue that had
+        *tag*, or None (none had it, or the reply consumer had it)."""
+        reply_consumer = self.reply_consumer
+        if reply_consumer is not None and reply_consumer.tag == tag:
+            self._stop_replies(reply_consumer)
+            return None
         consumer = self.consumers.pop(tag, None)
         if consumer is not None:
             consumer.queue.remove_consumer(consumer)
@@ -433,7 +503,7 @@ class Session:
     # -- getting -------------------------------------------------------------
 
     def get(self, queue: Queue, no_ack: bool) -> Optional[tuple[int, bool, Message]]:
-        """basic.get: (delivery tag, redelivered, message), or None if empty."""
+        """basic.get: (delivery tag, redelivered, message as sent), or None if empty."""
         entry = queue.get()
         stats, counters = self.stats, queue.stats
         if entry is None:
@@ -444,15 +514,16 @@ class Session:
         if redelivered:
             stats.redeliver += 1
             counters.redeliver += 1
+        sent = queue.as_sent(sequence, message, settled=no_ack, got=True)
         if no_ack:
             stats.get_no_ack += 1
             counters.get_no_ack += 1
             if message.tracking is not None:
                 queue.discard((message,))
-            return self.issue_tag(None), redelivered, message
+            return self.issue_tag(None), redelivered, sent
         stats.get += 1
         counters.get += 1
-        return self.issue_tag(queue.delivery_type(queue, sequence, message, None, deadline)), redelivered, message
+        return self.issue_tag(queue.delivery_type(queue, sequence, message, None, deadline)), redelivered, sent
 
     # -- delivery tags -------------------------------------------------------
 
@@ -483,9 +554,11 @@ class Session:
         :param deadline: when the message expires if it comes back to the queue.
         """
         tag = self.last_tag = self.last_tag + 1
+        sent = message
         if redelivered:
             self.stats.redeliver += 1
             queue.stats.redeliver += 1
+            sent = queue.as_sent(sequence, message, settled=consumer.no_ack, got=False)
         if consumer.no_ack:
             self.stats.deliver_no_ack += 1
             queue.stats.deliver_no_ack += 1
@@ -498,7 +571,7 @@ class Session:
             size = message.size
             for limit in consumer.limits:
                 limit.take(size)
-        self.sink.deliver(consumer, tag, redelivered, message)
+        self.sink.deliver(consumer, tag, redelivered, sent)
 
     # -- settling ------------------------------------------------------------
 
@@ -632,7 +705,7 @@ class Session:
                 for counters in (self.stats, delivery.queue.stats):
                     counters.deliver += 1
                     counters.redeliver += 1
-                self.sink.deliver(consumer, self.issue_tag(delivery), True, delivery.message)
+                self.sink.deliver(consumer, self.issue_tag(delivery), True, delivery.resent())
         self._requeue(back)
         self.refill_shared()
 
@@ -685,6 +758,8 @@ class Session:
         self._requeue(deliveries)
         for tag in list(self.consumers):
             self.cancel(tag)
+        if self.reply_consumer is not None:
+            self._stop_replies(self.reply_consumer)
         self.client.sessions.pop(self, None)
         if not self.per_consumer_qos and deliveries:
             self.client.refill()

@@ -22,12 +22,13 @@ from txamqp09.broker.model.exchange import (
     DirectExchange,
     Exchange,
 )
-from txamqp09.broker.dialects import RABBITMQ, Dialect
+from txamqp09.broker.dialects import RABBITMQ, DefaultExchangeBinding, Dialect
 from txamqp09.broker.model.arguments import CLASSIC, STREAM, field_type
 from txamqp09.broker.model.clock import Clock
 from txamqp09.broker.model.message import Message, origin
 from txamqp09.broker.model.policy import PolicySet
 from txamqp09.broker.model.queue import Queue
+from txamqp09.broker.model.replies import REPLY_NAME_PREFIX, Replies
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
 from txamqp09.broker.model.stats import ChannelCounters, ChurnCounters, QueueCounters
@@ -91,15 +92,33 @@ _EQUIVALENT_EXCHANGE_ARGUMENTS = ("alternate-exchange",)
 
 
 class DefaultExchange(DirectExchange):
-    """The nameless exchange: routes to the queue named by the routing key."""
+    """The nameless exchange: routes to the queue named by the routing key,
+    and by the keys of explicit bindings (only 0-9 connections make them:
+    :class:`~txamqp09.broker.dialects.DefaultExchangeBinding`). A routing
+    key that is a direct reply-to name delivers the message to its channel
+    (see :mod:`.replies`) and routes it nowhere.
+    """
 
-    def __init__(self, queues: Mapping[str, Queue]) -> None:
+    def __init__(self, queues: Mapping[str, Queue], replies: Replies) -> None:
         super().__init__("", durable=True)
         self._queues = queues
+        self._replies = replies
 
     def route(self, message: Message) -> Sequence[Queue]:
-        queue = self._queues.get(message.origin[1])  # the routing key
+        key = message.origin[1]  # the routing key
+        queue = self._queues.get(key)
+        if queue is None and key.startswith(REPLY_NAME_PREFIX):
+            self._replies.route(key, message)
+        if self._routes:
+            return self._with_bindings(queue, key)
         return queue.route if queue is not None else ()
+
+    def _with_bindings(self, queue: Optional[Queue], key: str) -> Sequence[Queue]:
+        """The queue named *key* (if any) and the queues bound with *key*, each once."""
+        bound = self._routes.get(key, ())
+        if queue is None or queue in bound:
+            return bound
+        return (queue, *bound)
 
 
 def _text(value: Any) -> str:
@@ -144,6 +163,8 @@ class VirtualHost:
     :param clock: the time source of message TTLs and queue expiry.
     :param churn: counts queues declared, created and deleted (the
         broker's, shared by its virtual hosts; a new one if omitted).
+    :param replies: the direct reply-to names in use (the broker's, shared
+        by its virtual hosts; a new one if omitted).
     """
 
     def __init__(
@@ -152,11 +173,13 @@ class VirtualHost:
         persistence: Optional[Persistence] = None,
         clock: Optional[Clock] = None,
         churn: Optional[ChurnCounters] = None,
+        replies: Optional[Replies] = None,
     ) -> None:
         self.name = name
         self.persistence = persistence
         self.clock = clock
         self.churn = churn if churn is not None else ChurnCounters()
+        self.replies = replies if replies is not None else Replies()
         #: What the closed channels of this vhost counted.
         self.retired = ChannelCounters()
         #: What its deleted queues counted, by queue type.
@@ -169,7 +192,7 @@ class VirtualHost:
         #: Called with each exchange or queue declared (True) or deleted
         #: (False) here (the federation service's).
         self.entity_watchers: list[Callable[[Union[Exchange, Queue], bool], None]] = []
-        self.default_exchange = DefaultExchange(self.queues)
+        self.default_exchange = DefaultExchange(self.queues, self.replies)
         self.exchanges: dict[str, Exchange] = {"": self.default_exchange}
         for exchange_name, kind in STANDARD_EXCHANGES.items():
             self.exchanges[exchange_name] = EXCHANGE_TYPES[kind](exchange_name, durable=True)
@@ -412,6 +435,18 @@ class VirtualHost:
             raise self._locked(name)
         return queue
 
+    def reply_queue(self, name: str) -> str:
+        """queue.declare of the direct reply-to pseudo-queue or of a reply
+        name, which RabbitMQ answers as a passive declaration whatever the
+        flags: the name, without CR and LF (both of which it drops).
+
+        :raises NotFound: a reply name whose channel no longer consumes (404).
+        """
+        name = name.replace("\r", "").replace("\n", "")
+        if not self.replies.declared(name):
+            raise NotFound(f"no queue {name!r} in vhost {self.name!r}")
+        return name
+
     def _locked(self, name: str) -> ResourceLocked:
         """405 for the exclusive queue *name*."""
         return ResourceLocked(
@@ -524,13 +559,11 @@ class VirtualHost:
     ) -> None:
         """queue.bind: route messages from *exchange* to *queue*.
 
-        Binding to the default exchange is 403, or (in the specifications'
-        dialect) does nothing: every queue is bound to it by its name.
+        Binding to the default exchange is 403, 530 or an explicit binding,
+        as :attr:`Dialect.default_exchange_binding` says.
         """
         target = self.queue(queue, client)
-        source = self._queue_source(exchange, dialect)
-        if source is None:
-            return
+        source = self._queue_source(exchange, queue, dialect)
         if not dialect.bind_any_exchange:
             if source.internal:
                 raise NotAllowed(f"cannot bind queue {queue!r} to internal exchange {exchange!r}")
@@ -549,18 +582,28 @@ class VirtualHost:
         missing = queue not in self.queues or (exchange and exchange not in self.exchanges)
         if missing and dialect.missing_delete_ok:
             if not exchange:
-                self._queue_source(exchange, dialect)
+                self._queue_source(exchange, queue, dialect)
             return
         target = self.queue(queue, client)
-        source = self._queue_source(exchange, dialect)
-        if source is not None:
-            self._unbind_key(source, target, routing_key, arguments)
+        self._unbind_key(self._queue_source(exchange, queue, dialect), target, routing_key, arguments)
 
-    def _queue_source(self, name: str, dialect: Dialect) -> Optional[Exchange]:
-        """The exchange a queue is bound to or unbound from; None for the
-        default exchange where the dialect lets it be named."""
-        if not name and not dialect.default_exchange_binding_refused:
-            return None
+    def _queue_source(self, name: str, queue: str, dialect: Dialect) -> Exchange:
+        """The exchange *queue* is bound to or unbound from.
+
+        :raises NotFound: it does not exist (404).
+        :raises AccessRefused: it is the default exchange, in RabbitMQ's dialect (403).
+        :raises NotAllowed: it is the default exchange, in 0-8's dialect (530).
+        """
+        if not name:
+            rule = dialect.default_exchange_binding
+            if rule is DefaultExchangeBinding.BOUND:
+                return self.default_exchange
+            if rule is DefaultExchangeBinding.INTERNAL:
+                raise NotAllowed(
+                    f"cannot bind queue {queue!r} to the default exchange",
+                    hint="the default exchange is internal: every queue is bound to it by its name, "
+                    "and it takes no other bindings",
+                )
         return self._bindable(name)
 
     def purge_queue(self, name: str, client: Client) -> int:
@@ -710,6 +753,8 @@ class Broker:
         self.clock = clock
         #: Connections, channels and queues that came and went.
         self.churn = ChurnCounters()
+        #: The direct reply-to names of every virtual host's channels.
+        self.replies = Replies()
         self.vhosts: dict[str, VirtualHost] = {}
         for name in vhosts:
             self.add_vhost(name)
@@ -718,7 +763,7 @@ class Broker:
         """Create the virtual host *name* (or return the existing one)."""
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock, self.churn)
+            vhost = self.vhosts[name] = VirtualHost(name, self.persistence, self.clock, self.churn, self.replies)
         return vhost
 
     def remove_vhost(self, name: str) -> None:
