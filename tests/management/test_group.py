@@ -64,7 +64,7 @@ class GroupMember:
 
     @inlineCallbacks
     def stop(self) -> Any:
-        yield self.member.service.leave(release=False)
+        yield self.member.service.leave(clean=False)
         yield self.member.broker.close()
         yield self.management.stop()
 
