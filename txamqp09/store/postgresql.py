@@ -284,6 +284,10 @@ class PostgreSQLDatabase(Database):
             "CREATE TABLE IF NOT EXISTS amqp09_writers (writer TEXT PRIMARY KEY, transaction BIGINT NOT NULL)"
         )
 
+    def writers(self) -> frozenset[str]:
+        """The rows of ``amqp09_writers``."""
+        return frozenset(row[0] for row in self.connection.execute("SELECT writer FROM amqp09_writers"))
+
     def forget_writer(self) -> None:
         """Delete the store's row in ``amqp09_writers`` (closing)."""
         self.connection.execute("DELETE FROM amqp09_writers WHERE writer = %s", (self._writer,))
@@ -434,6 +438,9 @@ class PostgreSQLStore(SQLStore):
         if self._read_db is not None:
             self._read_db.close()
             self._read_db = None
+
+    def _follower_connection(self) -> PostgreSQLDatabase:
+        return PostgreSQLDatabase(self._connection())
 
     # -- the writer thread ---------------------------------------------------
 

@@ -147,6 +147,13 @@ class Database(ABC):
         a backend whose writer is alone in the database needs nothing."""
         yield
 
+    def writers(self) -> frozenset[str]:
+        """The stores that have written the database and not closed, by
+        name, for a reader that follows it (a store that opens it after
+        another numbers its messages afresh); a backend whose database one
+        process alone opens names none."""
+        return frozenset()
+
     # -- the layout ------------------------------------------------------------
 
     @abstractmethod

@@ -176,6 +176,11 @@ class SQLiteDatabase(Database):
             except sqlite3.Error:
                 pass  # SQLite rolled the transaction back itself
 
+    def snapshot(self) -> ContextManager[None]:
+        """A read transaction: in WAL mode its reads see one state of the
+        database while another connection writes."""
+        return self.plain_transaction()
+
     def schema_transaction(self) -> ContextManager[None]:
         """``BEGIN IMMEDIATE``: the database's write lock from the start."""
         return self.plain_transaction("BEGIN IMMEDIATE")
@@ -276,9 +281,15 @@ class SQLiteStore(SQLStore):
     def _reading(self) -> sqlite3.Connection:
         """The reactor thread's read-only connection, which sees every committed batch."""
         if self._read_only is None:
-            self._read_only = sqlite3.connect(self.path, isolation_level=None)
-            self._read_only.execute("PRAGMA query_only=1")
+            self._read_only = self._read_only_connection()
         return self._read_only
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        """A new connection that only reads (and takes no lock: the
+        database's writer may be another process)."""
+        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        connection.execute("PRAGMA query_only=1")
+        return connection
 
     def _reader(self) -> SQLiteDatabase:
         return SQLiteDatabase(self._reading())
@@ -287,6 +298,9 @@ class SQLiteStore(SQLStore):
         if self._read_only is not None:
             self._read_only.close()
             self._read_only = None
+
+    def _follower_connection(self) -> SQLiteDatabase:
+        return SQLiteDatabase(self._read_only_connection())
 
     # -- the writer thread -----------------------------------------------------
 

@@ -59,6 +59,7 @@ from zope.interface import implementer
 from txamqp09.store import reading, writes
 from txamqp09.store.chunks import LogChunk
 from txamqp09.store.distribution import BATCH_MESSAGES_BUCKETS, COMMIT_SECONDS_BUCKETS, Distribution
+from txamqp09.store.following import Follower
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
@@ -67,7 +68,9 @@ from txamqp09.store.interface import (
     IMessageStore,
     Recovered,
     StoredMessage,
+    StoreUnavailable,
 )
+from txamqp09.store.mirror import Mirror
 from txamqp09.store.numbers import QueueNumbers
 from txamqp09.store.sql import Database, Migration, prepare
 from txamqp09.store.work import Append, Batch, Operation, Publish, Spill, Work
@@ -155,6 +158,8 @@ class SQLStore(ABC):
         self.operations = 0
         #: Publishes never written because every queue removed the message first.
         self.cancelled = 0
+        #: Keeps a mirror of the database current until the store opens (see :meth:`follow`).
+        self.follower: Optional[Follower] = None
 
     # -- what a backend provides ---------------------------------------------------
 
@@ -170,6 +175,11 @@ class SQLStore(ABC):
     @abstractmethod
     def _close_reader(self) -> None:
         """Close the reader's connection, if open (reactor thread)."""
+
+    @abstractmethod
+    def _follower_connection(self) -> Database:
+        """A new connection for reads from a thread of its own (following
+        the database while another process writes it)."""
 
     def _idle_seconds(self) -> Optional[float]:
         """Seconds without work after which the writer tidies the database
@@ -208,8 +218,20 @@ class SQLStore(ABC):
 
     # -- start-up ------------------------------------------------------------------
 
+    def follow(self, body_budget: Optional[int] = None) -> None:
+        """Before the store opens, while another process writes its database:
+        keep a mirror of it current (:mod:`~txamqp09.store.following`), with
+        bodies while *body_budget* lasts (None: all), so that :meth:`open`
+        reads only what changed since (with this budget rather than its own)."""
+        self.follower = Follower(
+            self._follower_connection, Mirror(body_budget), (*self.write_errors, StoreUnavailable),
+            f"follows {self.location}",
+        )
+        self.follower.start()
+
     def open(self, body_budget: Optional[int] = None) -> Recovered:
-        """Connect, create or migrate the layout, recover, then start the writer thread."""
+        """Connect, create or migrate the layout, recover (from the mirror
+        kept while following, if any), then start the writer thread."""
         db = self._connect()
         try:
             prepare(db, self.location, self.migrations)
@@ -225,13 +247,19 @@ class SQLStore(ABC):
 
     def _recover(self, db: Database, body_budget: Optional[int]) -> Recovered:
         """What the database holds, then what a previous run left behind deleted."""
+        mirror = self._stop_following()
         with db.snapshot():
-            recovered, leftovers, unused = reading.recover(db, body_budget, self._numbers)
+            recovered, leftovers, unused = reading.recover(db, body_budget, self._numbers, mirror)
         try:
             reading.forget_leftovers(db, leftovers, unused)
         except self.write_errors:
             pass  # a full disk: they are harmless, and forgotten at the next start
         return recovered
+
+    def _stop_following(self) -> Optional[Mirror]:
+        """Stop following; the mirror kept, if it can be used."""
+        follower, self.follower = self.follower, None
+        return follower.stop() if follower is not None else None
 
     # -- operations (reactor thread) -----------------------------------------------
 
@@ -367,6 +395,7 @@ class SQLStore(ABC):
         return self._failure is not None and self._failure.check(Fenced) is not None
 
     def close(self) -> Deferred[None]:
+        self._stop_following()
         self._close_reader()
         with self._mutex:
             if not self._closing:

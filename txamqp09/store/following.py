@@ -1,0 +1,123 @@
+"""Following a store's database while another process writes it: a standby's warm copy.
+
+A broker standing by in a group (:mod:`txamqp09.group`) does not serve, but
+it will have to, at once, from what the store holds then. A
+:class:`Follower` keeps a :class:`~txamqp09.store.mirror.Mirror` of the
+database current in a thread of its own: every :data:`FOLLOW_SECONDS` it
+reads, in one snapshot, the topology and the messages added since. Finding
+the messages removed since costs a read of every stored id (a *scan*), so
+scans come less often: at least :data:`SCAN_SECONDS` apart, and further
+apart as they grow longer, so that they take at most :data:`SCAN_SHARE` of
+the follower's time (and of a database session's).
+
+When the database cannot be read (it is unreachable, being promoted, or
+its tables are not made yet) the follower connects again at the next
+round; the mirror stays, and the next scan puts it right. An error that is
+not the database's stops the follower, and its mirror is not used.
+
+:meth:`Follower.stop` ends the thread and hands the mirror over: the
+store's :meth:`~txamqp09.store.writer.SQLStore.open` makes its last
+catch-up, with a scan, on its own connection once the broker serves (after
+the group's lease was taken, which every commit of the previous writer
+precedes), and recovers from it.
+"""
+
+from __future__ import annotations
+
+import threading
+from time import monotonic
+from typing import Callable, Optional
+
+from twisted.logger import Logger
+
+from txamqp09.store.mirror import Mirror
+from txamqp09.store.sql import Database
+
+__all__ = ["FOLLOW_SECONDS", "Follower", "SCAN_SECONDS", "SCAN_SHARE", "STOP_SECONDS"]
+
+_log = Logger()
+#: Seconds between two catch-ups.
+FOLLOW_SECONDS = 0.25
+#: Seconds between two scans at least.
+SCAN_SECONDS = 1.0
+#: The share of the follower's time its scans take at most.
+SCAN_SHARE = 0.1
+#: Seconds :meth:`Follower.stop` waits for a catch-up under way to end
+#: (a longer one is left behind, and its mirror is not used).
+STOP_SECONDS = 2.0
+
+
+class Follower:
+    """Keeps *mirror* current in a thread of its own (see the module's docstring).
+
+    :param connect: a new connection to the database (for the thread).
+    :param read_errors: what reading the database raises when it fails
+        (the connection is then made again).
+    :param name: the thread's name.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Database],
+        mirror: Mirror,
+        read_errors: tuple[type[Exception], ...],
+        name: str,
+    ) -> None:
+        self.mirror = mirror
+        self._connect = connect
+        self._read_errors = read_errors
+        self._stopping = threading.Event()
+        self._broken = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        #: Catch-ups made, and how many of them scanned (for tests and benchmarks).
+        self.catch_ups = 0
+        self.scans = 0
+
+    def start(self) -> None:
+        """Start following."""
+        self._thread.start()
+
+    def stop(self) -> Optional[Mirror]:
+        """Stop following; the mirror, as of the last catch-up, or None when
+        it cannot be used (the follower broke, or a catch-up under way did
+        not end within :data:`STOP_SECONDS`)."""
+        self._stopping.set()
+        self._thread.join(STOP_SECONDS)
+        if self._broken or self._thread.is_alive():
+            return None
+        return self.mirror
+
+    def _run(self) -> None:
+        db: Optional[Database] = None
+        next_scan = 0.0
+        try:
+            while not self._stopping.is_set():
+                try:
+                    if db is None:
+                        db = self._connect()
+                    next_scan = self._catch_up(db, next_scan)
+                except self._read_errors:
+                    if db is not None:
+                        db.close()
+                    db = None
+                self._stopping.wait(FOLLOW_SECONDS)
+        except Exception:
+            self._broken = True
+            _log.failure("following the message store failed; taking over will read it whole")
+        finally:
+            if db is not None:
+                db.close()
+
+    def _catch_up(self, db: Database, next_scan: float) -> float:
+        """One catch-up, with a scan when *next_scan* (``time.monotonic``)
+        has come; when the next scan may come."""
+        started = monotonic()
+        scan = started >= next_scan
+        with db.snapshot():
+            self.mirror.catch_up(db, scan)
+        self.catch_ups += 1
+        if not scan:
+            return next_scan
+        self.scans += 1
+        took = monotonic() - started
+        return started + max(SCAN_SECONDS, took / SCAN_SHARE)
