@@ -18,7 +18,10 @@ alarm when the store's file system runs low.
 In a group of brokers (:mod:`txamqp09.group`) the broker starts as a
 standby: its management and metrics listeners run, but it neither restores
 the store nor opens its *serving* children (the AMQP listeners, federation,
-shovels) until the group makes it active (:meth:`BrokerService.serve`); it
+shovels) until the group makes it active (:meth:`BrokerService.serve`).
+Meanwhile it follows the store's database (a
+:class:`~txamqp09.store.interface.Followable` store keeps a copy of it
+current), so that taking over reads only what changed since; it
 stops serving at once when the group fences it
 (:meth:`BrokerService.stop_serving`). Stopping, it closes the store first
 and leaves the group last, so that a standby takes over from a store that
@@ -48,7 +51,7 @@ from txamqp09.broker.disk import DiskMonitor
 from txamqp09.broker.server import ServerFactory
 from txamqp09.broker.runtime import ConfigError
 from txamqp09.links.uri import LocalAddress
-from txamqp09.store.interface import IMessageStore, Settings
+from txamqp09.store.interface import Followable, IMessageStore, Settings
 from txamqp09.store.sqlite import StoreInUse
 from txamqp09.wire.errors import ConnectionForced
 
@@ -170,7 +173,6 @@ class BrokerService(MultiService):
         self.group: Optional[Group] = None
         #: The children that run only while the broker serves.
         self._serving: list[IService] = []
-        self._restored = False
 
     def add_listener(self, endpoint: IStreamServerEndpoint, factory: IProtocolFactory, protocol: str) -> None:
         """Listen on *endpoint* with *factory* while the broker runs (AMQP
@@ -229,7 +231,15 @@ class BrokerService(MultiService):
             return
         Service.startService(self)
         self._starting(lambda: self._each_child(lambda child: child.startService()))
+        self._follow()
         self.group.startService()
+
+    def _follow(self) -> None:
+        """Standing by, keep a copy of the store's database current (when the
+        store can), so that taking over reads only what changed since."""
+        persistence = self.factory.broker.persistence
+        if isinstance(self.store, Followable) and persistence is not None:
+            self.store.follow(persistence.memory_budget)
 
     def _each_child(self, step: Callable[[IService], None]) -> None:
         """Apply *step* to every child that runs while the broker stands by."""
@@ -269,7 +279,6 @@ class BrokerService(MultiService):
         settings: Settings = {}
         if self.store is not None:
             settings = _without_collector(self._restore)
-            self._restored = True
             # What was restored lives until it is consumed: keep it out of the
             # collector's full passes, which would walk every message each time.
             self.collector.freeze()
@@ -333,7 +342,7 @@ class BrokerService(MultiService):
         if self.disk_monitor is not None:
             self.disk_monitor.stopService()
         store = self.store
-        if store is not None and (self._restored or self.group is None):
+        if store is not None:
             stopped.addCallback(lambda _: store.close())
         group = self.group
         if group is not None:

@@ -35,7 +35,7 @@ Deferreds, and the model calls neither.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence, runtime_checkable
 
 from zope.interface import Attribute, Interface
 
@@ -56,6 +56,7 @@ __all__ = [
     "Settings",
     "WriteFailed",
     "Fenced",
+    "Followable",
     "StoreUnavailable",
 ]
 
@@ -296,3 +297,14 @@ class IMessageStore(Interface):
 
     def close() -> Deferred[None]:
         """Write what is pending, then close."""
+
+
+@runtime_checkable
+class Followable(Protocol):
+    """A store whose database another process may write while it waits to
+    open it (a broker standing by in a group)."""
+
+    def follow(self, body_budget: Optional[int] = None) -> None:
+        """Until :meth:`IMessageStore.open`, keep a copy of what the database
+        holds current, with bodies while *body_budget* lasts, so that
+        opening reads only what changed since."""

@@ -118,10 +118,9 @@ class Mirror:
         self._names = {number: (vhost, name) for number, vhost, name in db.execute(
             "SELECT id, vhost, name FROM {queue_names}"
         )}
-        known = self._high
+        if scan and self._high:
+            self._scan(db, self._high)
         self._read_new(db)
-        if scan and known:
-            self._scan(db, known)
 
     def _read_new(self, db: Database) -> None:
         """Read the messages above the highest id read so far, in the order of
@@ -184,9 +183,9 @@ class Mirror:
         self._high = high
 
     def _scan(self, db: Database, known: int) -> None:
-        """Compare the ids of the messages up to *known* (the highest id held
-        before this catch-up) and of their links with those held: forget the
-        messages and links that are gone, read those that are new."""
+        """Compare the ids of the messages up to *known* (the highest id
+        held) and of their links with those held: forget the messages and
+        links that are gone, read those that are new."""
         present = dict(db.execute("SELECT id, queue FROM {messages} WHERE id <= ?", (known,)).fetchall())
         links = {tuple(link) for link in db.execute(
             "SELECT message_id, queue FROM {message_links} WHERE message_id <= ?", (known,)
