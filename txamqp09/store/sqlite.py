@@ -49,6 +49,7 @@ away from the database.
 from __future__ import annotations
 
 import fcntl
+from contextlib import contextmanager
 import sqlite3
 from functools import lru_cache
 from pathlib import Path
@@ -176,10 +177,12 @@ class SQLiteDatabase(Database):
             except sqlite3.Error:
                 pass  # SQLite rolled the transaction back itself
 
-    def snapshot(self) -> ContextManager[None]:
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
         """A read transaction: in WAL mode its reads see one state of the
         database while another connection writes."""
-        return self.plain_transaction()
+        with self.plain_transaction():
+            yield
 
     def schema_transaction(self) -> ContextManager[None]:
         """``BEGIN IMMEDIATE``: the database's write lock from the start."""

@@ -62,6 +62,11 @@ class PriorityMessages:
         self.level(entry[1]).append(entry)
         self._count += 1
 
+    def extend_redelivered(self, entries: Iterable[Entry]) -> None:
+        """Add redelivered *entries* at the ends of their levels, in order."""
+        for entry in entries:
+            self.append(entry)
+
     def popleft(self) -> Entry:
         """Take the first entry of the highest non-empty level."""
         entry = self._head_level().popleft()

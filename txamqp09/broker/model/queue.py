@@ -29,8 +29,8 @@ existed. With arguments:
 
 from __future__ import annotations
 
-from itertools import islice
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
+from itertools import count, islice
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from txamqp09.broker.model.arguments import (
     QUORUM,
@@ -868,25 +868,25 @@ class Queue:
         assert self._persistence is not None, "only a broker with a store pages messages out"
         self._persistence.page_in(messages)
 
-    def restore(self, messages: Iterable[tuple[Message, bool, float]]) -> None:
-        """Append recovered (message, redelivered, publish time) triples as
-        ready messages, in order.
+    def restore(self, messages: Sequence[Message], published: Sequence[float]) -> None:
+        """Append recovered *messages* as ready ones, redelivered, in order;
+        *published*: when each was published (0: unknown).
 
         Their TTLs count from their publish time (from now when it is
-        unknown, 0), as RabbitMQ keeps expiry times across restarts.
+        unknown), as RabbitMQ keeps expiry times across restarts.
         """
-        sequence = self._next_sequence
-        timed = self._ttl is not None
-        for message, redelivered, published in messages:
-            deadline = (
-                self._deadline(message, published or None)
-                if timed or message.raw_properties[0] & EXPIRATION_FLAG else None
-            )
-            self._expiring = self._expiring or deadline is not None
-            self.messages.append((sequence, message, redelivered, deadline))
-            self.ready_bytes += message.size
-            sequence += 1
-        self._next_sequence = self._restored = sequence
+        first = self._next_sequence
+        if self._ttl is None and not any(message.raw_properties[0] & EXPIRATION_FLAG for message in messages):
+            entries: list[Entry] = [(sequence, message, True, None) for sequence, message in enumerate(messages, first)]
+        else:
+            entries = [
+                (sequence, message, True, self._deadline(message, when or None))
+                for sequence, message, when in zip(count(first), messages, published)
+            ]
+            self._expiring = self._expiring or any(entry[3] is not None for entry in entries)
+        self.messages.extend_redelivered(entries)
+        self.ready_bytes += sum(message.size for message in messages)
+        self._next_sequence = self._restored = first + len(entries)
         if self._expiring:
             self._schedule_expiry()
 

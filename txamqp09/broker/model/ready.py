@@ -24,6 +24,7 @@ __all__ = ["ReadyMessages"]
 
 
 _append = deque.append
+_extend = deque.extend
 _popleft = deque.popleft
 _getitem = deque.__getitem__
 _setitem = deque.__setitem__
@@ -68,6 +69,11 @@ class ReadyMessages(deque[Any]):
             return
         self._plain = plain + 1
         _append(self, message)
+
+    def extend_redelivered(self, entries: list[Entry]) -> None:
+        """Add redelivered *entries* at the end, in order (their sequence
+        numbers follow every other); such entries are kept as their tuples."""
+        _extend(self, entries)
 
     def popleft(self) -> Entry:
         """Take the first entry.

@@ -300,15 +300,20 @@ class Persistence:
         if unspilled:
             self.store.unspill(unspilled)
 
-    def restored(self, message: Message, store_id: int) -> None:
-        """Count a message recovered at start-up as *store_id* (its body read or left on disk)."""
-        if message.body is None:
-            message.tracking = Tracking(store_id, PAGED_OUT, 1)
-            self.paged_bytes += message.size
-        else:
-            message.tracking = Tracking(store_id, RESIDENT, 1)
-            self.resident_bytes += message.size
-            self._weigh()
+    def restored(self, messages: Sequence[Message], store_ids: Sequence[int]) -> None:
+        """Count *messages* recovered at start-up, stored as *store_ids*
+        (their bodies read, or left on disk)."""
+        resident = paged = 0
+        for message, store_id in zip(messages, store_ids):
+            if message.body is None:
+                message.tracking = Tracking(store_id, PAGED_OUT, 1)
+                paged += message.size
+            else:
+                message.tracking = Tracking(store_id, RESIDENT, 1)
+                resident += message.size
+        self.resident_bytes += resident
+        self.paged_bytes += paged
+        self._weigh()
 
 
 def _binding_record(vhost: VirtualHost, binding: Binding) -> DurableBinding:

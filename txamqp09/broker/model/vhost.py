@@ -13,7 +13,7 @@ goes into each error's ``hint``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from txamqp09.broker.model.exchange import (
@@ -704,7 +704,7 @@ class VirtualHost:
                 arguments=record.arguments,
             )
             records = messages.get(record.name, [])
-            queue.restore(_restored(records, self.persistence))
+            queue.restore(_restored(records, self.persistence), [stored.published for stored in records])
             records.clear()
         for binding in bindings:
             source = self.exchanges.get(binding.source)
@@ -717,20 +717,23 @@ class VirtualHost:
         return f"<VirtualHost {self.name!r}>"
 
 
-def _restored(
-    records: Iterable[StoredMessage], persistence: Persistence
-) -> Iterator[tuple[Message, bool, float]]:
-    """Model messages for recovered ones, as (message, redelivered, publish
-    time) triples, counted against *persistence*'s memory budget."""
+def _restored(records: Sequence[StoredMessage], persistence: Persistence) -> list[Message]:
+    """Model messages for recovered ones, in order, tracked by *persistence*
+    (counted against its memory budget)."""
     properties_class = AMQP0_9_1.properties[60]
+    messages: list[Message] = []
+    append = messages.append
     for record in records:
+        body = record.body
         message = Message(
-            origin(record.exchange, record.routing_key), record.raw_properties, record.body or b"",
+            origin(record.exchange, record.routing_key), record.raw_properties, b"" if body is None else body,
             properties_class,
         )
-        message.body, message.size = record.body, record.size
-        persistence.restored(message, record.message_id)
-        yield message, record.redelivered, record.published
+        if body is None:
+            message.body, message.size = None, record.size
+        append(message)
+    persistence.restored(messages, [record.message_id for record in records])
+    return messages
 
 
 class Broker:
