@@ -43,8 +43,11 @@ SCAN_SECONDS = 1.0
 #: The share of the follower's time its scans take at most.
 SCAN_SHARE = 0.1
 #: Seconds :meth:`Follower.stop` waits for a catch-up under way to end
-#: (a longer one is left behind, and its mirror is not used).
+#: (it interrupts its statements; one that still runs is left behind, and
+#: its mirror is not used).
 STOP_SECONDS = 2.0
+#: Seconds between two interruptions of a catch-up under way when stopping.
+_INTERRUPT_SECONDS = 0.01
 
 
 class Follower:
@@ -68,6 +71,8 @@ class Follower:
         self._read_errors = read_errors
         self._stopping = threading.Event()
         self._broken = False
+        #: The thread's connection while it is open.
+        self._db: Optional[Database] = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         #: Catch-ups made, and how many of them scanned (for tests and benchmarks).
         self.catch_ups = 0
@@ -78,35 +83,43 @@ class Follower:
         self._thread.start()
 
     def stop(self) -> Optional[Mirror]:
-        """Stop following; the mirror, as of the last catch-up, or None when
-        it cannot be used (the follower broke, or a catch-up under way did
-        not end within :data:`STOP_SECONDS`)."""
+        """Stop following, interrupting a catch-up under way (the mirror
+        keeps what it had read; the next catch-up, with a scan, puts it
+        right); the mirror, or None when it cannot be used (the follower
+        broke, or did not stop within :data:`STOP_SECONDS`)."""
         self._stopping.set()
-        self._thread.join(STOP_SECONDS)
+        deadline = monotonic() + STOP_SECONDS
+        while self._thread.is_alive() and monotonic() < deadline:
+            db = self._db
+            if db is not None:
+                db.interrupt()
+            self._thread.join(_INTERRUPT_SECONDS)
         if self._broken or self._thread.is_alive():
             return None
         return self.mirror
 
     def _run(self) -> None:
-        db: Optional[Database] = None
         next_scan = 0.0
         try:
             while not self._stopping.is_set():
                 try:
-                    if db is None:
-                        db = self._connect()
-                    next_scan = self._catch_up(db, next_scan)
+                    if self._db is None:
+                        self._db = self._connect()
+                    next_scan = self._catch_up(self._db, next_scan)
                 except self._read_errors:
-                    if db is not None:
-                        db.close()
-                    db = None
+                    self._close()
                 self._stopping.wait(FOLLOW_SECONDS)
         except Exception:
             self._broken = True
             _log.failure("following the message store failed; taking over will read it whole")
         finally:
-            if db is not None:
-                db.close()
+            self._close()
+
+    def _close(self) -> None:
+        """Close the thread's connection, if open."""
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
 
     def _catch_up(self, db: Database, next_scan: float) -> float:
         """One catch-up, with a scan when *next_scan* (``time.monotonic``)

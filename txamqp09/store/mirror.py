@@ -153,7 +153,6 @@ class Mirror:
         shared_properties: dict[bytes, bytes] = {}
         queued = self._queued
         budget = self.body_budget
-        high = self._high
         for message_id, number, exchange, key, properties, body, size, published in rows:
             if len(shared_properties) > _SHARED_PROPERTIES:
                 shared_properties.clear()
@@ -178,9 +177,8 @@ class Mirror:
                 held[message_id] = record
                 if scanned:
                     self._unordered.add(queue)
-            if message_id > high:
-                high = message_id
-        self._high = high
+            if message_id > self._high:
+                self._high = message_id
 
     def _scan(self, db: Database, known: int) -> None:
         """Compare the ids of the messages up to *known* (the highest id
@@ -244,8 +242,11 @@ class Mirror:
                 if number in self._unordered:
                     records.sort(key=_message_id)
                 recovered.messages[key] = records
+        leftovers = [
+            message_id for number, held in self._queued.items() if number not in used
+            for message_id in held if message_id in self._alone
+        ]
         linked = {message_id for message_id, number in self._links if number in used}
-        leftovers = [message_id for message_id, number in self._alone.items() if number not in used]
         leftovers += [message_id for message_id in self._shared if message_id not in linked]
         recovered.next_message_id = max(max(self._alone, default=0), max(self._shared, default=0)) + 1
         shared_on = dict.fromkeys(used, 0)

@@ -90,6 +90,8 @@ DEFAULT_PARAMETERS = {
 _PARAMETERS_PER_STATEMENT = 65535
 #: Ids one statement of :meth:`PostgreSQLDatabase.by_ids` takes at most.
 _IDS_PER_STATEMENT = 65536
+#: Seconds :meth:`PostgreSQLDatabase.interrupt` waits for the server to hear its request.
+_CANCEL_SECONDS = 1.0
 #: The key of the advisory lock that serialises preparing the layout.
 _SCHEMA_LOCK = 0x616D717030390001
 
@@ -308,6 +310,14 @@ class PostgreSQLDatabase(Database):
             self._leave_pipeline.close()
         except psycopg.Error:
             pass  # the error that ended the transaction, or the connection's loss
+
+    def interrupt(self) -> None:
+        """Ask the server to cancel the statement under way (waiting at most
+        :data:`_CANCEL_SECONDS` for it to hear)."""
+        try:
+            self.connection.cancel_safe(timeout=_CANCEL_SECONDS)
+        except psycopg.Error:
+            pass  # closed meanwhile, or the server cannot be reached: the statement fails anyway
 
     def close(self) -> None:
         self._end_pipeline()

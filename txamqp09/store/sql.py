@@ -195,6 +195,11 @@ class Database(ABC):
         return ""
 
     @abstractmethod
+    def interrupt(self) -> None:
+        """From another thread: stop the statement under way, if any (it
+        fails with the backend's error); nothing once the connection is closed."""
+
+    @abstractmethod
     def close(self) -> None:
         """Close the connection (a second call changes nothing)."""
 

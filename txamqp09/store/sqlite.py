@@ -197,6 +197,12 @@ class SQLiteDatabase(Database):
     def _options(self, table: Table) -> str:
         return " WITHOUT ROWID" if table.clustered else ""
 
+    def interrupt(self) -> None:
+        try:
+            self.connection.interrupt()
+        except sqlite3.ProgrammingError:
+            pass  # closed meanwhile
+
     def close(self) -> None:
         self.connection.close()
 
