@@ -47,6 +47,7 @@ from zope.interface import implementer
 from txamqp09.broker import oplog
 
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD, CollectorPolicy
+from txamqp09.broker.model.store import restored_message
 from txamqp09.broker.disk import DiskMonitor
 from txamqp09.broker.server import ServerFactory
 from txamqp09.broker.runtime import ConfigError
@@ -236,10 +237,11 @@ class BrokerService(MultiService):
 
     def _follow(self) -> None:
         """Standing by, keep a copy of the store's database current (when the
-        store can), so that taking over reads only what changed since."""
+        store can), its messages made ready for the broker as they come, so
+        that taking over reads only what changed since."""
         persistence = self.factory.broker.persistence
         if isinstance(self.store, Followable) and persistence is not None:
-            self.store.follow(persistence.memory_budget)
+            self.store.follow(persistence.memory_budget, restored_message)
 
     def _each_child(self, step: Callable[[IService], None]) -> None:
         """Apply *step* to every child that runs while the broker stands by."""

@@ -115,6 +115,9 @@ class StoredMessage:
     :ivar redelivered: set on messages recovered after a restart.
     :ivar published: when it was published, in seconds since the epoch (0:
         unknown); message TTLs count from it after a restart.
+    :ivar prepared: what the broker made of a recovered message ahead of
+        time, while its store followed the database (see
+        :meth:`Followable.follow`); None: nothing.
     """
 
     message_id: int
@@ -125,6 +128,7 @@ class StoredMessage:
     size: int
     redelivered: bool = False
     published: float = 0.0
+    prepared: Any = None
 
 
 @dataclass(slots=True)
@@ -304,7 +308,11 @@ class Followable(Protocol):
     """A store whose database another process may write while it waits to
     open it (a broker standing by in a group)."""
 
-    def follow(self, body_budget: Optional[int] = None) -> None:
+    def follow(
+        self, body_budget: Optional[int] = None, prepare: Optional[Callable[[StoredMessage], Any]] = None
+    ) -> None:
         """Until :meth:`IMessageStore.open`, keep a copy of what the database
         holds current, with bodies while *body_budget* lasts, so that
-        opening reads only what changed since."""
+        opening reads only what changed since. Each message of one queue
+        read meanwhile gets ``prepare(record)`` as its
+        :attr:`StoredMessage.prepared` (called in another thread)."""

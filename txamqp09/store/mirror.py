@@ -32,7 +32,7 @@ what changed since.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from txamqp09.store.interface import (
     DurableBinding,
@@ -68,14 +68,19 @@ class Mirror:
     (see the module's docstring).
 
     :param body_budget: bytes of bodies the mirror holds at most (None: all).
+    :param prepare: what gives each message of one queue it reads its
+        :attr:`~txamqp09.store.interface.StoredMessage.prepared` (None: nothing).
     :ivar topology: the durable topology, settings and logs last read (its
         ``messages`` are empty: see :meth:`recovered`).
     :ivar body_bytes: the bytes of bodies the mirror holds.
     :ivar messages: how many messages it holds (on one queue or several).
     """
 
-    def __init__(self, body_budget: Optional[int] = None) -> None:
+    def __init__(
+        self, body_budget: Optional[int] = None, prepare: Optional[Callable[[StoredMessage], Any]] = None
+    ) -> None:
         self.body_budget = body_budget
+        self.prepare = prepare
         #: Every writer named by the database so far.
         self._writers: frozenset[str] = frozenset()
         self._start_over()
@@ -153,6 +158,7 @@ class Mirror:
         shared_properties: dict[bytes, bytes] = {}
         queued = self._queued
         budget = self.body_budget
+        prepare = self.prepare
         for message_id, number, exchange, key, properties, body, size, published in rows:
             if len(shared_properties) > _SHARED_PROPERTIES:
                 shared_properties.clear()
@@ -167,6 +173,8 @@ class Mirror:
             numbers = [number] if number else links.get(message_id, [])
             if number:
                 self._alone[message_id] = number
+                if prepare is not None:
+                    record.prepared = prepare(record)
             else:
                 self._shared[message_id] = record
                 self._links.update((message_id, linked) for linked in numbers)

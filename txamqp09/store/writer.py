@@ -218,13 +218,18 @@ class SQLStore(ABC):
 
     # -- start-up ------------------------------------------------------------------
 
-    def follow(self, body_budget: Optional[int] = None) -> None:
+    def follow(
+        self, body_budget: Optional[int] = None, prepare: Optional[Callable[[StoredMessage], Any]] = None
+    ) -> None:
         """Before the store opens, while another process writes its database:
         keep a mirror of it current (:mod:`~txamqp09.store.following`), with
         bodies while *body_budget* lasts (None: all), so that :meth:`open`
-        reads only what changed since (with this budget rather than its own)."""
+        reads only what changed since (with this budget rather than its
+        own); the messages of one queue read meanwhile get ``prepare(record)``
+        as their :attr:`~txamqp09.store.interface.StoredMessage.prepared`
+        (see :class:`~txamqp09.store.interface.Followable`)."""
         self.follower = Follower(
-            self._follower_connection, Mirror(body_budget), (*self.write_errors, StoreUnavailable),
+            self._follower_connection, Mirror(body_budget, prepare), (*self.write_errors, StoreUnavailable),
             f"follows {self.location}",
         )
         self.follower.start()

@@ -12,7 +12,8 @@ from tests.broker.support import RecordingSink, session
 from txamqp09.broker.model import Broker, Client, Persistence, Session
 from txamqp09.broker.dialects import SPECIFIED
 from txamqp09.broker.model.message import delivery_mode, reply_to_span
-from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue
+from txamqp09.broker.model.store import restored_message
+from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue, StoredMessage
 from txamqp09.store.memory import MemoryStore
 from txamqp09.wire import _amqp0_9_1 as spec
 from txamqp09.wire.errors import AMQPSyntaxError
@@ -272,3 +273,32 @@ class RestoreTests(SynchronousTestCase):
         store.add_queue(DurableQueue("other", "q"))
         broker = self.restarted(store)
         self.assertIn("q", broker.vhosts["other"].queues)
+
+    def test_messages_prepared_ahead_of_time_are_restored_as_they_are(self) -> None:
+        """A standby's store prepares the messages of one queue as it reads
+        them; a message on several queues becomes one model message on each,
+        tracked by each."""
+        store = MemoryStore()
+        store.add_queue(DurableQueue("/", "a"))
+        store.add_queue(DurableQueue("/", "b"))
+        store.publish(StoredMessage(1, "", "a", message(b"one").raw_properties, b"one", 3), [("/", "a")])
+        store.publish(StoredMessage(2, "", "a", message(b"two").raw_properties, None, 3), [("/", "a")])
+        store.publish(StoredMessage(3, "", "a", message(b"both").raw_properties, b"both", 4), [("/", "a"), ("/", "b")])
+        recovered = store.open()
+        alone = recovered.messages[("/", "a")][:2]
+        prepared = [restored_message(record) for record in alone]
+        for record, made in zip(alone, prepared):
+            record.prepared = made
+        persistence = Persistence(store)
+        broker = Broker(persistence=persistence)
+        broker.restore(recovered)
+        queues = broker.vhosts["/"].queues
+        in_a = [entry[1] for entry in queues["a"].messages]
+        self.assertEqual(in_a[:2], prepared)
+        self.assertIs(in_a[0], prepared[0])
+        both = in_a[2], next(iter(queues["b"].messages))[1]
+        self.assertIsNot(both[0], both[1])
+        self.assertEqual([m.tracking.holders for m in both if m.tracking], [1, 1])
+        self.assertEqual([(m.body, m.size, m.tracking.store_id if m.tracking else 0) for m in in_a],
+                         [(b"one", 3, 1), (None, 3, 2), (b"both", 4, 3)])
+        self.assertEqual((persistence.resident_bytes, persistence.paged_bytes), (3 + 4 + 4, 3))

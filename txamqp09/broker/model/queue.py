@@ -868,9 +868,10 @@ class Queue:
         assert self._persistence is not None, "only a broker with a store pages messages out"
         self._persistence.page_in(messages)
 
-    def restore(self, messages: Sequence[Message], published: Sequence[float]) -> None:
-        """Append recovered *messages* as ready ones, redelivered, in order;
-        *published*: when each was published (0: unknown).
+    def restore(self, messages: Sequence[Message], published: Iterable[float]) -> None:
+        """Append recovered *messages* as ready ones, redelivered (as stores
+        recover them), in order; *published*: when each was published (0:
+        unknown), read only when the queue or a message has a TTL.
 
         Their TTLs count from their publish time (from now when it is
         unknown), as RabbitMQ keeps expiry times across restarts.

@@ -45,7 +45,9 @@ bodies within the budget are read. Transient messages published while the
 broker is within its budget are not tracked and cost nothing here.
 
 At start-up :meth:`~txamqp09.broker.model.vhost.Broker.restore` rebuilds what
-the store recovered, without writing it again.
+the store recovered, without writing it again: each message as
+:func:`restored_message` makes it, or as a broker standing by in a group
+made it ahead of time, while its store followed the database.
 """
 
 from __future__ import annotations
@@ -61,9 +63,11 @@ from txamqp09.broker.model.message import (
     Message,
     Tracking,
     delivery_mode,
+    origin,
 )
 from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.queue import Queue
+from txamqp09.wire.versions import AMQP0_9_1
 from txamqp09.store.interface import (
     DurableBinding,
     DurableExchange,
@@ -77,12 +81,14 @@ if TYPE_CHECKING:
     from txamqp09.broker.model.stream import StreamQueue
     from txamqp09.broker.model.vhost import VirtualHost
 
-__all__ = ["DEFAULT_MEMORY_BUDGET", "PERSISTENT", "Persistence"]
+__all__ = ["DEFAULT_MEMORY_BUDGET", "PERSISTENT", "Persistence", "restored_message"]
 
 #: The delivery-mode of a persistent message.
 PERSISTENT = 2
 #: Bytes of message bodies held in memory, by default.
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024
+#: The content-property class of recovered messages (basic's, as 0-9-1 has it).
+_PROPERTIES = AMQP0_9_1.properties[60]
 
 
 class Persistence:
@@ -300,20 +306,28 @@ class Persistence:
         if unspilled:
             self.store.unspill(unspilled)
 
-    def restored(self, messages: Sequence[Message], store_ids: Sequence[int]) -> None:
-        """Count *messages* recovered at start-up, stored as *store_ids*
-        (their bodies read, or left on disk)."""
-        resident = paged = 0
-        for message, store_id in zip(messages, store_ids):
-            if message.body is None:
-                message.tracking = Tracking(store_id, PAGED_OUT, 1)
-                paged += message.size
-            else:
-                message.tracking = Tracking(store_id, RESIDENT, 1)
-                resident += message.size
+    def restored(self, messages: Sequence[Message]) -> None:
+        """Count the bodies of *messages*, recovered at start-up (see
+        :func:`restored_message`), against the budget: read, or left on disk."""
+        resident = sum(message.size for message in messages if message.body is not None)
         self.resident_bytes += resident
-        self.paged_bytes += paged
+        self.paged_bytes += sum(message.size for message in messages) - resident
         self._weigh()
+
+
+def restored_message(record: StoredMessage) -> Message:
+    """The model message of a message recovered on one queue, tracked as
+    written to the store (its body read, or left on disk); its bytes count
+    once :meth:`Persistence.restored` sees it."""
+    body = record.body
+    message = Message(
+        origin(record.exchange, record.routing_key), record.raw_properties, b"" if body is None else body,
+        _PROPERTIES,
+    )
+    if body is None:
+        message.body, message.size = None, record.size
+    message.tracking = Tracking(record.message_id, PAGED_OUT if body is None else RESIDENT, 1)
+    return message
 
 
 def _binding_record(vhost: VirtualHost, binding: Binding) -> DurableBinding:

@@ -25,14 +25,14 @@ from txamqp09.broker.model.exchange import (
 from txamqp09.broker.dialects import RABBITMQ, DefaultExchangeBinding, Dialect
 from txamqp09.broker.model.arguments import CLASSIC, STREAM, field_type
 from txamqp09.broker.model.clock import Clock
-from txamqp09.broker.model.message import Message, origin
+from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.policy import PolicySet
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.replies import REPLY_NAME_PREFIX, Replies
 from txamqp09.broker.model.routing import freeze
 from txamqp09.broker.model.session import Client, unique_name
 from txamqp09.broker.model.stats import ChannelCounters, ChurnCounters, QueueCounters
-from txamqp09.broker.model.store import Persistence
+from txamqp09.broker.model.store import Persistence, restored_message
 from txamqp09.broker.model.stream import (
     EQUIVALENT_ARGUMENTS as _EQUIVALENT_STREAM_ARGUMENTS,
     StreamQueue,
@@ -48,7 +48,6 @@ from txamqp09.store.interface import (
     StoredMessage,
 )
 from txamqp09.wire.fields import field_text
-from txamqp09.wire.versions import AMQP0_9_1
 from txamqp09.wire.errors import (
     AccessRefused,
     ChannelError,
@@ -704,7 +703,7 @@ class VirtualHost:
                 arguments=record.arguments,
             )
             records = messages.get(record.name, [])
-            queue.restore(_restored(records, self.persistence), [stored.published for stored in records])
+            queue.restore(_restored(records, self.persistence), (stored.published for stored in records))
             records.clear()
         for binding in bindings:
             source = self.exchanges.get(binding.source)
@@ -718,21 +717,10 @@ class VirtualHost:
 
 
 def _restored(records: Sequence[StoredMessage], persistence: Persistence) -> list[Message]:
-    """Model messages for recovered ones, in order, tracked by *persistence*
-    (counted against its memory budget)."""
-    properties_class = AMQP0_9_1.properties[60]
-    messages: list[Message] = []
-    append = messages.append
-    for record in records:
-        body = record.body
-        message = Message(
-            origin(record.exchange, record.routing_key), record.raw_properties, b"" if body is None else body,
-            properties_class,
-        )
-        if body is None:
-            message.body, message.size = None, record.size
-        append(message)
-    persistence.restored(messages, [record.message_id for record in records])
+    """Model messages for recovered ones, in order (those a standby
+    prepared ahead of time as they are), counted by *persistence*."""
+    messages = [record.prepared or restored_message(record) for record in records]
+    persistence.restored(messages)
     return messages
 
 
