@@ -20,8 +20,10 @@ message at a time and waits for its confirm:
 ``kill -9 of the active``
     with the backlog (100,000 persistent 1 KiB messages by default)
     queued; the client moves to the standby's address as soon as its
-    connection ends. RabbitMQ: kill -9 of the leader's node, the client on
-    a surviving node.
+    connection ends. Beside the first confirm, the seconds until the
+    standby's AMQP port accepted a connection and the restore time the new
+    active logged. RabbitMQ: kill -9 of the leader's node, the client on a
+    surviving node.
 ``SIGSTOP of the active for 8 s``
     a client of the standby's address; the stopped broker is resumed
     (SIGCONT) 8 s after the stop: it must confirm nothing more (a client
@@ -44,9 +46,11 @@ Run::
     python bench/ha.py                              # both, every figure
     python bench/ha.py --messages 200000 --repeat 3
     python bench/ha.py --only txamqp09 --backlog 2000 --messages 2000 --json
+    python bench/ha.py --only takeover --repeat 5   # the group's kill -9 alone, five times
 
 ``--json`` prints the figures as one JSON line (for tests). Throughput runs
-alternate between the brokers; ``--repeat N`` keeps the fastest of N.
+alternate between the brokers; ``--repeat N`` keeps the fastest of N (with
+``--only takeover``: the kill -9 of the active, N times, each figure kept).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Optional
@@ -70,6 +75,8 @@ from typing import Any, Callable, Iterator, Optional
 from broker import Connection, Txamqp09Broker, _process_tree
 from durable import QUEUE, Confirms, run
 
+from txamqp09.group.lease import Address
+from txamqp09.group.probe import Listening, listening
 from txamqp09.testing.postgresql import PostgreSQL, group_url, psycopg_missing
 from txamqp09.testing.rabbitmq import RabbitMQ, RabbitMQCluster, free_port, rabbitmq_missing
 from txamqp09.wire import _amqp0_9_1 as spec
@@ -85,6 +92,8 @@ EXIT_FENCED = 75
 WAIT = 120.0
 #: Seconds a client waits between two connection attempts.
 RETRY = 0.01
+#: Seconds between two looks at whether a standby's AMQP port listens.
+LISTEN_POLL = 0.002
 #: Confirms a failover client collects before the failure.
 WARM_CONFIRMS = 20
 #: The store's restore, as a broker logs it (the seconds are the group).
@@ -262,13 +271,21 @@ class Prober(threading.Thread):
         wait_until(lambda: len(self.confirmed) >= WARM_CONFIRMS, f"{WARM_CONFIRMS} confirms from {self.ports}")
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    """Return once *condition()* holds (looking every :data:`RETRY` seconds)."""
+def listening_from(port: int) -> float:
+    """When (monotonic seconds) the AMQP port *port* of 127.0.0.1 accepts
+    a connection, looking every :data:`LISTEN_POLL` seconds."""
+    address = [Address("amqp", "127.0.0.1", port)]
+    wait_until(lambda: listening(address, 1.0) is Listening.YES, f"a listener on port {port}", interval=LISTEN_POLL)
+    return time.monotonic()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT, interval: float = RETRY) -> None:
+    """Return once *condition()* holds (looking every *interval* seconds)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise RuntimeError(f"not within {timeout} s: {what}")
-        time.sleep(RETRY)
+        time.sleep(interval)
 
 
 # -- the figures -------------------------------------------------------------------
@@ -443,20 +460,25 @@ class Group:
 
 
 def group_kill(group: Group, backlog: int, size: int) -> Failover:
-    """kill -9 of the active with *backlog* messages queued."""
+    """kill -9 of the active with *backlog* messages queued: the first
+    confirm after it, when the standby listened, its restore time."""
     declare(group.active.port)
     fill(group.active.port, 0, backlog, size)
     prober = Prober([group.active.port, group.standby.port], backlog, size)
     prober.warm()
-    failed = time.monotonic()
-    os.kill(group.active.pid, signal.SIGKILL)
-    seconds = prober.first_after(failed)
+    with ThreadPoolExecutor(1) as pool:
+        listened = pool.submit(listening_from, group.standby.port)
+        failed = time.monotonic()
+        os.kill(group.active.pid, signal.SIGKILL)
+        seconds = prober.first_after(failed)
+        listening_seconds = listened.result(WAIT) - failed
     wait_until(lambda: prober.confirms_after(failed) >= WARM_CONFIRMS, "confirms after the takeover")
     prober.stop()
     group.took_over()
     confirmed = numbers(prober) | set(range(backlog))
-    figure = Failover(group.name, f"kill -9 of the active, {backlog:,} queued", seconds,
-                      notes={"restore_seconds": group.active.restore_seconds()})
+    figure = Failover(group.name, f"kill -9 of the active, {backlog:,} queued", seconds, notes={
+        "listening_seconds": round(listening_seconds, 3), "restore_seconds": group.active.restore_seconds(),
+    })
     return account(figure, confirmed, drain(group.active.port))
 
 
@@ -605,8 +627,26 @@ def throughput(systems: list[Any], sizes: list[int], messages: int, repeat: int)
     return [best[(system.name, size)] for size in sizes for system in systems]
 
 
-def report(rates: list[Throughput], failovers: list[Failover], load: tuple[float, ...]) -> str:
-    """The figures as tables."""
+def report(rates: list[Throughput], failovers: list[Failover], load: tuple[float, ...], end: tuple[float, ...]) -> str:
+    """The figures as tables; *load* and *end*: the load averages at the start and at the end."""
+    lines = throughput_lines(rates)
+    if lines:
+        lines.append("")
+    lines.append(f"{'failure':<48} {'broker':<9} {'seconds':>7} {'confirmed':>9} {'received':>9} "
+                 f"{'lost':>5} {'dup':>5}")
+    for failover in failovers:
+        lines.append(f"{failover.scenario:<48} {failover.broker:<9} {failover.seconds:>7.3f} "
+                     f"{failover.confirmed:>9,} {failover.received:>9,} {failover.lost:>5} {failover.duplicates:>5}"
+                     + (f"  {failover.notes}" if failover.notes else ""))
+    lines.append(f"load average at the start: {' '.join(f'{value:.2f}' for value in load)}; "
+                 f"at the end: {' '.join(f'{value:.2f}' for value in end)}")
+    return "\n".join(lines)
+
+
+def throughput_lines(rates: list[Throughput]) -> list[str]:
+    """The throughput table and the ratios of the brokers' rates (none without rates)."""
+    if not rates:
+        return []
     lines = [f"{'throughput':<34} {'broker':<9} {'msg/s':>9}  {'ms/commit':>9} {'written/commit':>14}"]
     by_key = {(rate.broker, rate.body_size): rate for rate in rates}
     for rate in rates:
@@ -618,22 +658,18 @@ def report(rates: list[Throughput], failovers: list[Failover], load: tuple[float
         ours, theirs = by_key.get(("txamqp09", size)), by_key.get(("rabbitmq", size))
         if ours and theirs:
             lines.append(f"{size} B: txamqp09 group / rabbitmq cluster = {ours.rate / theirs.rate:.2f}x")
-    lines.append("")
-    lines.append(f"{'failure':<48} {'broker':<9} {'seconds':>7} {'confirmed':>9} {'received':>9} "
-                 f"{'lost':>5} {'dup':>5}")
-    for failover in failovers:
-        lines.append(f"{failover.scenario:<48} {failover.broker:<9} {failover.seconds:>7.3f} "
-                     f"{failover.confirmed:>9,} {failover.received:>9,} {failover.lost:>5} {failover.duplicates:>5}"
-                     + (f"  {failover.notes}" if failover.notes else ""))
-    lines.append(f"load average at the start: {' '.join(f'{value:.2f}' for value in load)}")
-    return "\n".join(lines)
+    return lines
 
 
 def scenarios(systems: list[Any], options: argparse.Namespace) -> Iterator[Failover]:
     """Each system's failures, in an order that leaves the next one a whole
-    system (the database's failure last)."""
+    system (the database's failure last); with ``--only takeover``, the
+    group's kill -9 of the active ``--repeat`` times."""
     for system in systems:
-        if isinstance(system, Group):
+        if options.only == "takeover":
+            for _ in range(options.repeat):
+                yield group_kill(system, options.backlog, options.body_size)
+        elif isinstance(system, Group):
             yield group_kill(system, options.backlog, options.body_size)
             yield group_hang(system, options.body_size)
             yield group_database_failover(system, options.body_size)
@@ -643,13 +679,15 @@ def scenarios(systems: list[Any], options: argparse.Namespace) -> Iterator[Failo
 
 
 def systems_to_run(stack: ExitStack, base_dir: str, options: argparse.Namespace) -> list[Any]:
-    """The group and the cluster (or the one named by ``--only``), stopped when *stack* closes."""
+    """The group and the cluster (or the one named by ``--only``: the group
+    for ``takeover``), stopped when *stack* closes."""
     systems: list[Any] = []
+    only = "txamqp09" if options.only == "takeover" else options.only
     for name, missing, make in (
         ("txamqp09", psycopg_missing, lambda: Group(base_dir, (options.lease_period, options.lease_renew))),
         ("rabbitmq", rabbitmq_missing, lambda: Cluster(base_dir)),
     ):
-        if options.only not in (None, name):
+        if only not in (None, name):
             continue
         why = missing()
         if why:
@@ -665,12 +703,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000, help="messages per throughput run")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 16], help="body sizes of the throughput runs")
-    parser.add_argument("--repeat", type=int, default=1, help="throughput runs per broker and size; the fastest counts")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="throughput runs per broker and size, the fastest counts (--only takeover: takeovers)")
     parser.add_argument("--backlog", type=int, default=100_000, help="messages queued when the active is killed")
     parser.add_argument("--body-size", type=int, default=1024, help="bytes per message of the failover scenarios")
     parser.add_argument("--lease-period", type=float, default=3.0, help="the group's --lease-period")
     parser.add_argument("--lease-renew", type=float, default=1.0, help="the group's --lease-renew")
-    parser.add_argument("--only", choices=("txamqp09", "rabbitmq"), help="measure one broker")
+    parser.add_argument("--only", choices=("txamqp09", "rabbitmq", "takeover"),
+                        help="measure one broker, or the group's kill -9 of the active alone (no throughput)")
     parser.add_argument("--no-failover", action="store_true", help="throughput only")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     options = parser.parse_args(argv)
@@ -678,16 +718,18 @@ def main(argv: Optional[list[str]] = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ha-") as base_dir, ExitStack() as stack:
         os.chmod(base_dir, 0o755)
         systems = systems_to_run(stack, base_dir, options)
-        rates = throughput(systems, options.sizes, options.messages, options.repeat)
+        rates = [] if options.only == "takeover" else throughput(systems, options.sizes, options.messages, options.repeat)
         failovers = [] if options.no_failover else list(scenarios(systems, options))
+    end = os.getloadavg()
     if options.json:
         print(json.dumps({
             "throughput": [{**asdict(rate), "rate": rate.rate} for rate in rates],
             "failover": [asdict(failover) for failover in failovers],
             "load": load,
+            "load_at_end": end,
         }))
     else:
-        print(report(rates, failovers, load))
+        print(report(rates, failovers, load, end))
 
 
 if __name__ == "__main__":

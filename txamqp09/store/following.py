@@ -89,6 +89,7 @@ class Follower:
         broke, or did not stop within :data:`STOP_SECONDS`)."""
         self._stopping.set()
         deadline = monotonic() + STOP_SECONDS
+        self._thread.join(_INTERRUPT_SECONDS)
         while self._thread.is_alive() and monotonic() < deadline:
             db = self._db
             if db is not None:

@@ -13,10 +13,11 @@ one snapshot of the database, makes it what the database holds then:
   broker serves.
 - Messages removed since (acknowledged, dropped, purged, their queue
   deleted) are found by a *scan*, when the caller asks for one: the ids of
-  the stored messages and of their links to queues, compared with those the
-  mirror holds. Ids the scan finds that the mirror does not hold (a write
-  the mirror's reads missed, such as a batch written again after the
-  database's failover) are read then.
+  the stored messages (ids alone: PostgreSQL reads them from the primary
+  key's index when its pages are all visible) and the links to queues,
+  compared with those the mirror holds. Ids the scan finds that the mirror
+  does not hold (a write the mirror's reads missed, such as a batch written
+  again after the database's failover) are read then.
 - A writer that opens the database after another (a takeover) numbers from
   the highest id stored then, which may lie below ids the mirror read
   (the previous writer's newest messages removed since): when the database
@@ -192,18 +193,18 @@ class Mirror:
         """Compare the ids of the messages up to *known* (the highest id
         held) and of their links with those held: forget the messages and
         links that are gone, read those that are new."""
-        present = dict(db.execute("SELECT id, queue FROM {messages} WHERE id <= ?", (known,)).fetchall())
+        present = {row[0] for row in db.execute("SELECT id FROM {messages} WHERE id <= ?", (known,))}
         links = {tuple(link) for link in db.execute(
             "SELECT message_id, queue FROM {message_links} WHERE message_id <= ?", (known,)
         )}
-        for message_id in self._alone.keys() - present.keys():
+        for message_id in self._alone.keys() - present:
             self._forget(self._queued[self._alone.pop(message_id)].pop(message_id))
         for message_id, number in self._links - links:
             self._queued[number].pop(message_id, None)
         self._links &= links
-        for message_id in self._shared.keys() - present.keys():
+        for message_id in self._shared.keys() - present:
             self._forget(self._shared.pop(message_id))
-        unknown = sorted(present.keys() - self._alone.keys() - self._shared.keys())
+        unknown = sorted(present - self._alone.keys() - self._shared.keys())
         self._link(links - self._links)
         if unknown:
             linked: dict[int, list[int]] = {}
