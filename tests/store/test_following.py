@@ -4,7 +4,6 @@ opens, on both SQL backends."""
 
 from __future__ import annotations
 
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -16,7 +15,8 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.trial.unittest import TestCase
 
 from tests.store.test_stores import message
-from txamqp09.store import following
+from txamqp09.store import following, writes
+from txamqp09.store import mirror as mirror_module
 from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue, Followable
 from txamqp09.store.mirror import Mirror
 from txamqp09.store.numbers import QueueNumbers
@@ -46,11 +46,6 @@ class MirrorContract(_TestCase):
         """Another store on *store*'s database (not opened)."""
         raise NotImplementedError
 
-    def insert_message(self, store: Any, message_id: int, queue: tuple[str, str], body: bytes) -> None:
-        """Write a message row of *queue* (which holds messages already)
-        behind *store*'s writer, as a batch written again would."""
-        raise NotImplementedError
-
     def written(self, *names: str) -> Any:
         """An opened store with durable queues *names*, closed at the end."""
         store = self.make()
@@ -60,12 +55,12 @@ class MirrorContract(_TestCase):
             store.add_queue(DurableQueue("/", name))
         return store
 
-    def caught_up(self, store: Any, mirror: Mirror, scan: bool = True) -> Mirror:
+    def caught_up(self, store: Any, mirror: Mirror) -> Mirror:
         """*mirror* after a catch-up on *store*'s database, in one snapshot."""
         db = store._follower_connection()
         try:
             with db.snapshot():
-                mirror.catch_up(db, scan)
+                mirror.catch_up(db)
         finally:
             db.close()
         return mirror
@@ -73,13 +68,17 @@ class MirrorContract(_TestCase):
     def recovered(self, mirror: Mirror) -> Any:
         return mirror.recovered(QueueNumbers())[0]
 
+    def rows(self, store: Any, statement: str) -> list[tuple[Any, ...]]:
+        """The rows of *statement* (the SQL layer's spelling) as *store*'s reader sees them."""
+        return [tuple(row) for row in store._reader().execute(statement).fetchall()]
+
     @inlineCallbacks
     def test_a_catch_up_reads_the_messages_added_since(self) -> Any:
         store = self.written("a", "b")
         for n in (1, 2, 3):
             store.publish(message(n, b"m%d" % n), [A])
         yield store.when_durable(store.last_sequence)
-        mirror = self.caught_up(store, Mirror(), scan=False)
+        mirror = self.caught_up(store, Mirror())
         self.assertEqual(mirror.messages, 3)
         store.publish(message(4), [B])
         store.publish(message(5), [A, B])
@@ -87,7 +86,7 @@ class MirrorContract(_TestCase):
         store.add_binding(DurableBinding("/", "x", "b", "queue", ""))
         store.put_setting("users", "alice", {"name": "alice"})
         yield store.when_durable(store.last_sequence)
-        recovered = self.recovered(self.caught_up(store, mirror, scan=False))
+        recovered = self.recovered(self.caught_up(store, mirror))
         self.assertEqual((ids(recovered, A), ids(recovered, B)), ([1, 2, 3, 5], [4, 5]))
         self.assertEqual([m.body for m in recovered.messages[A]][:3], [b"m1", b"m2", b"m3"])
         self.assertTrue(all(m.redelivered for m in recovered.messages[A]))
@@ -96,7 +95,7 @@ class MirrorContract(_TestCase):
         self.assertEqual(recovered.settings, {"users": {"alice": {"name": "alice"}}})
 
     @inlineCallbacks
-    def test_removed_messages_are_found_by_a_scan(self) -> Any:
+    def test_removed_messages_are_read_from_the_removal_log(self) -> Any:
         store = self.written("a", "b")
         for n in range(1, 6):
             store.publish(message(n), [A])
@@ -106,14 +105,34 @@ class MirrorContract(_TestCase):
         store.remove("/", "a", [2, 4, 6])
         store.publish(message(7), [A])
         yield store.when_durable(store.last_sequence)
-        self.assertEqual(self.caught_up(store, mirror, scan=False).messages, 7, "without a scan, removals are unseen")
-        yield store.when_durable(store.publish(message(8), [A]))
-        self.assertEqual(self.caught_up(store, mirror).messages, 6, "message 6 stays on b; 8 is new")
+        self.assertEqual(self.caught_up(store, mirror).messages, 5, "message 6 stays on b; 7 is new")
         store.remove("/", "b", [6])
+        store.publish(message(8), [A])
+        store.remove("/", "a", [8])
         yield store.when_durable(store.last_sequence)
         recovered = self.recovered(self.caught_up(store, mirror))
-        self.assertEqual((ids(recovered, A), ids(recovered, B)), ([1, 3, 5, 7, 8], []))
-        self.assertEqual(recovered.next_message_id, 9)
+        self.assertEqual((ids(recovered, A), ids(recovered, B)), ([1, 3, 5, 7], []))
+        self.assertEqual(recovered.next_message_id, 8)
+        self.assertEqual(mirror.restarts, 0)
+
+    @inlineCallbacks
+    def test_a_mirror_behind_the_kept_removals_starts_over(self) -> Any:
+        """The writer keeps the latest rows of the removal log: a mirror that
+        missed rows it deleted reads everything again."""
+        self.patch(writes, "_TRIM_EVERY", 1)
+        self.patch(writes, "REMOVALS_KEPT", 2)
+        self.patch(mirror_module, "REMOVALS_KEPT", 2)
+        store = self.written("a")
+        for n in range(1, 7):
+            store.publish(message(n, b"m%d" % n), [A])
+        yield store.when_durable(store.last_sequence)
+        mirror = self.caught_up(store, Mirror())
+        for n in (1, 2, 3):
+            yield store.when_durable(store.remove("/", "a", [n]))
+        self.assertEqual(len(self.rows(store, "SELECT sequence FROM {removals}")), 2)
+        recovered = self.recovered(self.caught_up(store, mirror))
+        self.assertEqual(mirror.restarts, 1)
+        self.assertEqual([m.body for m in recovered.messages[A]], [b"m4", b"m5", b"m6"])
 
     @inlineCallbacks
     def test_a_deleted_queue_goes_with_its_messages(self) -> Any:
@@ -129,21 +148,6 @@ class MirrorContract(_TestCase):
         self.assertEqual(list(recovered.messages), [A])
         self.assertEqual(ids(recovered, A), [1, 2])
         self.assertEqual((leftovers, unused), ([], []))
-
-    @inlineCallbacks
-    def test_a_scan_reads_messages_it_missed_below_the_highest_id(self) -> Any:
-        """A message written after the mirror read higher ids (a batch
-        written again after the database's failover) is read by the next
-        scan and recovered in the order of ids."""
-        store = self.written("a")
-        for n in (1, 2, 4):
-            store.publish(message(n, b"m%d" % n), [A])
-        yield store.when_durable(store.last_sequence)
-        mirror = self.caught_up(store, Mirror())
-        self.insert_message(store, 3, A, b"m3")
-        self.assertEqual(self.caught_up(store, mirror, scan=False).messages, 3)
-        recovered = self.recovered(self.caught_up(store, mirror))
-        self.assertEqual([(m.message_id, m.body) for m in recovered.messages[A]], [(n, b"m%d" % n) for n in range(1, 5)])
 
     @inlineCallbacks
     def test_bodies_are_held_while_the_budget_lasts(self) -> Any:
@@ -210,14 +214,6 @@ class SQLiteMirrorTests(MirrorContract, TestCase):
     def again(self, store: Any) -> Any:
         return SQLiteStore(store.path, reactor)
 
-    def insert_message(self, store: Any, message_id: int, queue: tuple[str, str], body: bytes) -> None:
-        with sqlite3.connect(store.path, isolation_level=None) as db:
-            db.execute(
-                "INSERT INTO messages SELECT ?, id, 'ex', 'key', x'100002', ?, 0 FROM queue_names"
-                " WHERE vhost = ? AND name = ?",
-                (message_id, body, *queue),
-            )
-
 
 class PostgreSQLMirrorTests(MirrorContract, TestCase):
     skip = psycopg_missing()
@@ -232,16 +228,6 @@ class PostgreSQLMirrorTests(MirrorContract, TestCase):
 
     def again(self, store: Any) -> Any:
         return self.on(store.url)
-
-    def insert_message(self, store: Any, message_id: int, queue: tuple[str, str], body: bytes) -> None:
-        import psycopg
-
-        with psycopg.connect(store.url, autocommit=True) as db:
-            db.execute(
-                "INSERT INTO amqp09_messages SELECT %s, id, 'ex', 'key', '\\x100002', %s, 0"
-                " FROM amqp09_queue_names WHERE vhost = %s AND name = %s",
-                (message_id, body, *queue),
-            )
 
     @inlineCallbacks
     def test_a_writer_that_opens_after_another_starts_the_mirror_over(self) -> Any:

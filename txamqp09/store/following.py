@@ -4,20 +4,18 @@ A broker standing by in a group (:mod:`txamqp09.group`) does not serve, but
 it will have to, at once, from what the store holds then. A
 :class:`Follower` keeps a :class:`~txamqp09.store.mirror.Mirror` of the
 database current in a thread of its own: every :data:`FOLLOW_SECONDS` it
-reads, in one snapshot, the topology and the messages added since. Finding
-the messages removed since costs a read of every stored id (a *scan*), so
-scans come less often: at least :data:`SCAN_SECONDS` apart, and further
-apart as they grow longer, so that they take at most :data:`SCAN_SHARE` of
-the follower's time (and of a database session's).
+reads, in one snapshot, what changed since (the topology, the rows of the
+removal log, the messages added).
 
 When the database cannot be read (it is unreachable, being promoted, or
 its tables are not made yet) the follower connects again at the next
-round; the mirror stays, and the next scan puts it right. An error that is
-not the database's stops the follower, and its mirror is not used.
+round; the mirror stays, and the next catch-up reads what it missed. An
+error that is not the database's stops the follower, and its mirror is not
+used.
 
 :meth:`Follower.stop` ends the thread and hands the mirror over: the
 store's :meth:`~txamqp09.store.writer.SQLStore.open` makes its last
-catch-up, with a scan, on its own connection once the broker serves (after
+catch-up on its own connection once the broker serves (after
 the group's lease was taken, which every commit of the previous writer
 precedes), and recovers from it.
 """
@@ -33,15 +31,11 @@ from twisted.logger import Logger
 from txamqp09.store.mirror import Mirror
 from txamqp09.store.sql import Database
 
-__all__ = ["FOLLOW_SECONDS", "Follower", "SCAN_SECONDS", "SCAN_SHARE", "STOP_SECONDS"]
+__all__ = ["FOLLOW_SECONDS", "Follower", "STOP_SECONDS"]
 
 _log = Logger()
 #: Seconds between two catch-ups.
 FOLLOW_SECONDS = 0.25
-#: Seconds between two scans at least.
-SCAN_SECONDS = 1.0
-#: The share of the follower's time its scans take at most.
-SCAN_SHARE = 0.1
 #: Seconds :meth:`Follower.stop` waits for a catch-up under way to end
 #: (it interrupts its statements; one that still runs is left behind, and
 #: its mirror is not used).
@@ -74,9 +68,8 @@ class Follower:
         #: The thread's connection while it is open.
         self._db: Optional[Database] = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        #: Catch-ups made, and how many of them scanned (for tests and benchmarks).
+        #: Catch-ups made (for tests and benchmarks).
         self.catch_ups = 0
-        self.scans = 0
 
     def start(self) -> None:
         """Start following."""
@@ -84,9 +77,9 @@ class Follower:
 
     def stop(self) -> Optional[Mirror]:
         """Stop following, interrupting a catch-up under way (the mirror
-        keeps what it had read; the next catch-up, with a scan, puts it
-        right); the mirror, or None when it cannot be used (the follower
-        broke, or did not stop within :data:`STOP_SECONDS`)."""
+        keeps what it had read; the next catch-up reads the rest); the
+        mirror, or None when it cannot be used (the follower broke, or did
+        not stop within :data:`STOP_SECONDS`)."""
         self._stopping.set()
         deadline = monotonic() + STOP_SECONDS
         self._thread.join(_INTERRUPT_SECONDS)
@@ -100,13 +93,14 @@ class Follower:
         return self.mirror
 
     def _run(self) -> None:
-        next_scan = 0.0
         try:
             while not self._stopping.is_set():
                 try:
                     if self._db is None:
                         self._db = self._connect()
-                    next_scan = self._catch_up(self._db, next_scan)
+                    with self._db.snapshot():
+                        self.mirror.catch_up(self._db)
+                    self.catch_ups += 1
                 except self._read_errors:
                     self._close()
                 self._stopping.wait(FOLLOW_SECONDS)
@@ -121,17 +115,3 @@ class Follower:
         db, self._db = self._db, None
         if db is not None:
             db.close()
-
-    def _catch_up(self, db: Database, next_scan: float) -> float:
-        """One catch-up, with a scan when *next_scan* (``time.monotonic``)
-        has come; when the next scan may come."""
-        started = monotonic()
-        scan = started >= next_scan
-        with db.snapshot():
-            self.mirror.catch_up(db, scan)
-        self.catch_ups += 1
-        if not scan:
-            return next_scan
-        self.scans += 1
-        took = monotonic() - started
-        return started + max(SCAN_SECONDS, took / SCAN_SHARE)

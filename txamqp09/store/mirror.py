@@ -4,26 +4,27 @@ A :class:`Mirror` starts empty; each :meth:`Mirror.catch_up`, run inside
 one snapshot of the database, makes it what the database holds then:
 
 - The topology, the settings, the queues' numbers and the streams' log
-  segments are read whole each time: they are small.
-- Messages added since the last catch-up are those whose ids are above the
-  highest id read so far: a writer numbers messages in increasing order and
-  commits them in that order. Each comes with its body while the body
-  budget lasts (bodies of the mirror's messages, oldest first, a message on
+  segments are read whole each time: they are small. A queue whose number
+  went was deleted, with its messages.
+- Messages taken off their queues since the last catch-up (acknowledged,
+  dropped, purged) are read from the removal log
+  (:data:`~txamqp09.store.schema.REMOVALS`): its rows numbered above the
+  last one read. When the writer has deleted some of those (the mirror fell
+  more than :data:`~txamqp09.store.schema.REMOVALS_KEPT` rows behind), the
+  mirror starts over.
+- Messages added since are those whose ids are above the highest id read
+  so far: a writer numbers messages in increasing order and commits them in
+  that order. Each comes with its body while the body budget lasts (bodies
+  of the mirror's messages in the order they were read, a message on
   several queues counted once); the others are read on demand once the
   broker serves.
-- Messages removed since (acknowledged, dropped, purged, their queue
-  deleted) are found by a *scan*, when the caller asks for one: the ids of
-  the stored messages (ids alone: PostgreSQL reads them from the primary
-  key's index when its pages are all visible) and the links to queues,
-  compared with those the mirror holds. Ids the scan finds that the mirror
-  does not hold (a write the mirror's reads missed, such as a batch written
-  again after the database's failover) are read then.
 - A writer that opens the database after another (a takeover) numbers from
-  the highest id stored then, which may lie below ids the mirror read
-  (the previous writer's newest messages removed since): when the database
+  the highest id stored then, which may lie below ids the mirror read (the
+  previous writer's newest messages removed since): when the database
   names a writer the mirror has not seen (:meth:`~.sql.Database.writers`),
-  it starts over.
+  the mirror starts over.
 
+So a catch-up reads what changed, whatever the number of messages stored.
 Recovery at start-up is one catch-up from an empty mirror
 (:func:`~txamqp09.store.reading.recover`); a broker standing by keeps one
 current (:mod:`~txamqp09.store.following`), so that taking over reads only
@@ -44,6 +45,7 @@ from txamqp09.store.interface import (
     StoredMessage,
 )
 from txamqp09.store.numbers import QueueNumbers
+from txamqp09.store.schema import REMOVALS_KEPT, unpack_removals
 from txamqp09.store.sql import Database
 from txamqp09.wire.fields import RABBITMQ
 
@@ -54,10 +56,6 @@ __all__ = ["Mirror"]
 _SHARED_PROPERTIES = 1024
 #: The largest message id.
 _NO_ID = (1 << 63) - 1
-#: The columns of a message row a catch-up reads (its body given by the caller).
-_MESSAGE_COLUMNS = "id, queue, exchange, routing_key, properties, {body}, length(body), published"
-#: A row of ``message_links``: (message id, queue number).
-Link = tuple[int, int]
 
 
 def _arguments(blob: bytes) -> dict[str, Any]:
@@ -74,7 +72,6 @@ class Mirror:
     :ivar topology: the durable topology, settings and logs last read (its
         ``messages`` are empty: see :meth:`recovered`).
     :ivar body_bytes: the bytes of bodies the mirror holds.
-    :ivar messages: how many messages it holds (on one queue or several).
     """
 
     def __init__(
@@ -84,6 +81,8 @@ class Mirror:
         self.prepare = prepare
         #: Every writer named by the database so far.
         self._writers: frozenset[str] = frozenset()
+        #: Times the mirror started over (for tests and benchmarks).
+        self.restarts = 0
         self._start_over()
 
     def _start_over(self) -> None:
@@ -94,17 +93,16 @@ class Mirror:
         self._names: dict[int, tuple[str, str]] = {}
         #: The highest message id read.
         self._high = 0
+        #: The number of the last row of the removal log read.
+        self._logged = 0
         #: Messages on one queue: their queue's number, by id.
         self._alone: dict[int, int] = {}
         #: Messages on several queues (stored with queue 0), by id.
         self._shared: dict[int, StoredMessage] = {}
-        #: The links of those messages to their queues: (message id, number).
-        self._links: set[Link] = set()
-        #: Each queue's messages, by number, then by id (in the order of ids
-        #: unless the number is in :attr:`_unordered`).
+        #: The queues' numbers each of those is on, by id.
+        self._links: dict[int, set[int]] = {}
+        #: Each queue's messages, by number, then by id (in the order of ids).
         self._queued: dict[int, dict[int, StoredMessage]] = {}
-        #: Queues given messages out of the order of ids (by a scan).
-        self._unordered: set[int] = set()
 
     @property
     def messages(self) -> int:
@@ -113,20 +111,71 @@ class Mirror:
 
     # -- catching up ---------------------------------------------------------------
 
-    def catch_up(self, db: Database, scan: bool) -> None:
-        """Read what changed since the last catch-up (inside a snapshot of
-        *db*); with *scan*, find the messages removed since too."""
+    def catch_up(self, db: Database) -> None:
+        """Read what changed since the last catch-up (inside a snapshot of *db*)."""
         writers = db.writers()
         if not writers <= self._writers:
-            self._start_over()
+            self._restart()
             self._writers |= writers
+        self._read_removals(db)
         self.topology = _topology(db)
-        self._names = {number: (vhost, name) for number, vhost, name in db.execute(
+        names = {number: (vhost, name) for number, vhost, name in db.execute(
             "SELECT id, vhost, name FROM {queue_names}"
         )}
-        if scan and self._high:
-            self._scan(db, self._high)
+        for number in self._names.keys() - names.keys():
+            self._queue_deleted(number)
+        self._names = names
         self._read_new(db)
+
+    def _restart(self) -> None:
+        """Start over, if the mirror holds anything."""
+        if self._high:
+            self.restarts += 1
+            self._start_over()
+
+    def _read_removals(self, db: Database) -> None:
+        """Take off their queues the messages of the removal log's rows
+        numbered above the last one read (starting over when some of them
+        are gone)."""
+        newest = db.execute("SELECT max(sequence) FROM {removals}").fetchone()[0] or 0
+        if newest - REMOVALS_KEPT > self._logged:
+            self._restart()
+        elif self._high:
+            for _, data in db.execute(
+                "SELECT sequence, data FROM {removals} WHERE sequence > ? ORDER BY sequence", (self._logged,)
+            ):
+                for number, message_ids in unpack_removals(bytes(data)):
+                    self._take_off(number, message_ids)
+        self._logged = newest
+
+    def _take_off(self, number: int, message_ids: Iterable[int]) -> None:
+        """Take the messages *message_ids* off the queue numbered *number*;
+        one on no queue then is gone (its row deleted with its last link)."""
+        held = self._queued.get(number)
+        if held is None:
+            return
+        for message_id in message_ids:
+            record = held.pop(message_id, None)
+            if record is None:
+                continue
+            if self._alone.pop(message_id, None) is not None:
+                self._forget(record)
+                continue
+            queues = self._links[message_id]
+            queues.discard(number)
+            if not queues:
+                del self._links[message_id]
+                self._forget(self._shared.pop(message_id))
+
+    def _queue_deleted(self, number: int) -> None:
+        """The queue numbered *number* was deleted: take its messages off it."""
+        self._take_off(number, list(self._queued.get(number, ())))
+        self._queued.pop(number, None)
+
+    def _forget(self, record: StoredMessage) -> None:
+        """The message *record* is gone from the database: its body no longer counts."""
+        if record.body is not None:
+            self.body_bytes -= record.size
 
     def _read_new(self, db: Database) -> None:
         """Read the messages above the highest id read so far, in the order of
@@ -137,13 +186,12 @@ class Mirror:
             "SELECT message_id, queue FROM {message_links} WHERE message_id > ?", (after,)
         ):
             links.setdefault(message_id, []).append(number)
-        body_end = _budget_end(db, self._room(), after)
         rows = db.execute(
-            f"SELECT {_MESSAGE_COLUMNS.format(body='CASE WHEN id < ? THEN body END')} FROM {{messages}}"
-            " WHERE id > ? ORDER BY id",
-            (body_end, after),
+            "SELECT id, queue, exchange, routing_key, properties, CASE WHEN id < ? THEN body END,"
+            " length(body), published FROM {messages} WHERE id > ? ORDER BY id",
+            (_budget_end(db, self._room(), after), after),
         )
-        self._add(rows, links, False)
+        self._add(rows, links)
 
     def _room(self) -> Optional[int]:
         """Bytes of bodies the budget still has room for (None: no budget)."""
@@ -151,91 +199,44 @@ class Mirror:
             return None
         return max(self.body_budget - self.body_bytes, 0)
 
-    def _add(self, rows: Iterable[Any], links: dict[int, list[int]], scanned: bool) -> None:
-        """Hold the messages of *rows* (columns as :data:`_MESSAGE_COLUMNS`),
-        each on its queue or, stored with queue 0, on the queues *links*
-        names for it; *scanned*: rows a scan found, whose ids may lie below
-        those held (the queues they join are sorted again when recovered)."""
+    def _add(self, rows: Iterable[Any], links: dict[int, list[int]]) -> None:
+        """Hold the messages of *rows* (id, queue number, exchange, routing
+        key, properties, body or None, size, publish time), in the order of
+        their ids: each on its queue or, stored with queue 0, on the queues
+        *links* names for it."""
         shared_properties: dict[bytes, bytes] = {}
         queued = self._queued
-        budget = self.body_budget
         prepare = self.prepare
         for message_id, number, exchange, key, properties, body, size, published in rows:
             if len(shared_properties) > _SHARED_PROPERTIES:
                 shared_properties.clear()
-            if body is not None and budget is not None and self.body_bytes + size > budget:
-                body = None
             record = StoredMessage(
                 message_id, exchange, key, shared_properties.setdefault(properties, properties), body, size,
                 True, published,
             )
             if body is not None:
                 self.body_bytes += size
-            numbers = [number] if number else links.get(message_id, [])
             if number:
                 self._alone[message_id] = number
+                numbers = [number]
                 if prepare is not None:
                     record.prepared = prepare(record)
             else:
                 self._shared[message_id] = record
-                self._links.update((message_id, linked) for linked in numbers)
+                numbers = links.get(message_id, [])
+                self._links[message_id] = set(numbers)
             for queue in numbers:
                 held = queued.get(queue)
                 if held is None:
                     held = queued[queue] = {}
                 held[message_id] = record
-                if scanned:
-                    self._unordered.add(queue)
-            if message_id > self._high:
-                self._high = message_id
-
-    def _scan(self, db: Database, known: int) -> None:
-        """Compare the ids of the messages up to *known* (the highest id
-        held) and of their links with those held: forget the messages and
-        links that are gone, read those that are new."""
-        present = {row[0] for row in db.execute("SELECT id FROM {messages} WHERE id <= ?", (known,))}
-        links = {tuple(link) for link in db.execute(
-            "SELECT message_id, queue FROM {message_links} WHERE message_id <= ?", (known,)
-        )}
-        for message_id in self._alone.keys() - present:
-            self._forget(self._queued[self._alone.pop(message_id)].pop(message_id))
-        for message_id, number in self._links - links:
-            self._queued[number].pop(message_id, None)
-        self._links &= links
-        for message_id in self._shared.keys() - present:
-            self._forget(self._shared.pop(message_id))
-        unknown = sorted(present - self._alone.keys() - self._shared.keys())
-        self._link(links - self._links)
-        if unknown:
-            linked: dict[int, list[int]] = {}
-            for message_id, number in links:
-                linked.setdefault(message_id, []).append(number)
-            for _, rows in db.by_ids(
-                f"SELECT {_MESSAGE_COLUMNS.format(body='body')} FROM {{messages}} WHERE id {{ids}}", (), unknown
-            ):
-                self._add(sorted(rows), linked, True)
-
-    def _link(self, added: set[Link]) -> None:
-        """Put messages held on several queues on the queues of links a scan
-        found that the mirror did not hold (links of messages it does not
-        hold come with them)."""
-        for message_id, number in added:
-            record = self._shared.get(message_id)
-            if record is not None:
-                self._links.add((message_id, number))
-                self._queued.setdefault(number, {})[message_id] = record
-                self._unordered.add(number)
-
-    def _forget(self, record: StoredMessage) -> None:
-        """The message *record* is gone from the database: its body no longer counts."""
-        if record.body is not None:
-            self.body_bytes -= record.size
+            self._high = message_id
 
     # -- what a store recovers ---------------------------------------------------
 
     def recovered(self, numbers: QueueNumbers) -> tuple[Recovered, list[int], list[int]]:
         """Everything the database held at the last catch-up, and the
-        queues' numbers taken into *numbers*; also the ids of messages no
+        writer's numbers taken into *numbers*; also the ids of messages no
         queue holds and the numbers of queues that hold none, for
         :func:`~txamqp09.store.reading.forget_leftovers`. The mirror is spent."""
         recovered = self.topology
@@ -247,27 +248,19 @@ class Mirror:
             key = names.get(number)
             if key is not None and held:
                 used[number] = key
-                records = list(held.values())
-                if number in self._unordered:
-                    records.sort(key=_message_id)
-                recovered.messages[key] = records
+                recovered.messages[key] = list(held.values())
         leftovers = [
             message_id for number, held in self._queued.items() if number not in used
             for message_id in held if message_id in self._alone
         ]
-        linked = {message_id for message_id, number in self._links if number in used}
-        leftovers += [message_id for message_id in self._shared if message_id not in linked]
+        leftovers += [message_id for message_id, queues in self._links.items() if not queues & used.keys()]
         recovered.next_message_id = max(max(self._alone, default=0), max(self._shared, default=0)) + 1
         shared_on = dict.fromkeys(used, 0)
-        for _, number in self._links:
-            if number in shared_on:
+        for queues in self._links.values():
+            for number in queues & used.keys():
                 shared_on[number] += 1
-        numbers.load(used, {number: len(self._queued[number]) - shared_on[number] for number in used})
+        numbers.load(used, {number: len(self._queued[number]) - shared_on[number] for number in used}, self._logged)
         return recovered, leftovers, [number for number in names if number not in used]
-
-
-def _message_id(record: StoredMessage) -> int:
-    return record.message_id
 
 
 def _topology(db: Database) -> Recovered:

@@ -26,25 +26,32 @@ class QueueNumbers:
     :ivar alone: by number (every number given), how many rows of
         ``messages`` name the queue, or more (a failed insert is not taken
         back): deleting a queue with none needs no scan of the messages.
+    :ivar logged: the number of the removal log's latest row (see
+        :data:`~txamqp09.store.schema.REMOVALS`): each transaction that
+        removes messages takes the next (one that fails leaves its number
+        unused).
     """
 
-    __slots__ = ("numbers", "next", "named", "alone", "_undo", "_deleted")
+    __slots__ = ("numbers", "next", "named", "alone", "logged", "_undo", "_deleted")
 
     def __init__(self) -> None:
         self.numbers: dict[tuple[str, str], int] = {}
         self.next = 1
         self.named: list[Any] = []
         self.alone: dict[int, int] = {}
+        self.logged = 0
         #: (key, its number and rows before) for each change since the last commit.
         self._undo: list[tuple[tuple[str, str], Optional[int], int]] = []
         #: (number, rows deleted) since the last commit.
         self._deleted: list[tuple[int, int]] = []
 
-    def load(self, names: dict[int, tuple[str, str]], alone: dict[int, int]) -> None:
-        """Take the numbers of the database and the rows naming each (at start-up)."""
+    def load(self, names: dict[int, tuple[str, str]], alone: dict[int, int], logged: int) -> None:
+        """Take the numbers of the database, the rows naming each and the
+        removal log's latest number (at start-up)."""
         self.numbers = {key: number for number, key in names.items()}
         self.next = max(names, default=0) + 1
         self.alone = alone
+        self.logged = logged
 
     def number(self, key: tuple[str, str]) -> int:
         """The number of the queue *key*, given one now if it has none."""

@@ -37,7 +37,7 @@ def recover(
     its own body budget counts)."""
     if mirror is None:
         mirror = Mirror(body_budget)
-    mirror.catch_up(db, scan=True)
+    mirror.catch_up(db)
     return mirror.recovered(numbers)
 
 

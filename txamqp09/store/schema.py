@@ -24,6 +24,12 @@ The layout:
     Stream logs, one row per chunk (:mod:`txamqp09.store.chunks`).
 ``settings``
     The runtime configuration: JSON values by kind and key.
+``removals``
+    The removal log: for each transaction that took messages off queues,
+    a row numbered in order with the queues' numbers and the messages' ids
+    (:func:`pack_removals`), so that a reader following the database learns
+    what was removed since it last looked without reading every stored id.
+    The writer keeps the last :data:`REMOVALS_KEPT` numbers.
 ``write_probe``
     The writer's small write that finds when writing works again.
 
@@ -36,8 +42,11 @@ all in one transaction.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from enum import Enum
+from typing import Iterable, Iterator, Sequence
+
 __all__ = [
     "BINDINGS",
     "Conflict",
@@ -48,6 +57,8 @@ __all__ = [
     "MESSAGE_LINKS",
     "QUEUES",
     "QUEUE_NAMES",
+    "REMOVALS",
+    "REMOVALS_KEPT",
     "SCHEMA_VERSION",
     "SETTINGS",
     "SPILLED",
@@ -56,13 +67,19 @@ __all__ = [
     "TABLES",
     "Table",
     "WRITE_PROBE",
+    "pack_removals",
+    "unpack_removals",
 ]
 
-#: The version of the layout the stores write: 2 keeps a message routed to
+#: The version of the layout the stores write: 3 adds the removal log
+#: (a writer of version 2 would not keep it); 2 keeps a message routed to
 #: one queue as one row that names its queue by number; 1 kept a row of
 #: ``queue_messages`` (and an index entry) per message and queue beside it;
 #: 0 kept stream logs as one row per message.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: The numbers of the removal log a writer keeps at least: it deletes the
+#: rows numbered this much below its latest now and then.
+REMOVALS_KEPT = 4096
 
 
 class StoreFormatError(Exception):
@@ -154,13 +171,36 @@ STREAM_CHUNKS = Table(
     ("vhost", "queue", "first"), Conflict.REPLACE,
 )
 SETTINGS = Table("settings", (("kind", TEXT), ("key", TEXT), ("value", TEXT)), ("kind", "key"), Conflict.REPLACE)
+REMOVALS = Table("removals", (("sequence", INTEGER), ("data", BLOB)), ("sequence",), Conflict.FAIL)
 WRITE_PROBE = Table("write_probe", (("id", INTEGER), ("written", REAL)), ("id",), Conflict.REPLACE)
 
 #: Every table, in the order they are created.
 TABLES = (
     EXCHANGES, QUEUES, BINDINGS, QUEUE_NAMES, MESSAGES, MESSAGE_LINKS, SPILLED, STREAM_CHUNKS, SETTINGS,
-    WRITE_PROBE,
+    REMOVALS, WRITE_PROBE,
 )
 #: Every secondary index: the chunks of a log by their last timestamp, for
 #: the search of an offset by time.
 INDEXES = (Index("stream_chunks_by_time", STREAM_CHUNKS, ("vhost", "queue", "last_timestamp")),)
+
+
+def pack_removals(removals: Iterable[tuple[int, Sequence[int]]]) -> bytes:
+    """A row's ``data`` of the removal log: for each queue's number and the
+    ids of the messages taken off it, the number, the count of ids and the
+    ids, as signed 64-bit little-endian integers."""
+    values: list[int] = []
+    for number, message_ids in removals:
+        values += (number, len(message_ids), *message_ids)
+    return struct.pack(f"<{len(values)}q", *values)
+
+
+def unpack_removals(data: bytes) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """The queues' numbers and ids of a row's ``data`` of the removal log
+    (see :func:`pack_removals`)."""
+    values = struct.unpack(f"<{len(data) // 8}q", data)
+    position = 0
+    while position < len(values):
+        number, count = values[position], values[position + 1]
+        position += 2
+        yield number, values[position : position + count]
+        position += count

@@ -5,9 +5,11 @@ A persistent message on one queue (the usual case) is one row of
 publishing it inserts one row, acknowledging it deletes that row, many of
 them in one statement. A message on several queues has queue 0 and a row of
 ``message_links`` for each of them; taking it off a queue deletes that link,
-and the message with its last link. Deleting a queue deletes its messages
-and its number: a scan of ``messages``, skipped when no row names it (the
-numbers count them).
+and the message with its last link; each transaction that takes messages
+off queues adds a row to the removal log, for readers that follow the
+database (:mod:`~txamqp09.store.mirror`). Deleting a queue deletes its
+messages and its number: a scan of ``messages``, skipped when no row names
+it (the numbers count them).
 
 :func:`write_batch` gathers the rows of a batch's publishes, spills and
 stream appends and inserts them with the backend's bulk insert (before each
@@ -29,10 +31,13 @@ from txamqp09.store.schema import (
     MESSAGES,
     QUEUE_NAMES,
     QUEUES,
+    REMOVALS,
+    REMOVALS_KEPT,
     SETTINGS,
     SPILLED,
     STREAM_CHUNKS,
     WRITE_PROBE,
+    pack_removals,
 )
 from txamqp09.store.sql import Database
 from txamqp09.store.work import Append, Batch, Publish, Spill
@@ -213,6 +218,8 @@ def _begin(db: Database) -> bool:
     return True
 
 
+#: Rows of the removal log between two deletions of its old rows.
+_TRIM_EVERY = 256
 #: Deletes a message of several queues once none links it.
 _DELETE_ORPHANS = (
     "DELETE FROM {messages} WHERE id = ? AND queue = 0 AND NOT EXISTS"
@@ -223,13 +230,29 @@ _DELETE_ORPHANS = (
 def _remove(db: Database, removals: list[tuple[str, str, int]], numbers: QueueNumbers) -> None:
     """Delete the messages of *removals* (vhost, queue, message id) from
     their queues: the rows of those on one queue, many in each statement;
-    for those on several, the link, and the row with the last link. A
-    removal for a queue without a number holds nothing stored."""
+    for those on several, the link, and the row with the last link; and
+    log them (:data:`~txamqp09.store.schema.REMOVALS`). A removal for a
+    queue without a number holds nothing stored."""
     known = numbers.numbers
+    logged: list[tuple[int, list[int]]] = []
     for key, rows in groupby(removals, _queue_of):
         number = known.get(key)
         if number is not None:
-            numbers.deleted(number, _remove_from(db, number, [row[2] for row in rows]))
+            message_ids = [row[2] for row in rows]
+            numbers.deleted(number, _remove_from(db, number, message_ids))
+            logged.append((number, message_ids))
+    if logged:
+        _log_removals(db, numbers, logged)
+
+
+def _log_removals(db: Database, numbers: QueueNumbers, logged: list[tuple[int, list[int]]]) -> None:
+    """Add the next row of the removal log; every :data:`_TRIM_EVERY` rows,
+    delete those numbered :data:`~txamqp09.store.schema.REMOVALS_KEPT`
+    below it and more."""
+    sequence = numbers.logged = numbers.logged + 1
+    db.insert(REMOVALS, [sequence, pack_removals(logged)])
+    if sequence % _TRIM_EVERY == 0:
+        db.execute("DELETE FROM {removals} WHERE sequence <= ?", (sequence - REMOVALS_KEPT,))
 
 
 def _remove_from(db: Database, number: int, message_ids: list[int]) -> int:
