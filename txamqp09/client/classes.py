@@ -89,6 +89,8 @@ class FileMessage(Message):
     """A file delivery: ack and reject send file.ack and file.reject."""
 
     __slots__ = ()
+    #: File deliveries arrive on a :class:`Channel` (whose methods send the settlements).
+    channel: Channel
 
     def ack(self, multiple: bool = False) -> None:
         """Acknowledge the file (file.ack)."""
