@@ -35,7 +35,7 @@ from txamqp09.broker.dialects import Dialect
 from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, Mode, VirtualHost
 from txamqp09.broker.model.replies import DIRECT_REPLY_TO
-from txamqp09.broker.model.session import unique_name
+from txamqp09.broker.model.names import unique_name
 from txamqp09.broker.publishing import Publisher, blame
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import (

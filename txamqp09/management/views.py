@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 from urllib.parse import quote_plus
 
-from txamqp09.broker.model import Binding, Consumer, Exchange, Mode, Queue
+from txamqp09.broker.model import Binding, Consumer, Exchange, Mode, Queue, Session
 from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.stats import Counters
 from txamqp09.broker.runtime import jsonable, queue_policy_fields
@@ -307,7 +307,8 @@ def channel_view(
 
 def consumer_view(node: Node, consumer: Consumer) -> dict[str, Any]:
     """A consumer as ``/api/consumers`` shows it."""
-    channel: Any = getattr(consumer.session.sink, "channel", None)
+    session = cast(Session, consumer.session)  # the model's consumers belong to sessions
+    channel: Any = getattr(session.sink, "channel", None)
     channel_details: dict[str, Any] = {}
     connection = getattr(channel, "connection", None)
     if connection is not None:

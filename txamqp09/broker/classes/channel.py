@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from txamqp09.broker.classes.common import ClassState
 from txamqp09.broker.classes.registry import channel_classes, register, vhost_classes
-from txamqp09.broker.model.session import unique_name
+from txamqp09.broker.model.names import unique_name
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import CommandInvalid, NotFound
 from txamqp09.wire.versions import AMQP0_9

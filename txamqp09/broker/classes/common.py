@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 from zope.interface import implementer
 
 from txamqp09.broker.model import Consumer, ISink, Message, Mode, Session, origin
-from txamqp09.broker.model.session import unique_name
+from txamqp09.broker.model.names import unique_name
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
 from txamqp09.wire.frames import Command, content_frames, method_frame
