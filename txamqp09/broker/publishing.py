@@ -24,12 +24,12 @@ which pauses the frame scanner after that frame.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from zope.interface import implementer
 
 from txamqp09.broker.held import HeldOutput
-from txamqp09.broker.model import Consumer, ISink, Message, Origin, Session
+from txamqp09.broker.model import Client, Consumer, ISink, Message, Origin, Session, VirtualHost
 from txamqp09.broker.model.message import reply_to_span
 from txamqp09.broker.model.replies import DIRECT_REPLY_TO, ReplyConsumer
 from txamqp09.wire.base import CONTENT_HEADER
@@ -59,9 +59,9 @@ from txamqp09.wire.frames import (
 
 if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
-    from txamqp09.broker.channel import ServerChannel
+    from txamqp09.broker.base import ConnectionLike
 
-__all__ = ["Publisher", "blame"]
+__all__ = ["Publisher", "PublishingChannel", "blame"]
 
 _METHOD_IDS = struct.Struct(">I")
 _PUBLISH = (BASIC_CLASS << 16) | 40
@@ -93,6 +93,27 @@ def _decode_name(raw: bytes | bytearray) -> str:
         raise AMQPSyntaxError("basic.publish: exchange or routing key is not UTF-8", 60, 40) from None
 
 
+class PublishingChannel(Protocol):
+    """A server channel as its publisher sees it (a
+    :class:`~txamqp09.broker.channel.ServerChannel`)."""
+
+    @property
+    def connection(self) -> ConnectionLike:
+        """The connection the channel belongs to."""
+
+    @property
+    def number(self) -> int:
+        """The channel number."""
+
+    @property
+    def vhost(self) -> VirtualHost:
+        """The virtual host the connection opened."""
+
+    @property
+    def client(self) -> Client:
+        """The connection's model counterpart."""
+
+
 @implementer(ISink)
 class Publisher:
     """The publish, deliver and acknowledge path of one server channel.
@@ -122,7 +143,7 @@ class Publisher:
 
     def __init__(
         self,
-        channel: ServerChannel,
+        channel: PublishingChannel,
         output: HeldOutput,
         cancelled: Callable[[Consumer], None],
         *,

@@ -32,6 +32,7 @@ from txamqp09.broker.auth import (
 from txamqp09.broker import oplog
 from txamqp09.broker.alarms import PublishGate, ResourceAlarms, block_publishers
 from txamqp09.broker.auth.errors import LoginRefused
+from txamqp09.broker.base import ConfirmSender
 from txamqp09.broker.channel import ServerChannel
 from txamqp09.broker.classes import channel as classes
 from txamqp09.broker.classes.registry import vhost_classes
@@ -47,7 +48,6 @@ from txamqp09.broker.memory import (
 )
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
-from txamqp09.broker.publishing import Publisher
 from txamqp09.broker.runtime import RuntimeConfig
 from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT, AckTimeouts
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
@@ -258,7 +258,7 @@ class ServerConnection(AMQPConnection):
         self.dialect: Dialect = RABBITMQ
         self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
-        self._confirming: list[Publisher] = []
+        self._confirming: list[ConfirmSender] = []
         #: Output a direct send left unsent (views, in order), sent from its
         #: parts once the socket takes more; later output queues behind it.
         self._held: list[BodyLike] = []
@@ -572,7 +572,7 @@ class ServerConnection(AMQPConnection):
 
     # -- flow of output ------------------------------------------------------
 
-    def confirmsPending(self, publisher: Publisher) -> None:
+    def confirmsPending(self, publisher: ConfirmSender) -> None:
         """*publisher* gathers acks: have them sent with this batch's output."""
         self._confirming.append(publisher)
         if self.batch.active:

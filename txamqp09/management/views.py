@@ -221,9 +221,16 @@ def connection_name(connection: ServerConnection) -> str:
     return f"{peer_host}:{peer_port} -> {host}:{port}"
 
 
+def _connection_of(channel: ServerChannel) -> ServerConnection:
+    """The connection of *channel* (a channel sees it as a
+    :class:`~txamqp09.broker.base.ConnectionLike`; in the broker it is a
+    :class:`~txamqp09.broker.server.ServerConnection`)."""
+    return cast("ServerConnection", channel.connection)
+
+
 def channel_name(channel: ServerChannel) -> str:
     """RabbitMQ's channel name: the connection's name and ``(number)``."""
-    return f"{connection_name(channel.connection)} ({channel.number})"
+    return f"{connection_name(_connection_of(channel))} ({channel.number})"
 
 
 def connection_view(node: Node, connection: ServerConnection, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
@@ -271,7 +278,7 @@ def channel_view(
 ) -> dict[str, Any]:
     """A channel as ``/api/channels`` shows it, with the message rates'
     history *ranges* ask for."""
-    connection = channel.connection
+    connection = _connection_of(channel)
     session = channel.session
     peer_host, peer_port = _address(connection.transport.getPeer() if connection.transport is not None else None)
     transaction = session.tx
