@@ -8,7 +8,9 @@ the channels (:mod:`~txamqp09.broker.server`). The modules below the
 connection see it only as a :class:`ConnectionLike`, which
 :class:`~txamqp09.broker.server.ServerConnection` satisfies (mypy checks it
 where a channel is made); the classes see their channel as a
-:class:`~txamqp09.broker.classes.registry.ChannelLike`.
+:class:`~txamqp09.broker.classes.registry.ChannelLike` and the publisher
+as a :class:`~txamqp09.broker.publishing.PublishingChannel`, both made of
+:class:`ChannelBasics` and more.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ if TYPE_CHECKING:
     from txamqp09.broker.alarms import PublishGate
     from txamqp09.broker.auth import AccessGuard, IAMQPUser
     from txamqp09.broker.dialects import Dialect
+    from txamqp09.broker.model import Client, VirtualHost
     from txamqp09.protocol import OutputBatch
     from txamqp09.wire.errors import AMQPError, ChannelLevelError
     from txamqp09.wire.frames import BodyLike
     from txamqp09.wire.versions import ProtocolVersion
 
-__all__ = ["ConfirmSender", "ConnectionLike"]
+__all__ = ["ChannelBasics", "ConfirmSender", "ConnectionLike", "ConnectionTerms"]
 
 
 class ConfirmSender(Protocol):
@@ -37,7 +40,45 @@ class ConfirmSender(Protocol):
         """Send the gathered confirms."""
 
 
-class ConnectionLike(Protocol):
+class ConnectionTerms(Protocol):
+    """What a server connection and each of its channels offer alike: the
+    connection's limits, clock and output batch."""
+
+    @property
+    def frame_max(self) -> int:
+        """The connection's negotiated frame_max."""
+
+    @property
+    def max_body_size(self) -> int:
+        """The largest message body the connection accepts."""
+
+    @property
+    def clock(self) -> IReactorTime:
+        """The connection's clock."""
+
+    @property
+    def batch(self) -> OutputBatch:
+        """The output batch the connection writes through."""
+
+
+class ChannelBasics(Protocol):
+    """What every view of a server channel offers: its number, and the
+    model objects it works on."""
+
+    @property
+    def number(self) -> int:
+        """The channel number."""
+
+    @property
+    def vhost(self) -> VirtualHost:
+        """The virtual host the connection opened."""
+
+    @property
+    def client(self) -> Client:
+        """The connection's model counterpart."""
+
+
+class ConnectionLike(ConnectionTerms, Protocol):
     """A server connection as its channels and their publishers see it."""
 
     @property
@@ -59,22 +100,6 @@ class ConnectionLike(Protocol):
     @property
     def gate(self) -> PublishGate:
         """Whether the client is read, and whether alarms block it."""
-
-    @property
-    def frame_max(self) -> int:
-        """The negotiated frame_max."""
-
-    @property
-    def max_body_size(self) -> int:
-        """The largest message body accepted."""
-
-    @property
-    def clock(self) -> IReactorTime:
-        """The connection's clock."""
-
-    @property
-    def batch(self) -> OutputBatch:
-        """The output batch the connection writes through."""
 
     @property
     def cancel_notify(self) -> bool:

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Callable, Optional, Protocol
 from zope.interface import implementer
 
 from txamqp09.broker.held import HeldOutput
-from txamqp09.broker.model import Client, Consumer, ISink, Message, Origin, Session, VirtualHost
+from txamqp09.broker.base import ChannelBasics
+from txamqp09.broker.model import Consumer, ISink, Message, Origin, Session
 from txamqp09.broker.model.message import reply_to_span
 from txamqp09.broker.model.replies import DIRECT_REPLY_TO, ReplyConsumer
 from txamqp09.wire.base import CONTENT_HEADER
@@ -93,25 +94,13 @@ def _decode_name(raw: bytes | bytearray) -> str:
         raise AMQPSyntaxError("basic.publish: exchange or routing key is not UTF-8", 60, 40) from None
 
 
-class PublishingChannel(Protocol):
+class PublishingChannel(ChannelBasics, Protocol):
     """A server channel as its publisher sees it (a
     :class:`~txamqp09.broker.channel.ServerChannel`)."""
 
     @property
     def connection(self) -> ConnectionLike:
         """The connection the channel belongs to."""
-
-    @property
-    def number(self) -> int:
-        """The channel number."""
-
-    @property
-    def vhost(self) -> VirtualHost:
-        """The virtual host the connection opened."""
-
-    @property
-    def client(self) -> Client:
-        """The connection's model counterpart."""
 
 
 @implementer(ISink)

@@ -17,18 +17,16 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
+from txamqp09.broker.base import ChannelBasics, ConnectionTerms
 from txamqp09.broker.classes.staging import StagingArea
 from txamqp09.broker.model import VirtualHost
 from txamqp09.wire.base import Method, Properties
 from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
-    from twisted.internet.interfaces import IReactorTime
-
     from txamqp09.broker.auth import AccessGuard
-    from txamqp09.broker.model import Client, Session
+    from txamqp09.broker.model import Session
     from txamqp09.broker.publishing import Publisher
-    from txamqp09.protocol import OutputBatch
     from txamqp09.wire import methods
     from txamqp09.wire.versions import ProtocolVersion
 
@@ -40,18 +38,14 @@ __all__ = [
 #: Interrupted channels a virtual host remembers for channel.resume.
 MAX_RESUMABLE_CHANNELS = 1024
 
-class ChannelLike(Protocol):
+class ChannelLike(ChannelBasics, ConnectionTerms, Protocol):
     """A server channel as the classes see it: its public interface, never
-    its connection."""
+    its connection (whose terms it offers itself)."""
 
     #: The queue most recently declared on the channel (the empty-name shortcut).
     last_queue: str
     #: The channel's class states (None until a class is used on it).
     classes: Optional[ChannelClasses]
-
-    @property
-    def number(self) -> int:
-        """The channel number."""
 
     @property
     def version(self) -> ProtocolVersion:
@@ -60,14 +54,6 @@ class ChannelLike(Protocol):
     @property
     def spec(self) -> methods.Spec:
         """The generated module of that version."""
-
-    @property
-    def vhost(self) -> VirtualHost:
-        """The virtual host the connection opened."""
-
-    @property
-    def client(self) -> Client:
-        """The connection's model counterpart."""
 
     @property
     def session(self) -> Session:
@@ -80,22 +66,6 @@ class ChannelLike(Protocol):
     @property
     def guard(self) -> AccessGuard:
         """The connection's access guard."""
-
-    @property
-    def frame_max(self) -> int:
-        """The connection's negotiated frame_max."""
-
-    @property
-    def max_body_size(self) -> int:
-        """The largest message body the connection accepts."""
-
-    @property
-    def clock(self) -> IReactorTime:
-        """The connection's clock."""
-
-    @property
-    def batch(self) -> OutputBatch:
-        """The output batch the connection writes through."""
 
     @property
     def user_name(self) -> str:
