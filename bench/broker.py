@@ -388,13 +388,14 @@ def report(results: list[Result]) -> str:
 
 
 @contextmanager
-def running_brokers(base_dir: str, only: Optional[str]) -> Iterator[list[Any]]:
-    """This project's broker and RabbitMQ (when installed; or only the one
-    named), with their data under *base_dir*; stopped on exit."""
+def running_brokers(base_dir: str, only: Optional[str], options: tuple[str, ...] = ()) -> Iterator[list[Any]]:
+    """This project's broker (with more command-line *options*) and RabbitMQ
+    (when installed; or only the one named), with their data under
+    *base_dir*; stopped on exit."""
     brokers: list[Any] = []
     try:
         if only != "rabbitmq":
-            brokers.append(Txamqp09Broker(os.path.join(base_dir, "txamqp09")))
+            brokers.append(Txamqp09Broker(os.path.join(base_dir, "txamqp09"), options))
         if only != "txamqp09":
             missing = rabbitmq_missing()
             if missing:

@@ -20,6 +20,7 @@ Run::
     python bench/durable.py                      # both brokers
     python bench/durable.py --messages 200000 --repeat 3
     python bench/durable.py --only txamqp09
+    python bench/durable.py --store postgresql://postgres@127.0.0.1:5432/amqp   # this broker on PostgreSQL
 
 Runs alternate between the brokers; ``--repeat N`` keeps the fastest of N.
 """
@@ -214,10 +215,12 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--prefetch", type=int, default=200, help="the consumer's prefetch count")
     parser.add_argument("--repeat", type=int, default=1, help="runs per broker; the fastest counts")
     parser.add_argument("--only", choices=("txamqp09", "rabbitmq"), help="benchmark one broker")
+    parser.add_argument("--store", help="this broker's store URL (default: SQLite in the run's directory)")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-durable-") as base_dir:
         device = block_device(base_dir)
-        with running_brokers(base_dir, options.only) as brokers:
+        store = ("--store", options.store) if options.store else ()
+        with running_brokers(base_dir, options.only, store) as brokers:
             for broker in brokers:  # warm-up
                 run(broker.port, min(options.messages // 10, 10000), options.body_size,
                     options.window, options.prefetch)

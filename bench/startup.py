@@ -36,7 +36,7 @@ from broker import ROOT, Connection, _counter, rss_kib
 
 from twisted.internet.interfaces import IReactorFromThreads
 from txamqp09.store.interface import DurableQueue, StoredMessage
-from txamqp09.store.sqlite import SQLiteStore
+from txamqp09.store.url import store_from_url
 from txamqp09.wire import _amqp0_9_1 as spec
 
 QUEUE = "backlog"
@@ -46,12 +46,13 @@ _RESTORED = re.compile(rb"(\d+) persistent messages in ([\d.]+) s")
 _CHUNK = 20000
 
 
-def fill(path: Path, messages: int, body_size: int) -> float:
-    """Write *messages* persistent messages for queue ``backlog``; the seconds it took."""
+def fill(url: str, messages: int, body_size: int) -> float:
+    """Write *messages* persistent messages for queue ``backlog`` into the
+    store *url* names (``sqlite:PATH``, ``postgresql://...``); the seconds it took."""
     from twisted.internet import reactor
     from twisted.internet.defer import ensureDeferred
 
-    store = SQLiteStore(path, cast(IReactorFromThreads, reactor))
+    store = store_from_url(url, cast(IReactorFromThreads, reactor))
     properties = spec.BasicProperties(delivery_mode=2, content_type="application/octet-stream").encode()
     body = b"x" * body_size
 
@@ -90,7 +91,7 @@ def filled_store(base: Path, messages: int, body_size: int) -> Path:
     filling reported) unless it is there already."""
     path = base / "store.db"
     if not path.exists():
-        seconds = fill(path, messages, body_size)
+        seconds = fill(f"sqlite:{path}", messages, body_size)
         print(f"filled {messages:,} messages of {body_size} B in {seconds:.1f} s "
               f"({path.stat().st_size / 2**20:,.0f} MiB)")
     return path

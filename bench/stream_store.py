@@ -29,7 +29,8 @@ from typing import Optional
 from twisted.internet import reactor
 
 from txamqp09.store.chunks import LogChunk
-from txamqp09.store.sqlite import _SCHEMA, SCHEMA_VERSION, SQLiteStore
+from txamqp09.store.sql import prepare
+from txamqp09.store.sqlite import SQLiteDatabase, SQLiteStore
 from txamqp09.wire.forwarding import envelope
 
 _START = 1_700_000_000_000
@@ -46,8 +47,7 @@ def fill(path: Path, messages: int, body_size: int, chunk_size: int) -> None:
     """A database whose stream ``s`` holds *messages* messages, one millisecond apart."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
-    db.executescript(_SCHEMA)
-    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    prepare(SQLiteDatabase(db), str(path))
     db.execute("INSERT INTO queues VALUES ('/', 's', 0, x'00000000')")
     body = b"x" * body_size
     names = envelope("", "s")

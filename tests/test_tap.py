@@ -9,13 +9,14 @@ from typing import Any
 from twisted.internet.endpoints import SSL4ServerEndpoint
 from twisted.internet.task import Clock
 from twisted.python import usage
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SkipTest, SynchronousTestCase
 from twisted.web.server import Site
 
 from txamqp09.broker.federation.service import FederationService
 from txamqp09.prometheus import MetricsResource
 from txamqp09.shovel.service import ShovelService
 from txamqp09.testing.certificates import CertificateAuthority
+from txamqp09.testing.postgresql import psycopg_missing
 from txamqp09.tap import Options, makeService
 
 
@@ -121,6 +122,32 @@ class OptionsTests(SynchronousTestCase):
         options.parseOptions(["--transient"])
         self.assertIsNone(makeService(options, Clock()).disk_monitor)
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--disk-free-limit", "lots"])
+
+    def test_store_url(self) -> None:
+        broker = service_of("--data-dir", "/srv/amqp")
+        self.assertEqual(broker.store.path, Path("/srv/amqp/store.db"))
+        self.assertIsNone(broker.store_location)
+        broker = service_of("--store", "sqlite:/srv/other/amqp.db")
+        self.assertEqual(broker.store.path, Path("/srv/other/amqp.db"))
+        self.assertEqual(broker.disk_monitor.directory, Path("/srv/other"), "the store's file system is watched")
+        self.assertEqual(broker.store_location, "/srv/other/amqp.db")
+        for argv, said in [
+            (["--store", "mysql://db"], "--store: store URL 'mysql://db' names no store"),
+            (["--store", "sqlite:"], "--store: store URL sqlite: names no file"),
+            (["--transient", "--store", "sqlite:x.db"], "--transient keeps nothing: it takes no --store"),
+        ]:
+            error = self.assertRaises(usage.UsageError, Options().parseOptions, argv)
+            self.assertTrue(str(error).startswith(said), str(error))
+
+    def test_a_postgresql_store_is_named_by_its_uri(self) -> None:
+        missing = psycopg_missing()
+        if missing:
+            raise SkipTest(missing)
+        broker = service_of("--store", "postgresql://broker:secret@db1:5432,db2:5433/amqp")
+        self.assertEqual(broker.store.url, "postgresql://broker:secret@db1:5432,db2:5433/amqp")
+        self.assertTrue(broker.store.application_name.startswith("txamqp09@"), "the node's name")
+        self.assertEqual(broker.store_location, "postgresql://broker@db1:5432,db2:5433/amqp")
+        self.assertIsNone(broker.disk_monitor, "no file system of this machine holds it")
 
     def test_bad_options(self) -> None:
         self.assertRaises(usage.UsageError, Options().parseOptions, ["--port", "x"])

@@ -5,6 +5,7 @@ Examples::
     twistd -n amqp09 --port 5672
     twistd -n amqp09 --port 5672 --data-dir /var/lib/txamqp09
     twistd -n amqp09 --port 5672 --transient
+    twistd -n amqp09 --port 5672 --store 'postgresql://broker@db1,db2/amqp?target_session_attrs=read-write'
     twistd -n amqp09 --listen tcp:5672:interface=127.0.0.1 --listen tcp:5673
     twistd -n amqp09 --port 5672 --management tcp:15672:interface=127.0.0.1
     twistd -n amqp09 --port 5672 --prometheus tcp:15692:interface=127.0.0.1
@@ -46,7 +47,7 @@ from txamqp09.broker import oplog
 from txamqp09.broker.auth.options import SecurityOptions, port_number
 from txamqp09.broker.collector import DEFAULT_FREEZE_THRESHOLD
 from txamqp09.broker.federation.service import FederationService
-from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor
+from txamqp09.broker.disk import DEFAULT_DISK_FREE_LIMIT, DiskMonitor, StoreAlarm
 from txamqp09.broker.memory import DEFAULT_MEMORY_HIGH_WATERMARK, parse_watermark
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
@@ -59,6 +60,7 @@ from txamqp09.prometheus import make_metrics_site
 from txamqp09.shovel.definition import STATIC_SHOVELS, ShovelDefinition, static_shovels
 from txamqp09.shovel.service import ShovelService
 from txamqp09.store.sqlite import SQLiteStore
+from txamqp09.store.url import StoreURLError, check_store_url, store_from_url
 from txamqp09.units import parse_size
 
 __all__ = ["Options", "makeService"]
@@ -110,6 +112,11 @@ class Options(SecurityOptions):
         ["data-dir", None, None,
          "Directory of the message store (default: $XDG_STATE_HOME/txamqp09, "
          "or ~/.local/state/txamqp09)."],
+        ["store", None, None,
+         "Where durable entities and persistent messages are kept: sqlite:PATH (an SQLite "
+         "file; default sqlite:DATA-DIR/store.db) or a libpq URI postgresql://user@host[:port]/database "
+         "(several hosts with ?target_session_attrs=read-write follow a promoted standby; "
+         "needs txamqp09[postgresql])."],
         ["memory-budget", None, DEFAULT_MEMORY_BUDGET,
          "Bytes of message bodies held in memory (a size: 256MiB, 1GiB); beyond it "
          "they are paged out to the store and read back when their queue reaches them.",
@@ -194,6 +201,13 @@ class Options(SecurityOptions):
             raise usage.UsageError("--connection-max must be at least 1")
         if self["transient"] and self["data-dir"] is not None:
             raise usage.UsageError("--transient keeps nothing on disk: it takes no --data-dir")
+        if self["store"] is not None:
+            if self["transient"]:
+                raise usage.UsageError("--transient keeps nothing: it takes no --store")
+            try:
+                check_store_url(self["store"])
+            except StoreURLError as error:
+                raise usage.UsageError(f"--store: {error}") from None
         if self["data-dir"] is None:
             self["data-dir"] = str(default_data_dir())
         self.check_security()
@@ -259,9 +273,13 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     if clock is None:
         clock = reactor  # type: ignore[assignment]
     assert clock is not None
+    node_name = f"txamqp09@{socket.gethostname()}"
     store = None
     if not options["transient"]:
-        store = SQLiteStore(Path(options["data-dir"]) / "store.db", cast(IReactorFromThreads, reactor))
+        store = store_from_url(
+            options["store"] or f"sqlite:{Path(options['data-dir']) / 'store.db'}",
+            cast(IReactorFromThreads, reactor), application_name=node_name,
+        )
     factory = ServerFactory(
         clock,
         Broker(persistence=Persistence(store, options["memory-budget"]) if store is not None else None),
@@ -277,16 +295,18 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         staging_ttl=options["staging-ttl"],
     )
     monitor = None
-    if store is not None:
+    if isinstance(store, SQLiteStore):
         monitor = DiskMonitor(
-            Path(options["data-dir"]), options["disk-free-limit"], factory.alarms, clock,
-            reserved=store.log_allowance,
+            store.path.parent, options["disk-free-limit"], factory.alarms, clock, reserved=store.log_allowance,
         )
         monitor.watch(store)
+    elif store is not None:
+        StoreAlarm(factory.alarms).watch(store)
     definitions = options.definitions.source if options["definitions"] else None
     broker: Any = BrokerService(
         factory, store, options["freeze-backlog"], definitions, monitor,
         data_dir=None if options["transient"] else options["data-dir"],
+        store_location=None if store is None or options["store"] is None else store.location,
         definitions_file=options["definitions"],
     )
     broker.exit_on_startup_error = True
@@ -299,7 +319,6 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     tls = options.tls_endpoint(clock)
     if tls is not None:
         listeners.append((tls, factory, "amqp/ssl"))
-    node_name = f"txamqp09@{socket.gethostname()}"
     federation = FederationService(factory.config, reactor, node_name, broker.amqp_address, factory.alarms)
     federation.setServiceParent(broker)
     shovels = ShovelService(factory.config, reactor, broker.amqp_address, node_name, options.static_shovels)

@@ -13,10 +13,10 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.client.support import inline
 from txamqp09.broker.alarms import ResourceAlarms
-from txamqp09.broker.disk import MAX_INTERVAL, MIN_INTERVAL, DiskMonitor
+from txamqp09.broker.disk import MAX_INTERVAL, MIN_INTERVAL, DiskMonitor, StoreAlarm
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.client import MessageNacked, connect
-from txamqp09.store import sqlite
+from txamqp09.store import writer
 from txamqp09.store.memory import MemoryStore
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.testing.broker import LoopbackBroker
@@ -128,13 +128,35 @@ class DiskMonitorTests(SynchronousTestCase):
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
 
+class StoreAlarmTests(SynchronousTestCase):
+    """A store whose disk is not this machine's: its failed writes alone raise the alarm."""
+
+    def test_the_alarm_follows_the_stores_reports(self) -> None:
+        alarms = ResourceAlarms()
+        changes: list[frozenset[str]] = []
+        alarms.subscribe(changes.append)
+        store = FailingStore()
+        alarm = StoreAlarm(alarms)
+        alarm.watch(store)
+        with capturedLogs() as events:
+            store.report("OperationalError: server closed the connection unexpectedly")
+            store.report("OperationalError: connection refused")
+            store.report(None)
+        self.assertEqual(changes, [frozenset({"disk"}), frozenset()])
+        self.assertIsNone(alarm.store_error)
+        said = [formatEvent(event) for event in events]
+        self.assertEqual(len(said), 2, said)
+        self.assertIn("server closed the connection unexpectedly", said[0])
+        self.assertIn("writes again", said[1])
+
+
 class FullDiskTests(TestCase):
     """A broker whose store cannot write: the client's view."""
 
     timeout = 60
 
     def setUp(self) -> None:
-        self.patch(sqlite, "RETRY_SECONDS", 0.05)
+        self.patch(writer, "RETRY_SECONDS", 0.05)
         self.store, self.faults = faulty_store(Path(self.mktemp()) / "store.db", cast(IReactorFromThreads, reactor))
         self.store.open()
         self.addCleanup(self.store.close)

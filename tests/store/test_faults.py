@@ -16,7 +16,7 @@ from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import TestCase
 
 from tests.store.test_stores import assert_version_1_recovered, chunk_of, message, version_1_database
-from txamqp09.store import sqlite
+from txamqp09.store import sqlite, writer
 from txamqp09.store.interface import DurableBinding, DurableQueue
 from txamqp09.store.sqlite import SQLiteStore
 from txamqp09.testing.faults import (
@@ -73,7 +73,7 @@ class WriteFailureTests(TestCase):
     """Writes that fail with ENOSPC or EIO at chosen statements."""
 
     def setUp(self) -> None:
-        self.patch(sqlite, "RETRY_SECONDS", 0.02)
+        self.patch(writer, "RETRY_SECONDS", 0.02)
 
     def make(self) -> tuple[SQLiteStore, Faults, Reports]:
         store, faults = faulty_store(Path(self.mktemp()) / "store.db", reactor)
@@ -232,7 +232,7 @@ class FullFileSystemTests(TestCase):
         assert_version_1_recovered(self, store, store.open(), True)
 
     def setUp(self) -> None:
-        self.patch(sqlite, "RETRY_SECONDS", 0.02)
+        self.patch(writer, "RETRY_SECONDS", 0.02)
         self.mount = Path(self.mktemp()).absolute()
         try:
             mount_small_file_system(self.mount, 2 * 1024 * 1024)
@@ -297,7 +297,7 @@ class LogBoundTests(TestCase):
 
     @inlineCallbacks
     def test_a_large_backlog_is_written_in_bounded_transactions(self) -> Any:
-        self.patch(sqlite, "BATCH_BYTES", 1024 * 1024)
+        self.patch(writer, "BATCH_BYTES", 1024 * 1024)
         self.patch(sqlite, "CHECKPOINT_BYTES", 1024 * 1024)
         store = self.make()
         store.open()
@@ -321,7 +321,7 @@ class LogBoundTests(TestCase):
     def test_a_drain_acknowledged_at_once_is_removed_in_bounded_transactions(self) -> Any:
         # Deleting rewrites the pages in the log: one transaction for a whole
         # backlog would need as much room as the data, which a full disk lacks.
-        self.patch(sqlite, "REMOVALS_PER_BATCH", 100)
+        self.patch(writer, "REMOVALS_PER_BATCH", 100)
         store = self.make()
         store.open()
         yield store.when_durable(store.add_queue(DurableQueue(*Q)))
@@ -457,7 +457,7 @@ class CheckpointerTests(TestCase):
     def setUp(self) -> None:
         self.patch(sqlite, "CHECKPOINT_BYTES", 256 * 1024)
         self.patch(sqlite, "IDLE_SECONDS", 60.0)  # no tidying while the tests look
-        self.patch(sqlite, "RETRY_SECONDS", 0.02)
+        self.patch(writer, "RETRY_SECONDS", 0.02)
 
     def make(self) -> SQLiteStore:
         store = SQLiteStore(Path(self.mktemp()) / "store.db", reactor)

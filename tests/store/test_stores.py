@@ -29,6 +29,8 @@ from txamqp09.store.interface import (
 from txamqp09.store.chunks import LogChunk
 from txamqp09.store.memory import MemoryStore
 from txamqp09.store.sqlite import SCHEMA_VERSION, SQLiteStore, StoreFormatError, StoreInUse
+from txamqp09.store.url import store_from_url
+from txamqp09.testing.postgresql import psycopg_missing, shared_postgresql
 from txamqp09.wire.fields import RABBITMQ
 from txamqp09.wire.forwarding import envelope
 from txamqp09.wire.fields import Int16
@@ -381,22 +383,14 @@ class LogContract(StoreContract):
         self.assertEqual(recovered.logs[("/", "s")][0].last, added - 1)
 
 
-class MemoryStoreTests(LogContract, TestCase):
-    def make(self) -> MemoryStore:
-        return MemoryStore()
+class SQLStoreContract(LogContract):
+    """Behaviour of the SQL stores (one writer, batches, the shared layout),
+    whose tables a test reads through :meth:`rows`."""
 
-    def reopen(self, store: MemoryStore) -> MemoryStore:
-        return store
-
-
-class SQLiteStoreTests(LogContract, TestCase):
-    def make(self) -> SQLiteStore:
-        store = SQLiteStore(Path(self.mktemp()) / "store.db", reactor)
-        self.addCleanup(store.close)
-        return store
-
-    def reopen(self, store: SQLiteStore) -> SQLiteStore:
-        return SQLiteStore(store.path, reactor)
+    def rows(self, store: Any, statement: str) -> list[tuple[Any, ...]]:
+        """The rows of *statement* (the SQL layer's spelling: ``{messages}``)
+        as *store*'s reader sees them."""
+        return [tuple(row) for row in store._reader().execute(statement).fetchall()]
 
     @inlineCallbacks
     def test_a_transaction_takes_chunks_within_its_batch_bytes(self) -> Any:
@@ -413,6 +407,179 @@ class SQLiteStoreTests(LogContract, TestCase):
         self.assertEqual(store.commits - before, 3, "each chunk counts as CHUNK_BYTES of BATCH_BYTES")
         _, recovered = yield self.restarted(store)
         self.assertEqual([recovered.logs[("/", f"s{n}")][0].last for n in range(10)], [2] * 10)
+
+    @inlineCallbacks
+    def test_a_large_batch_of_messages_on_many_queues_is_recovered_whole(self) -> Any:
+        """Many messages written together (more than one statement of rows
+        takes), one of them on more queues than one statement of links
+        takes, each with its own properties and body."""
+        store = self.make()
+        store.open()
+        names = [f"q{n}" for n in range(400)]
+        for name in names:
+            store.add_queue(DurableQueue("/", name))
+        wide = [("/", name) for name in names]
+        yield store.when_durable(store.last_sequence)
+        before = store.commits
+        with store._lock:  # the writer takes nothing until all are queued
+            for n in range(1, 1202):
+                store.publish(
+                    StoredMessage(n, "ex", f"key.{n}", b"\x10\x00\x02" + bytes([n % 251]), b"m%d" % n, 4, published=n / 8),
+                    wide if n == 600 else [("/", "q0"), ("/", f"q{n % 3 + 1}")],
+                )
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(store.commits - before, 1)
+        _, recovered = yield self.restarted(store)
+        first = recovered.messages[("/", "q0")]
+        self.assertEqual([m.message_id for m in first], list(range(1, 1202)))
+        self.assertEqual(
+            [(m.routing_key, m.raw_properties, m.body, m.published) for m in first[598:601]],
+            [(f"key.{n}", b"\x10\x00\x02" + bytes([n % 251]), b"m%d" % n, n / 8) for n in (599, 600, 601)],
+        )
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "q399")]], [600])
+        self.assertEqual(
+            len(recovered.messages[("/", "q1")]) + len(recovered.messages[("/", "q2")])
+            + len(recovered.messages[("/", "q3")]),
+            1200 + 3,
+        )
+
+    @inlineCallbacks
+    def test_group_commit_covers_many_operations_with_few_fsyncs(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "q"))
+        sequences = [store.publish(message(n), [("/", "q")]) for n in range(1, 2001)]
+        yield store.when_durable(sequences[-1])
+        self.assertEqual(store.operations, 2001)
+        self.assertLess(store.commits, 50)
+
+    @inlineCallbacks
+    def test_when_durable_fires_only_after_commit(self) -> Any:
+        store = self.make()
+        store.open()
+        sequence = store.add_queue(DurableQueue("/", "q"))
+        waiter = store.when_durable(sequence)
+        self.assertEqual(store.commits, 0)
+        yield waiter
+        self.assertGreaterEqual(store.commits, 1)
+        self.assertTrue(store.when_durable(sequence).called)
+
+    @inlineCallbacks
+    def test_messages_removed_before_the_writer_takes_them_are_never_written(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "q"))
+        store.add_queue(DurableQueue("/", "kept"))
+        for n in range(1, 1001):
+            store.publish(message(n), [("/", "q"), ("/", "kept")] if n == 1000 else [("/", "q")])
+            store.remove("/", "q", [n])
+        yield store.when_durable(store.last_sequence)
+        self.assertGreater(store.cancelled, 0)
+        self.assertEqual(
+            self.rows(store, "SELECT n.name, m.id FROM {messages} m JOIN {queue_names} n ON n.id = m.queue"),
+            [("kept", 1000)],
+            "written as a message of one queue",
+        )
+        self.assertEqual(self.rows(store, "SELECT * FROM {message_links}"), [])
+
+    @inlineCallbacks
+    def test_a_message_on_one_queue_is_one_row(self) -> Any:
+        """A message on one queue is one row naming the queue's number; one
+        on several has a link to each; each goes with its last queue."""
+        store = self.make()
+        store.open()
+        store.publish(message(1), [("/", "a")])
+        store.publish(message(2), [("/", "a"), ("/", "b")])
+        store.publish(message(3), [("/", "b")])
+        yield store.when_durable(store.last_sequence)
+        names = dict(self.rows(store, "SELECT name, id FROM {queue_names}"))
+        self.assertEqual(
+            self.rows(store, "SELECT id, queue FROM {messages} ORDER BY id"), [(1, names["a"]), (2, 0), (3, names["b"])]
+        )
+        self.assertEqual(
+            self.rows(store, "SELECT * FROM {message_links} ORDER BY queue"), [(2, names["a"]), (2, names["b"])]
+        )
+        store.remove("/", "a", [1, 2])
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(self.rows(store, "SELECT id FROM {messages} ORDER BY id"), [(2,), (3,)])
+        self.assertEqual(self.rows(store, "SELECT * FROM {message_links}"), [(2, names["b"])])
+        store.remove_queue("/", "b")
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(self.rows(store, "SELECT count(*) FROM {messages}"), [(0,)])
+        self.assertEqual(self.rows(store, "SELECT count(*) FROM {message_links}"), [(0,)])
+        self.assertEqual(self.rows(store, "SELECT name FROM {queue_names}"), [("a",)])
+        fresh, recovered = yield self.restarted(store)
+        self.assertEqual(recovered.messages, {})
+        self.assertEqual(
+            self.rows(fresh, "SELECT count(*) FROM {queue_names}"), [(0,)],
+            "a queue holding no message loses its number at the start",
+        )
+
+    @inlineCallbacks
+    def test_a_queue_deleted_and_declared_again_in_one_batch_keeps_its_new_messages(self) -> Any:
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "q"))
+        yield store.when_durable(store.publish(message(1), [("/", "q")]))
+        with store._lock:  # the writer takes nothing until all are queued
+            store.publish(message(2), [("/", "q"), ("/", "other")])
+            store.remove_queue("/", "q")
+            store.add_queue(DurableQueue("/", "q"))
+            store.publish(message(3), [("/", "q")])
+            store.publish(message(4), [("/", "q"), ("/", "other")])
+            store.remove("/", "q", [1, 2])
+        yield store.when_durable(store.last_sequence)
+        _, recovered = yield self.restarted(store)
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "q")]], [3, 4])
+        self.assertEqual([m.message_id for m in recovered.messages[("/", "other")]], [2, 4])
+
+    @inlineCallbacks
+    def acked(self) -> Any:
+        """A store (closed) whose queue q received 3000 messages of 4 KiB,
+        all acknowledged (removed) once durable or before."""
+        store = self.make()
+        store.open()
+        store.add_queue(DurableQueue("/", "q"))
+        body = os.urandom(4096)
+        for n in range(1, 3001):
+            store.publish(message(n, body), [("/", "q")])
+        store.remove("/", "q", list(range(1, 3001)))
+        yield store.when_durable(store.last_sequence)
+        self.assertEqual(self.rows(store, "SELECT count(*) FROM {messages}"), [(0,)])
+        yield store.close()
+        return store
+
+    @inlineCallbacks
+    def test_acked_messages_are_deleted(self) -> Any:
+        store = yield self.acked()
+        fresh, recovered = yield self.restarted(store)
+        self.assertEqual(recovered.messages[("/", "q")], [])
+        self.assertEqual(recovered.next_message_id, 1)
+
+
+class MemoryStoreTests(LogContract, TestCase):
+    def make(self) -> MemoryStore:
+        return MemoryStore()
+
+    def reopen(self, store: MemoryStore) -> MemoryStore:
+        return store
+
+
+class SQLiteStoreTests(SQLStoreContract, TestCase):
+    def make(self) -> SQLiteStore:
+        store = SQLiteStore(Path(self.mktemp()) / "store.db", reactor)
+        self.addCleanup(store.close)
+        return store
+
+    def reopen(self, store: SQLiteStore) -> SQLiteStore:
+        return SQLiteStore(store.path, reactor)
+
+    @inlineCallbacks
+    def test_space_of_acked_messages_is_reclaimed(self) -> Any:
+        store = yield self.acked()
+        with sqlite3.connect(store.path) as db:
+            pages, free = (db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "freelist_count"))
+        self.assertLess(free * 4, pages)
 
     @inlineCallbacks
     def test_a_batch_of_appends_alone_is_one_statement_outside_a_transaction(self) -> Any:
@@ -461,41 +628,6 @@ class SQLiteStoreTests(LogContract, TestCase):
         _, recovered = yield self.restarted(store)
         self.assertEqual([recovered.logs[("/", f"s{n}")][-1].last for n in range(3)], [4, 3, 4])
         self.assertEqual([m.message_id for m in recovered.messages[("/", "q")]], [1])
-
-    @inlineCallbacks
-    def test_a_large_batch_of_messages_on_many_queues_is_recovered_whole(self) -> Any:
-        """Many messages written together (more than one statement of rows
-        takes), one of them on more queues than one statement of links
-        takes, each with its own properties and body."""
-        store = self.make()
-        store.open()
-        names = [f"q{n}" for n in range(400)]
-        for name in names:
-            store.add_queue(DurableQueue("/", name))
-        wide = [("/", name) for name in names]
-        yield store.when_durable(store.last_sequence)
-        before = store.commits
-        with store._lock:  # the writer takes nothing until all are queued
-            for n in range(1, 1202):
-                store.publish(
-                    StoredMessage(n, "ex", f"key.{n}", b"\x10\x00\x02" + bytes([n % 251]), b"m%d" % n, 4, published=n / 8),
-                    wide if n == 600 else [("/", "q0"), ("/", f"q{n % 3 + 1}")],
-                )
-        yield store.when_durable(store.last_sequence)
-        self.assertEqual(store.commits - before, 1)
-        _, recovered = yield self.restarted(store)
-        first = recovered.messages[("/", "q0")]
-        self.assertEqual([m.message_id for m in first], list(range(1, 1202)))
-        self.assertEqual(
-            [(m.routing_key, m.raw_properties, m.body, m.published) for m in first[598:601]],
-            [(f"key.{n}", b"\x10\x00\x02" + bytes([n % 251]), b"m%d" % n, n / 8) for n in (599, 600, 601)],
-        )
-        self.assertEqual([m.message_id for m in recovered.messages[("/", "q399")]], [600])
-        self.assertEqual(
-            len(recovered.messages[("/", "q1")]) + len(recovered.messages[("/", "q2")])
-            + len(recovered.messages[("/", "q3")]),
-            1200 + 3,
-        )
 
     @inlineCallbacks
     def test_log_retention_returns_disk_space(self) -> Any:
@@ -624,112 +756,6 @@ class SQLiteStoreTests(LogContract, TestCase):
         error = self.assertRaises(StoreInUse, second.open)
         self.assertIn("in use by another broker", str(error))
 
-    @inlineCallbacks
-    def test_group_commit_covers_many_operations_with_few_fsyncs(self) -> Any:
-        store = self.make()
-        store.open()
-        store.add_queue(DurableQueue("/", "q"))
-        sequences = [store.publish(message(n), [("/", "q")]) for n in range(1, 2001)]
-        yield store.when_durable(sequences[-1])
-        self.assertEqual(store.operations, 2001)
-        self.assertLess(store.commits, 50)
-
-    @inlineCallbacks
-    def test_when_durable_fires_only_after_commit(self) -> Any:
-        store = self.make()
-        store.open()
-        sequence = store.add_queue(DurableQueue("/", "q"))
-        waiter = store.when_durable(sequence)
-        self.assertEqual(store.commits, 0)
-        yield waiter
-        self.assertGreaterEqual(store.commits, 1)
-        self.assertTrue(store.when_durable(sequence).called)
-
-    @inlineCallbacks
-    def test_messages_removed_before_the_writer_takes_them_are_never_written(self) -> Any:
-        store = self.make()
-        store.open()
-        store.add_queue(DurableQueue("/", "q"))
-        store.add_queue(DurableQueue("/", "kept"))
-        for n in range(1, 1001):
-            store.publish(message(n), [("/", "q"), ("/", "kept")] if n == 1000 else [("/", "q")])
-            store.remove("/", "q", [n])
-        yield store.when_durable(store.last_sequence)
-        self.assertGreater(store.cancelled, 0)
-        yield store.close()
-        with __import__("sqlite3").connect(store.path) as db:
-            rows = db.execute("SELECT n.name, m.id FROM messages m JOIN queue_names n ON n.id = m.queue").fetchall()
-            links = db.execute("SELECT * FROM message_links").fetchall()
-        self.assertEqual(rows, [("kept", 1000)], "written as a message of one queue")
-        self.assertEqual(links, [])
-
-    @inlineCallbacks
-    def test_a_message_on_one_queue_is_one_row(self) -> Any:
-        """A message on one queue is one row naming the queue's number; one
-        on several has a link to each; each goes with its last queue."""
-        store = self.make()
-        store.open()
-        store.publish(message(1), [("/", "a")])
-        store.publish(message(2), [("/", "a"), ("/", "b")])
-        store.publish(message(3), [("/", "b")])
-        yield store.when_durable(store.last_sequence)
-        db = store._reading()
-        names = dict(db.execute("SELECT name, id FROM queue_names"))
-        self.assertEqual(
-            db.execute("SELECT id, queue FROM messages").fetchall(), [(1, names["a"]), (2, 0), (3, names["b"])]
-        )
-        self.assertEqual(db.execute("SELECT * FROM message_links").fetchall(), [(2, names["a"]), (2, names["b"])])
-        store.remove("/", "a", [1, 2])
-        yield store.when_durable(store.last_sequence)
-        self.assertEqual(db.execute("SELECT id FROM messages").fetchall(), [(2,), (3,)])
-        self.assertEqual(db.execute("SELECT * FROM message_links").fetchall(), [(2, names["b"])])
-        store.remove_queue("/", "b")
-        yield store.when_durable(store.last_sequence)
-        self.assertEqual(db.execute("SELECT count(*) FROM messages").fetchone()[0], 0)
-        self.assertEqual(db.execute("SELECT count(*) FROM message_links").fetchone()[0], 0)
-        self.assertEqual(db.execute("SELECT name FROM queue_names").fetchall(), [("a",)])
-        _, recovered = yield self.restarted(store)
-        self.assertEqual(recovered.messages, {})
-        self.assertEqual(
-            store._reading().execute("SELECT count(*) FROM queue_names").fetchone()[0], 0,
-            "a queue holding no message loses its number at the start",
-        )
-
-    @inlineCallbacks
-    def test_a_queue_deleted_and_declared_again_in_one_batch_keeps_its_new_messages(self) -> Any:
-        store = self.make()
-        store.open()
-        store.add_queue(DurableQueue("/", "q"))
-        yield store.when_durable(store.publish(message(1), [("/", "q")]))
-        with store._lock:  # the writer takes nothing until all are queued
-            store.publish(message(2), [("/", "q"), ("/", "other")])
-            store.remove_queue("/", "q")
-            store.add_queue(DurableQueue("/", "q"))
-            store.publish(message(3), [("/", "q")])
-            store.publish(message(4), [("/", "q"), ("/", "other")])
-            store.remove("/", "q", [1, 2])
-        yield store.when_durable(store.last_sequence)
-        _, recovered = yield self.restarted(store)
-        self.assertEqual([m.message_id for m in recovered.messages[("/", "q")]], [3, 4])
-        self.assertEqual([m.message_id for m in recovered.messages[("/", "other")]], [2, 4])
-
-    @inlineCallbacks
-    def test_acked_messages_are_deleted_and_space_reclaimed(self) -> Any:
-        store = self.make()
-        store.open()
-        store.add_queue(DurableQueue("/", "q"))
-        body = os.urandom(4096)
-        for n in range(1, 3001):
-            store.publish(message(n, body), [("/", "q")])
-        store.remove("/", "q", list(range(1, 3001)))
-        yield store.when_durable(store.last_sequence)
-        yield store.close()
-        with __import__("sqlite3").connect(store.path) as db:
-            self.assertEqual(db.execute("SELECT count(*) FROM messages").fetchone()[0], 0)
-            pages, free = (db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "freelist_count"))
-        self.assertLess(free * 4, pages)
-
-
 #: The end of a child process that writes to a store until it is killed:
 #: ``write_50(written)`` writes 50 more items (after *written* of them) and
 #: returns the sequence number that makes them durable and the new count;
@@ -767,9 +793,9 @@ _WRITER = textwrap.dedent(
     import sys
     from twisted.internet import reactor
     from txamqp09.store.interface import DurableQueue, StoredMessage
-    from txamqp09.store.sqlite import SQLiteStore
+    from txamqp09.store.url import store_from_url
 
-    store = SQLiteStore(sys.argv[1], reactor)
+    store = store_from_url(sys.argv[1], reactor)
     store.open()
     store.add_queue(DurableQueue("/", "q"))
 
@@ -790,9 +816,9 @@ _ACKING_WRITER = textwrap.dedent(
     import sys
     from twisted.internet import reactor
     from txamqp09.store.interface import DurableQueue, StoredMessage
-    from txamqp09.store.sqlite import SQLiteStore
+    from txamqp09.store.url import store_from_url
 
-    store = SQLiteStore(sys.argv[1], reactor)
+    store = store_from_url(sys.argv[1], reactor)
     store.open()
     store.add_queue(DurableQueue("/", "q"))
     store.add_queue(DurableQueue("/", "r"))
@@ -814,9 +840,9 @@ _LOG_WRITER = textwrap.dedent(
     from twisted.internet import reactor
     from txamqp09.store.chunks import LogChunk
     from txamqp09.store.interface import DurableQueue
-    from txamqp09.store.sqlite import SQLiteStore
+    from txamqp09.store.url import store_from_url
 
-    store = SQLiteStore(sys.argv[1], reactor)
+    store = store_from_url(sys.argv[1], reactor)
     store.open()
     store.add_queue(DurableQueue("/", "s", arguments={"x-queue-type": b"stream"}))
     chunks = [LogChunk(0, 0)]
@@ -833,19 +859,29 @@ _LOG_WRITER = textwrap.dedent(
 ) + _WINDOWED
 
 
-class CrashRecoveryTests(TestCase):
-    """A writer killed with SIGKILL mid-stream loses nothing it confirmed."""
+class CrashRecoveryContract(_TestCase):
+    """A writer killed with SIGKILL mid-stream loses nothing it confirmed;
+    subclasses say where the store is (:meth:`store_url`) and how to open it."""
 
-    def killed_writer(self, script_text: str, until: int) -> tuple[SQLiteStore, Any, int]:
+    def store_url(self) -> str:
+        raise NotImplementedError
+
+    def opened(self, url: str) -> Any:
+        """The store at *url*, made and closed at the end of the test."""
+        store = store_from_url(url, reactor)
+        self.addCleanup(store.close)
+        return store
+
+    def killed_writer(self, script_text: str, until: int) -> tuple[Any, Any, int]:
         """Run *script_text* (a writer that prints what it made durable) until
         it has confirmed *until* items, kill -9 it, and open its store:
         (store, recovered, confirmed)."""
-        path = Path(tempfile.mkdtemp()) / "crash.db"
+        url = self.store_url()
         script = Path(self.mktemp())
         script.write_text(script_text)
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         child = subprocess.Popen(
-            [sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True, env=env
+            [sys.executable, str(script), url], stdout=subprocess.PIPE, text=True, env=env
         )
         confirmed = 0
         assert child.stdout is not None
@@ -856,9 +892,8 @@ class CrashRecoveryTests(TestCase):
         child.send_signal(signal.SIGKILL)
         child.wait()
         self.assertGreaterEqual(confirmed, until, "the writer stopped before confirming")
-        store = SQLiteStore(path, reactor)
+        store = self.opened(url)
         recovered = store.open()
-        self.addCleanup(store.close)
         return store, recovered, confirmed
 
     def test_kill_9_keeps_every_confirmed_message(self) -> None:
@@ -885,17 +920,7 @@ class CrashRecoveryTests(TestCase):
     def test_kill_9_during_appends_keeps_every_confirmed_offset(self) -> None:
         self.assert_log_kept(*self.killed_writer(_LOG_WRITER, 20000))
 
-    def test_kill_9_while_checkpoints_are_made_beside_the_commits_keeps_every_confirmed_offset(self) -> None:
-        # A log checkpointed every 16 KiB: the checkpointer's copies and the
-        # log starting over in its file again and again before the kill.
-        script = _LOG_WRITER.replace(
-            "store = SQLiteStore(",
-            "from txamqp09.store import sqlite\nsqlite.CHECKPOINT_BYTES = 16 * 1024\nstore = SQLiteStore(",
-        )
-        self.assertNotEqual(script, _LOG_WRITER)
-        self.assert_log_kept(*self.killed_writer(script, 40000))
-
-    def assert_log_kept(self, store: SQLiteStore, recovered: Any, confirmed: int) -> None:
+    def assert_log_kept(self, store: Any, recovered: Any, confirmed: int) -> None:
         """The recovered log of stream s holds every offset confirmed, each
         message the one appended at its offset, and nothing else."""
         (segment,) = recovered.logs[("/", "s")]
@@ -910,3 +935,42 @@ class CrashRecoveryTests(TestCase):
             chunk = store.read_log("/", "s", chunk.end)
         self.assertEqual(offsets, list(range(segment.last + 1)))
         self.assertEqual(segment.size, sum(len(b"%d" % n) for n in offsets))
+
+
+class SQLiteCrashRecoveryTests(CrashRecoveryContract, TestCase):
+    def store_url(self) -> str:
+        return f"sqlite:{Path(tempfile.mkdtemp()) / 'crash.db'}"
+
+    def test_kill_9_while_checkpoints_are_made_beside_the_commits_keeps_every_confirmed_offset(self) -> None:
+        # A log checkpointed every 16 KiB: the checkpointer's copies and the
+        # log starting over in its file again and again before the kill.
+        script = _LOG_WRITER.replace(
+            "store = store_from_url(",
+            "from txamqp09.store import sqlite\nsqlite.CHECKPOINT_BYTES = 16 * 1024\nstore = store_from_url(",
+        )
+        self.assertNotEqual(script, _LOG_WRITER)
+        self.assert_log_kept(*self.killed_writer(script, 40000))
+
+
+class PostgreSQLStoreTests(SQLStoreContract, TestCase):
+    skip = psycopg_missing()
+
+    def make(self) -> Any:
+        return self.made(shared_postgresql().new_database())
+
+    def made(self, url: str) -> Any:
+        from txamqp09.store.postgresql import PostgreSQLStore
+
+        store = PostgreSQLStore(url, reactor)
+        self.addCleanup(store.close)
+        return store
+
+    def reopen(self, store: Any) -> Any:
+        return self.made(store.url)
+
+
+class PostgreSQLCrashRecoveryTests(CrashRecoveryContract, TestCase):
+    skip = psycopg_missing()
+
+    def store_url(self) -> str:
+        return shared_postgresql().new_database()

@@ -35,7 +35,14 @@ from txamqp09.broker import oplog
 from txamqp09.broker.alarms import ResourceAlarms
 from txamqp09.store.interface import IMessageStore
 
-__all__ = ["ASSUMED_WRITE_RATE", "DEFAULT_DISK_FREE_LIMIT", "DiskMonitor", "MAX_INTERVAL", "MIN_INTERVAL"]
+__all__ = [
+    "ASSUMED_WRITE_RATE",
+    "DEFAULT_DISK_FREE_LIMIT",
+    "DiskMonitor",
+    "MAX_INTERVAL",
+    "MIN_INTERVAL",
+    "StoreAlarm",
+]
 
 #: RabbitMQ's default limit: 50 MB.
 DEFAULT_DISK_FREE_LIMIT = 50_000_000
@@ -134,3 +141,28 @@ class DiskMonitor(Service):
         self.store_error = error
         self.check()
 
+
+class StoreAlarm:
+    """Raises the disk alarm while a store whose disk is not this machine's
+    (a database server's) reports that its writes fail, and clears it once
+    they work again: publishers wait while nothing can be confirmed.
+
+    :ivar store_error: what the store last reported (None while its writes succeed).
+    """
+
+    def __init__(self, alarms: ResourceAlarms) -> None:
+        self.alarms = alarms
+        self.store_error: Optional[str] = None
+
+    def watch(self, store: IMessageStore) -> None:
+        """Follow *store*'s reports."""
+        store.add_failure_listener(self._store_reported)
+
+    def _store_reported(self, error: Optional[str]) -> None:
+        if (error is None) != (self.store_error is None):
+            oplog.store_writes(error)
+        self.store_error = error
+        if error is not None:
+            self.alarms.raise_alarm(DISK)
+        else:
+            self.alarms.clear_alarm(DISK)

@@ -100,12 +100,13 @@ def _names(names: Iterable[str]) -> str:
     return ", ".join(repr(name) for name in sorted(names)) or "none"
 
 
-def data_directory(path: Optional[str]) -> None:
-    """Where the message store lives (None: the broker is transient)."""
+def data_directory(path: Optional[str], store: Optional[str] = None) -> None:
+    """Where the message store lives (None: the broker is transient): *store*
+    names it when it is not ``store.db`` in the data directory."""
     if path is None:
         log.info("transient broker: nothing is kept on disk (no data directory)")
     else:
-        log.info("data directory {path} (message store {path}/store.db)", path=path)
+        log.info("data directory {path} (message store {store})", path=path, store=store or f"{path}/store.db")
 
 
 def definitions_applied(

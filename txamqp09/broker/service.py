@@ -101,6 +101,8 @@ class BrokerService(MultiService):
     :param disk_monitor: watches the store's free space (started once the
         store is open, before the listeners).
     :param data_dir: the store's directory, for the log (None: transient).
+    :param store_location: where the store keeps its data, for the log
+        (None: ``store.db`` in *data_dir*).
     :param definitions_file: where *definitions* came from, for the log.
 
     Starting, it logs (:mod:`txamqp09.broker.oplog`) each listener as it is
@@ -127,6 +129,7 @@ class BrokerService(MultiService):
         disk_monitor: Optional[DiskMonitor] = None,
         *,
         data_dir: Optional[str] = None,
+        store_location: Optional[str] = None,
         definitions_file: Optional[str] = None,
     ) -> None:
         super().__init__()
@@ -135,6 +138,7 @@ class BrokerService(MultiService):
         self.definitions = definitions
         self.disk_monitor = disk_monitor
         self.data_dir = data_dir
+        self.store_location = store_location
         self.definitions_file = definitions_file
         factory.config.store = store
         self._endpoints: list[_LoggedEndpoint] = []
@@ -171,7 +175,7 @@ class BrokerService(MultiService):
         oplog.accepting(sum(isinstance(child, StreamServerEndpointService) for child in self))
 
     def _start(self) -> None:
-        oplog.data_directory(self.data_dir)
+        oplog.data_directory(self.data_dir, self.store_location)
         settings: Settings = {}
         if self.store is not None:
             settings = _without_collector(self._restore)

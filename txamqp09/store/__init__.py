@@ -1,1 +1,1 @@
-"""Durable storage for the broker: an interface, SQLite and in-memory stores."""
+"""Durable storage for the broker: an interface, one SQL layer with SQLite and PostgreSQL backends, and an in-memory store."""

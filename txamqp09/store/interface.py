@@ -55,6 +55,8 @@ __all__ = [
     "IMessageStore",
     "Settings",
     "WriteFailed",
+    "Fenced",
+    "StoreUnavailable",
 ]
 
 #: The runtime configuration as stored: JSON values by kind, then by key.
@@ -144,6 +146,16 @@ class LogSegment:
 
 class WriteFailed(Exception):
     """Operations a caller waits for were dropped because the store could not write them."""
+
+
+class StoreUnavailable(ConnectionError):
+    """A store's database cannot be reached (opening it, or reading from it)."""
+
+
+class Fenced(Exception):
+    """A store's guard refused a write: another broker has taken over the
+    store's database. The store writes nothing more; what waited for it
+    fails with this, and nothing of the refused transaction is confirmed."""
 
 
 @dataclass

@@ -270,7 +270,7 @@ class PostgreSQL:
         standby = PostgreSQL(base_dir)
         self.run(
             "pg_basebackup", "-h", _LOOPBACK, "-p", str(self.port), "-U", SERVER_USER,
-            "-D", standby.data_dir, "-R", "-X", "stream", "--no-sync", timeout=timeout,
+            "-D", standby.data_dir, "-R", "-X", "stream", "--checkpoint=fast", "--no-sync", timeout=timeout,
         )
         standby._configure([])
         standby.start()

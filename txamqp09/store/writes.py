@@ -1,0 +1,267 @@
+"""What the writer does to the database: the store's operations, and one batch in one transaction.
+
+A persistent message on one queue (the usual case) is one row of
+``messages`` naming its queue by number (:mod:`~txamqp09.store.numbers`):
+publishing it inserts one row, acknowledging it deletes that row, many of
+them in one statement. A message on several queues has queue 0 and a row of
+``message_links`` for each of them; taking it off a queue deletes that link,
+and the message with its last link. Deleting a queue deletes its messages
+and its number: a scan of ``messages``, skipped when no row names it (the
+numbers count them).
+
+:func:`write_batch` gathers the rows of a batch's publishes, spills and
+stream appends and inserts them with the backend's bulk insert (before each
+other operation, which may delete what was inserted, and at the end), then
+applies the removals, all in one transaction.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any, Optional
+
+from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue
+from txamqp09.store.numbers import QueueNumbers
+from txamqp09.store.schema import (
+    BINDINGS,
+    EXCHANGES,
+    MESSAGE_LINKS,
+    MESSAGES,
+    QUEUE_NAMES,
+    QUEUES,
+    SETTINGS,
+    SPILLED,
+    STREAM_CHUNKS,
+    WRITE_PROBE,
+)
+from txamqp09.store.sql import Database
+from txamqp09.store.work import Append, Batch, Publish, Spill
+from txamqp09.wire.fields import RABBITMQ
+
+__all__ = [
+    "add_binding",
+    "add_exchange",
+    "add_queue",
+    "encode_arguments",
+    "probe",
+    "put_setting",
+    "remove_binding",
+    "remove_exchange",
+    "remove_queue",
+    "remove_setting",
+    "truncate_log",
+    "unspill",
+    "write_batch",
+]
+
+
+def encode_arguments(arguments: dict[str, Any]) -> bytes:
+    """Arguments as stored: an AMQP field table in its wire encoding."""
+    return RABBITMQ.encode_table(arguments)
+
+
+# -- operations -------------------------------------------------------------------
+
+
+def add_exchange(db: Database, e: DurableExchange) -> None:
+    db.insert(EXCHANGES, [e.vhost, e.name, e.type, int(e.auto_delete), int(e.internal), encode_arguments(e.arguments)])
+
+
+def remove_exchange(db: Database, vhost: str, name: str) -> None:
+    db.execute("DELETE FROM {exchanges} WHERE vhost = ? AND name = ?", (vhost, name))
+    db.execute(
+        "DELETE FROM {bindings} WHERE vhost = ? AND (source = ? OR"
+        " (destination = ? AND destination_kind = 'exchange'))",
+        (vhost, name, name),
+    )
+
+
+def add_queue(db: Database, q: DurableQueue) -> None:
+    db.insert(QUEUES, [q.vhost, q.name, int(q.auto_delete), encode_arguments(q.arguments)])
+
+
+def remove_queue(db: Database, numbers: QueueNumbers, vhost: str, name: str) -> None:
+    db.execute("DELETE FROM {queues} WHERE vhost = ? AND name = ?", (vhost, name))
+    db.execute(
+        "DELETE FROM {bindings} WHERE vhost = ? AND destination = ? AND destination_kind = 'queue'", (vhost, name)
+    )
+    number, alone = numbers.forget((vhost, name))
+    if number is not None:
+        _purge(db, number, alone)
+    db.execute("DELETE FROM {stream_chunks} WHERE vhost = ? AND queue = ?", (vhost, name))
+
+
+def truncate_log(db: Database, vhost: str, queue: str, first: int) -> None:
+    db.execute("DELETE FROM {stream_chunks} WHERE vhost = ? AND queue = ? AND first < ?", (vhost, queue, first))
+
+
+def _binding_row(b: DurableBinding) -> list[Any]:
+    return [b.vhost, b.source, b.destination, b.destination_kind, b.routing_key, encode_arguments(b.arguments)]
+
+
+def add_binding(db: Database, b: DurableBinding) -> None:
+    db.insert(BINDINGS, _binding_row(b))
+
+
+def remove_binding(db: Database, b: DurableBinding) -> None:
+    db.execute(
+        "DELETE FROM {bindings} WHERE vhost = ? AND source = ? AND destination = ?"
+        " AND destination_kind = ? AND routing_key = ? AND arguments = ?",
+        _binding_row(b),
+    )
+
+
+def put_setting(db: Database, kind: str, key: str, value: str) -> None:
+    db.insert(SETTINGS, [kind, key, value])
+
+
+def remove_setting(db: Database, kind: str, key: str) -> None:
+    db.execute("DELETE FROM {settings} WHERE kind = ? AND key = ?", (kind, key))
+
+
+def unspill(db: Database, message_ids: list[int]) -> None:
+    for _ in db.by_ids("DELETE FROM {spilled} WHERE id {ids}", (), message_ids):
+        pass
+
+
+def probe(db: Database, now: float) -> None:
+    """The writer's small write, in a transaction of its own, after a failed one."""
+    with db.transaction():
+        db.insert(WRITE_PROBE, [1, now])
+
+
+# -- a batch ------------------------------------------------------------------------
+
+
+class _Rows:
+    """The rows a batch gathers between two other operations (each a flat
+    list of columns), inserted together."""
+
+    __slots__ = ("messages", "links", "spills", "appends")
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self.links: list[Any] = []
+        self.spills: list[Any] = []
+        self.appends: list[Any] = []
+
+    def insert(self, db: Database, numbers: QueueNumbers) -> None:
+        """Insert the queues numbered and the rows gathered (queues before
+        the messages that name them), then forget them."""
+        for table, rows in (
+            (QUEUE_NAMES, numbers.named), (MESSAGES, self.messages), (MESSAGE_LINKS, self.links),
+            (SPILLED, self.spills), (STREAM_CHUNKS, self.appends),
+        ):
+            if rows:
+                db.insert(table, rows)
+                rows.clear()
+
+    def __bool__(self) -> bool:
+        return bool(self.messages or self.spills or self.appends)
+
+
+def write_batch(db: Database, batch: Batch, numbers: QueueNumbers) -> Optional[int]:
+    """Apply *batch* in one transaction; the messages (publishes and stream
+    appends) it wrote, or None when it wrote nothing at all. What it numbers
+    stays in *numbers* until the caller says whether the transaction
+    committed (:meth:`QueueNumbers.committed`, :meth:`QueueNumbers.rolled_back`)."""
+    rows = _Rows()
+    messages, links = rows.messages, rows.links
+    begun = False
+    written = 0
+    known, alone = numbers.numbers, numbers.alone
+    for operation in batch.operations:
+        if isinstance(operation, Publish):
+            queues = operation.queues
+            if queues:
+                written += 1
+                m = operation.message
+                message_id = m.message_id
+                if len(queues) == 1:
+                    number = known.get(queues[0]) or numbers.number(queues[0])
+                    alone[number] += 1
+                else:
+                    number = 0
+                    for key in queues:
+                        links += (message_id, numbers.number(key))
+                messages += (message_id, number, m.exchange, m.routing_key, m.raw_properties, m.body, m.published)
+            continue
+        if isinstance(operation, Spill):
+            rows.spills += operation.row
+            continue
+        if isinstance(operation, Append):
+            row = operation.row()
+            written += row[3]
+            rows.appends += row
+            continue
+        begun = begun or _begin(db)
+        rows.insert(db, numbers)
+        operation.apply(db)
+    if rows or batch.removals:
+        begun = begun or _begin(db)
+        rows.insert(db, numbers)
+        _remove(db, batch.removals, numbers)
+    if not begun:
+        return None
+    db.commit()
+    return written
+
+
+def _begin(db: Database) -> bool:
+    """Start the batch's transaction."""
+    db.begin()
+    return True
+
+
+#: Deletes a message of several queues once none links it.
+_DELETE_ORPHANS = (
+    "DELETE FROM {messages} WHERE id = ? AND queue = 0 AND NOT EXISTS"
+    " (SELECT 1 FROM {message_links} WHERE message_id = ?)"
+)
+
+
+def _remove(db: Database, removals: list[tuple[str, str, int]], numbers: QueueNumbers) -> None:
+    """Delete the messages of *removals* (vhost, queue, message id) from
+    their queues: the rows of those on one queue, many in each statement;
+    for those on several, the link, and the row with the last link. A
+    removal for a queue without a number holds nothing stored."""
+    known = numbers.numbers
+    for key, rows in groupby(removals, _queue_of):
+        number = known.get(key)
+        if number is not None:
+            numbers.deleted(number, _remove_from(db, number, [row[2] for row in rows]))
+
+
+def _remove_from(db: Database, number: int, message_ids: list[int]) -> int:
+    """Delete *message_ids* from the queue numbered *number*: as the rows
+    of messages on it alone; the ids of a statement that deleted fewer rows
+    than it named go on to the links. The rows of messages on it alone it
+    deleted."""
+    deleted = 0
+    for some, cursor in db.by_ids("DELETE FROM {messages} WHERE queue = ? AND id {ids}", (number,), message_ids):
+        rows = cursor.rowcount
+        if rows < len(some):
+            _unlink(db, number, some)
+        deleted += rows
+    return deleted
+
+
+def _unlink(db: Database, number: int, message_ids: Any) -> None:
+    """Take messages of several queues off the queue numbered *number*."""
+    db.executemany("DELETE FROM {message_links} WHERE message_id = ? AND queue = ?", [(i, number) for i in message_ids])
+    db.executemany(_DELETE_ORPHANS, [(i, i) for i in message_ids])
+
+
+def _queue_of(removal: tuple[str, str, int]) -> tuple[str, str]:
+    return removal[0], removal[1]
+
+
+def _purge(db: Database, number: int, alone: int) -> None:
+    """Delete every message of the queue numbered *number* (deleted), and its
+    number: a scan of the messages when *alone* says rows may name it."""
+    if alone:
+        db.execute("DELETE FROM {messages} WHERE queue = ?", (number,))
+    linked = db.execute("SELECT message_id FROM {message_links} WHERE queue = ?", (number,)).fetchall()
+    db.execute("DELETE FROM {message_links} WHERE queue = ?", (number,))
+    db.executemany(_DELETE_ORPHANS, [(i, i) for (i,) in linked])
+    db.execute("DELETE FROM {queue_names} WHERE id = ?", (number,))
