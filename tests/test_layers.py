@@ -46,6 +46,13 @@ for _package in sorted({module.package for module in read_modules().values()} - 
     setattr(CircleTests, "test_" + _package.replace(".", "_"), _circle_test(_package))
 
 
+class OrderTests(SynchronousTestCase):
+    """Every module imports from its own unit and the layers drawn below it."""
+
+    def test_every_import_looks_down(self) -> None:
+        self.assertEqual(package_graph().layer_breaches(read_layers()), [])
+
+
 def write_package(root: Path, files: dict[str, str]) -> None:
     """Write *files* (path to source) under *root*."""
     for name, source in files.items():

@@ -10,7 +10,9 @@ through the shapes here, never by importing it:
 - :class:`ConnectionLike` is a connection as a channel (and code holding a
   channel) sees it: sending, the limits and names it negotiated,
   backpressure both ways, and the channel bookkeeping;
-- :class:`ChannelState` names a channel's states.
+- :class:`ChannelState` names a channel's states;
+- :data:`BodyLike` and :data:`PropertiesLike` are what the client takes as
+  a message's body and properties.
 
 :class:`~txamqp09.client.channel.Channel` satisfies :class:`ChannelLike` and
 :class:`~txamqp09.client.connection.ClientConnection` satisfies
@@ -20,14 +22,24 @@ through the shapes here, never by importing it:
 from __future__ import annotations
 
 import enum
-from typing import Optional, Protocol
+from collections.abc import Mapping
+from typing import Any, Optional, Protocol, Union
 
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorTime
 
-from txamqp09.wire.base import Method
+from txamqp09.wire.base import Method, Properties
 from txamqp09.wire.versions import ProtocolVersion
 
-__all__ = ["ChannelLike", "ChannelState", "ConnectionLike"]
+__all__ = ["BodyLike", "ChannelLike", "ChannelState", "ConnectionLike", "PropertiesLike"]
+
+#: Content properties: a generated Properties object, its fields as a
+#: mapping, or the encoded flags and property list a delivered message
+#: carries (:attr:`Message.raw_properties <txamqp09.client.message.Message.raw_properties>`),
+#: to forward them unchanged.
+PropertiesLike = Union[Properties, Mapping[str, Any], bytes, None]
+#: A message body.
+BodyLike = Union[bytes, bytearray, memoryview]
 
 
 class ChannelState(enum.Enum):
@@ -42,6 +54,10 @@ class ChannelState(enum.Enum):
 
 class ConnectionLike(Protocol):
     """A client connection as the channels it carries see it."""
+
+    @property
+    def clock(self) -> IReactorTime:
+        """The clock the connection's timers run on."""
 
     @property
     def version(self) -> Optional[ProtocolVersion]:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import count
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
 
-from txamqp09.client.base import ChannelState, ConnectionLike
+from txamqp09.client.base import BodyLike, ChannelState, ConnectionLike, PropertiesLike
 from txamqp09.client.confirms import ConfirmTracker
 from txamqp09.client.consumer import DEFAULT_MAX_BACKLOG, Consumer, DeliveryCallback
 from txamqp09.client.errors import (
@@ -63,15 +63,10 @@ from txamqp09.wire.versions import DIRECT_REPLY_TO, ProtocolVersion
 if TYPE_CHECKING:
     from txamqp09.wire import methods
 
-__all__ = ["Channel", "PropertiesLike", "BodyLike"]
+__all__ = ["Channel"]
 
 _log = Logger()
 
-#: Content properties: a generated Properties object, its fields as a
-#: mapping, or the encoded flags and property list a delivered message
-#: carries (:attr:`Message.raw_properties`), to forward them unchanged.
-PropertiesLike = Union[Properties, Mapping[str, Any], bytes, None]
-BodyLike = Union[bytes, bytearray, memoryview]
 #: Turns a response command into what the request's Deferred fires with.
 _Unwrap = Callable[["Channel", Command], Any]
 _Handler = Callable[["Channel", Command], None]

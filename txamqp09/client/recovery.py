@@ -34,8 +34,8 @@ from twisted.internet.defer import Deferred, ensureDeferred, fail, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txamqp09.client.base import ChannelState
-from txamqp09.client.channel import BodyLike, Channel, PropertiesLike
+from txamqp09.client.base import BodyLike, ChannelState, PropertiesLike
+from txamqp09.client.channel import Channel
 from txamqp09.client.consumer import DEFAULT_MAX_BACKLOG, Consumer, DeliveryCallback
 from txamqp09.client.errors import ChannelClosed, ChannelEnding, ClientError, ConnectionClosed
 from txamqp09.client.events import RecoveryEvent, RecoveryFailed

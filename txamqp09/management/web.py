@@ -26,6 +26,7 @@ from twisted.web import http
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
+from txamqp09 import __version__
 from txamqp09.broker import oplog
 from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly
 from txamqp09.broker.auth.sasl import PasswordCredentials, PeerInfo
@@ -121,6 +122,9 @@ class ManagementResource(Resource):
     def _handle(self, request: Request) -> Deferred[Any]:
         method = request.method.decode("ascii", "replace")
         path = request.path.decode("utf-8", "replace")
+        not_serving = _not_serving(self.node, split_path(path))
+        if not_serving is not None:
+            return succeed(not_serving)
         handler, tag, args = self.router.resolve(method, split_path(path))
         before_login = _refused_before_login(request)
         if before_login is not None:
@@ -184,6 +188,32 @@ class ManagementResource(Resource):
             request.setHeader("Content-Type", "application/json")
             request.write(reply.body.data if isinstance(reply.body, Encoded) else encode(reply.body))
         request.finish()
+
+
+def _not_serving(node: Node, segments: list[str]) -> Optional[Reply]:
+    """The answer of a node that is not its group's active broker (a
+    standby, or one that was fenced), without login: the overview says its
+    role and the group; health checks fail (503 ``status: failed``); every
+    other endpoint answers 503 with the reason. None while it serves."""
+    group = node.group
+    if group is None or group.serving:
+        return None
+    from txamqp09.management.endpoints.overview import group_status, listeners
+
+    status = group.status()
+    holder = status.lease.holder if status.lease is not None and not status.lease.lapsed else None
+    reason = (
+        f"this broker is a {status.role.value} member of its group and serves no AMQP; "
+        + (f"the active broker is {holder}" if holder else "no broker is active at the moment")
+    )
+    if segments == ["api", "overview"]:
+        return Reply(200, {
+            "node": node.name, "product_name": "txamqp09", "product_version": __version__,
+            "listeners": listeners(node), **group_status(node),
+        })
+    if segments[:2] == ["api", "health"] or segments[:2] == ["api", "aliveness-test"]:
+        return Reply(503, {"status": "failed", "reason": reason, "role": status.role.value})
+    return Reply(503, {"error": "not_serving", "reason": reason, "role": status.role.value})
 
 
 class OperatorLoggedSite(Site):
