@@ -134,10 +134,18 @@ class Confirms:
             self.single.add(tag)
 
 
-def run(port: int, messages: int, body_size: int, window: int, prefetch: int) -> float:
-    """Move *messages* persistent messages through a durable queue; the seconds it took."""
+def run(
+    port: int, messages: int, body_size: int, window: int, prefetch: int,
+    ack_every: int = 1, arguments: Optional[dict[str, Any]] = None,
+) -> float:
+    """Move *messages* persistent messages through a durable queue; the seconds it took.
+
+    :param ack_every: the consumer acknowledges each delivery, or every
+        *ack_every*-th one with ``multiple``.
+    :param arguments: the queue's arguments (``x-queue-type``...).
+    """
     producer, consumer = Connection(port), Connection(port)
-    producer.call(spec.QueueDeclare(queue=QUEUE, durable=True), spec.QueueDeclareOk)
+    producer.call(spec.QueueDeclare(queue=QUEUE, durable=True, arguments=arguments or {}), spec.QueueDeclareOk)
     producer.call(spec.QueuePurge(queue=QUEUE), spec.QueuePurgeOk)
     producer.call(spec.ConfirmSelect(), spec.ConfirmSelectOk)
     consumer.call(spec.BasicQos(prefetch_count=prefetch), spec.BasicQosOk)
@@ -152,7 +160,7 @@ def run(port: int, messages: int, body_size: int, window: int, prefetch: int) ->
     selector.register(consumer.sock, selectors.EVENT_READ, "consumer")
     selector.register(producer.sock, selectors.EVENT_READ, "producer")
     confirms = Confirms()
-    count = _counter(False, consumer.sock)
+    count = _counter(False, consumer.sock, ack_every)
     received = published = 0
     outgoing = memoryview(b"")
     started = time.perf_counter()

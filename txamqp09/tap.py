@@ -329,12 +329,14 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     if clock is None:
         clock = reactor  # type: ignore[assignment]
     assert clock is not None
-    node_name = f"txamqp09@{socket.gethostname()}"
+    # A member of a group is known by its name in the group everywhere.
+    node_name = options["node-name"] if options.in_group else f"txamqp09@{socket.gethostname()}"
     window = ServingWindow()
     store = None
     identity = None
     if options.in_group:
-        from txamqp09.group.lease import Identity, guard
+        from txamqp09.group.lease import guard
+        from txamqp09.group.records import Identity
 
         identity = Identity.new(options["node-name"])
         store = store_from_url(

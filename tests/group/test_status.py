@@ -14,7 +14,8 @@ from tests.management.support import ManagementTestCase, http_request
 from tests.prometheus.support import MetricsBroker, scrape
 
 if requireModule("psycopg") is not None:
-    from txamqp09.group.lease import Address, Lease, Member
+    from txamqp09.group.keeper import LeaseTiming
+    from txamqp09.group.records import Address, Lease, Member
     from txamqp09.group.service import GroupStatus, Role
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
@@ -25,6 +26,7 @@ class StatedGroup:
 
     def __init__(self, role: "Role") -> None:
         self.role = role
+        self.timing = LeaseTiming(3.0, 1.0)
 
     @property
     def serving(self) -> bool:
@@ -87,15 +89,18 @@ class MetricsRoleTests(TestCase):
 
     @inlineCallbacks
     def test_standby_metrics_say_standby(self) -> Any:
-        """A standby's metrics are its role only; the active's are the broker's."""
+        """A standby's metrics are its group's only; the active's are the broker's and its group's."""
         metrics = MetricsBroker()
         yield metrics.start()
         self.addCleanup(metrics.stop)
         metrics.node.group = StatedGroup(Role.STANDBY)
         standby = yield scrape(metrics.metrics_port)
         self.assertEqual(standby.status, 200)
-        self.assertEqual(standby.value("txamqp09_group_active", role="standby"), 0)
+        self.assertEqual(standby.value("txamqp09_group_role", role="standby"), 1)
+        self.assertEqual(standby.value("txamqp09_group_role", role="active"), 0)
+        self.assertEqual(standby.value("txamqp09_group_lease_epoch"), 3)
         self.assertIsNone(standby.value("rabbitmq_connections"))
         metrics.node.group = StatedGroup(Role.ACTIVE)
         active = yield scrape(metrics.metrics_port)
         self.assertIsNotNone(active.value("rabbitmq_connections"))
+        self.assertEqual(active.value("txamqp09_group_role", role="active"), 1)

@@ -44,7 +44,13 @@ __all__ = ["GroupView", "Listener", "Node", "RecordingEndpoint", "StatisticsServ
 
 class GroupView(Protocol):
     """The group a node is a member of, as the management API reads it
-    (:class:`~txamqp09.group.service.GroupService`)."""
+    (:class:`~txamqp09.group.service.GroupService`).
+
+    :ivar timing: the lease's period and renewal interval (``period`` and
+        ``renew``, seconds).
+    """
+
+    timing: Any
 
     @property
     def serving(self) -> bool:

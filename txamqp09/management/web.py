@@ -6,8 +6,10 @@
 Every request under ``/api/`` is routed
 (404/405 when nothing fits), authenticated with HTTP basic auth through the
 broker's own cred portal (the users AMQP clients log in as), checked
-against the route's tag, and handed to the handler; what the handler
-returns or raises becomes a JSON answer. Errors the model raises (AMQP
+against the route's tag, and handed to the handler (on a member of a
+group that does not serve, a standby, only if the route serves there:
+others answer 503 naming the role, see :mod:`txamqp09.management.group`);
+what the handler returns or raises becomes a JSON answer. Errors the model raises (AMQP
 reply codes) become RabbitMQ's HTTP errors; anything else is logged and
 answered with a 500 body naming the error.
 """
@@ -39,6 +41,7 @@ from txamqp09.management.api import (
     not_authorised,
     split_path,
 )
+from txamqp09.management.group import active_member
 from txamqp09.management.node import Node
 from txamqp09.management.rows import encode
 from txamqp09.management.ui import UiFiles
@@ -193,22 +196,27 @@ class ManagementResource(Resource):
 def _not_serving(node: Node, segments: list[str]) -> Optional[Reply]:
     """The answer of a node that is not its group's active broker (a
     standby, or one that was fenced), without login: the overview says its
-    role and the group; health checks fail (503 ``status: failed``); every
-    other endpoint answers 503 with the reason. None while it serves."""
+    role and the group, ``/api/nodes`` lists the members; health checks
+    fail (503 ``status: failed``); every other endpoint answers 503 with the
+    reason. None while it serves."""
     group = node.group
     if group is None or group.serving:
         return None
     from txamqp09.management.endpoints.overview import group_status, listeners
 
     status = group.status()
-    holder = status.lease.holder if status.lease is not None and not status.lease.lapsed else None
-    reason = (
-        f"this broker is a {status.role.value} member of its group and serves no AMQP; "
-        + (f"the active broker is {holder}" if holder else "no broker is active at the moment")
-    )
+    reason = f"this broker is a {status.role.value} member of its group and serves no AMQP; {active_member(status)}"
+    if segments[:2] == ["api", "nodes"] and len(segments) <= 3:
+        from txamqp09.management.endpoints.nodes import entries, entry
+
+        try:
+            return Reply(200, entry(node, segments[2]) if len(segments) == 3 else entries(node))
+        except ApiError as error:
+            return Reply(error.status, error.body())
     if segments == ["api", "overview"]:
         return Reply(200, {
-            "node": node.name, "product_name": "txamqp09", "product_version": __version__,
+            "node": node.name, "cluster_name": node.name, "product_name": "txamqp09",
+            "product_version": __version__,
             "listeners": listeners(node), **group_status(node),
         })
     if segments[:2] == ["api", "health"] or segments[:2] == ["api", "aliveness-test"]:

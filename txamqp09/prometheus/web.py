@@ -56,11 +56,8 @@ class MetricsResource(Resource):
 
     def render_GET(self, request: Request) -> Any:
         """Gather the scope the path names, then answer with its exposition
-        (a node that is not its group's active broker has only its role to tell)."""
-        group = self.node.group
-        if group is not None and not group.serving:
-            request.setHeader("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            return _role_exposition(self.node.name, group.status().role.value)
+        (a node that is not its group's active broker has only its group's
+        metrics to tell: :func:`~txamqp09.prometheus.collector.gather`)."""
         path = request.path.rstrip(b"/").split(b"/")
         scope = _SCOPES.get(b"/".join(path[2:])) if path[:2] == [b"", b"metrics"] else None
         if scope is None:
@@ -101,15 +98,6 @@ class MetricsResource(Resource):
             known = self.node.database.vhosts
             vhosts = {name for name in (value.decode("utf-8", "replace") for value in args[b"vhost"]) if name in known}
         return {"families": families, "vhosts": vhosts}
-
-
-def _role_exposition(node: str, role: str) -> bytes:
-    """The metrics of a group member that does not serve: its role."""
-    return (
-        "# HELP txamqp09_group_active Whether this broker is its group's active broker (1) or not (0).\n"
-        "# TYPE txamqp09_group_active gauge\n"
-        f'txamqp09_group_active{{node="{node}",role="{role}"}} 0\n'
-    ).encode()
 
 
 def make_metrics_site(node: Node, reactor: IReactorTime, disk: Optional[DiskMonitor] = None) -> Site:

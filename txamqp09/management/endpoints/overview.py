@@ -55,7 +55,8 @@ def contexts(node: Node) -> list[dict[str, Any]]:
 
 
 def overview(request: ApiRequest) -> dict[str, Any]:
-    """Versions, statistics, object totals and listeners of the node.
+    """Versions, statistics, object totals and listeners of the node; for a
+    member of a group, ``group``: its role, the lease and the members.
 
     Users who are not monitors see the totals of their own vhosts only.
     """
