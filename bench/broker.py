@@ -162,11 +162,14 @@ class Txamqp09Broker:
         for a broker started with ``--transient`` in *options*.
     :param options: more ``twistd amqp09`` options.
     :param log: a file the broker's log is appended to (none kept if omitted).
+    :param wait: return once the broker listens (a standby of a group does not).
     """
 
     name = "txamqp09"
 
-    def __init__(self, data_dir: Optional[str], options: tuple[str, ...] = (), log: Optional[str] = None) -> None:
+    def __init__(
+        self, data_dir: Optional[str], options: tuple[str, ...] = (), log: Optional[str] = None, wait: bool = True,
+    ) -> None:
         self.port = free_port()
         with open(log or os.devnull, "ab") as output:
             self._process = subprocess.Popen(
@@ -178,7 +181,8 @@ class Txamqp09Broker:
                 cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": ROOT, "PYTHONUNBUFFERED": "1"},  # a killed broker's log is whole
             )
-        _wait_for_port(self.port, self._process)
+        if wait:
+            _wait_for_port(self.port, self._process)
         self.pid = self._process.pid
 
     def stop(self) -> None:
@@ -189,6 +193,13 @@ class Txamqp09Broker:
         """SIGKILL, and wait for the process to end."""
         self._process.kill()
         self._process.wait(30)
+
+    def exit_status(self, timeout: float) -> Optional[int]:
+        """The process's exit status once it ends within *timeout* seconds (None if it does not)."""
+        try:
+            return self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
 
 class RabbitMQBroker:
@@ -203,7 +214,7 @@ class RabbitMQBroker:
         self._node = RabbitMQ(base_dir, config=config)
         self._node.start()
         self.port = self._node.port
-        self.pid = int(self._node.evaluate("list_to_integer(os:getpid()).").strip())
+        self.pid = self._node.os_pid()
 
     def stop(self) -> None:
         self._node.stop()
@@ -301,13 +312,17 @@ def run_scenario(port: int, scenario: Scenario, messages: int, window: int) -> f
     return elapsed
 
 
-def _counter(no_ack: bool, sock: socket.socket) -> Callable[[], int]:
-    """A function that reads what arrived and returns how many deliveries it completed."""
+def _counter(no_ack: bool, sock: socket.socket, ack_every: int = 1) -> Callable[[], int]:
+    """A function that reads what arrived and returns how many deliveries it
+    completed, acknowledging them (unless *no_ack*): each one, or with
+    *ack_every* > 1 every *ack_every*-th delivery with ``multiple``."""
     buffer = bytearray()
     unpack = _FRAME_HEADER.unpack_from
+    multiple = int(ack_every > 1)
+    unacked = 0
 
     def count() -> int:
-        nonlocal buffer
+        nonlocal buffer, unacked
         try:
             data = sock.recv(1 << 20)
         except BlockingIOError:
@@ -326,9 +341,11 @@ def _counter(no_ack: bool, sock: socket.socket) -> Callable[[], int]:
                 break
             if frame_type == 1 and buffer[pos + 7 : pos + 11] == _DELIVER:
                 delivered += 1
-                if not no_ack:
+                unacked += 1
+                if not no_ack and unacked == ack_every:
                     tag = _TAG.unpack_from(buffer, pos + 7 + _TAG_OFFSET)[0]
-                    acks.append(_ACK.pack(1, 1, 13, 60, 80, tag, 0, 0xCE))
+                    acks.append(_ACK.pack(1, 1, 13, 60, 80, tag, multiple, 0xCE))
+                    unacked = 0
             pos = end
         del buffer[:pos]
         if acks:
