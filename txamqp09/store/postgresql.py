@@ -6,9 +6,11 @@ own (their names start with ``amqp09_``), beside two of PostgreSQL's alone:
 open store: the number of its latest write transaction). The writer thread
 writes batches as the SQLite store does (:mod:`~txamqp09.store.writer`):
 one transaction for many operations, sent in pipeline mode (its statements
-go out without waiting for each other's answers: a batch is one round trip,
-and one more when it removes messages), its rows inserted by multi-row statements, its
-acknowledgements deleted with ``id = ANY(...)``, and what
+go out without waiting for each other's answers: a batch is one round trip),
+its rows inserted by multi-row statements, its acknowledgements deleted with
+``id = ANY(...)`` (the rows they deleted are counted once it has committed),
+its statements written with PostgreSQL's numbered parameters and their
+values sent in binary, and what
 waits for a batch (a publisher confirm, a tx.commit-ok) is released only
 once its COMMIT has returned. With ``synchronous_standby_names`` set on the
 server, that is once a standby has the batch on disk too.
@@ -213,8 +215,7 @@ class PostgreSQLDatabase(Database):
 
     def begin(self) -> None:
         """Start a write transaction in pipeline mode: its statements are
-        sent as they come, and answered together when a result is needed
-        (a removal's row count) and at the COMMIT. It begins with the guard,
+        sent as they come, and answered together at the COMMIT. It begins with the guard,
         made to fail (a division by zero) when it finds no row, so that the
         transaction aborts and nothing of it can commit (see
         :meth:`_fencing`), and with the transaction's number in the store's
