@@ -224,10 +224,13 @@ class RabbitMQBroker:
 
 
 class Connection:
-    """A blocking AMQP 0-9-1 connection for set-up, then raw frames."""
+    """A blocking AMQP 0-9-1 connection for set-up, then raw frames.
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port))
+    :param timeout: seconds any one read or write may wait (None: for ever).
+    """
+
+    def __init__(self, port: int, timeout: Optional[float] = None) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._reader = FrameReader(1 << 20)
         self._pending: list[Any] = []

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
 from twisted.internet.endpoints import SSL4ServerEndpoint
 from twisted.internet.task import Clock
 from twisted.python import usage
+from twisted.python.reflect import requireModule
 from twisted.trial.unittest import SkipTest, SynchronousTestCase
 from twisted.web.server import Site
 
@@ -80,6 +82,8 @@ class OptionsTests(SynchronousTestCase):
         service = service_of("--port", "5999", "--management", "tcp:15999:interface=127.0.0.1")
         (federation,) = [child for child in service if isinstance(child, FederationService)]
         self.assertIs(federation.config, service.factory.config)
+        self.assertIn("federation-upstream", service.factory.config.components)
+        self.assertIn("federation-upstream-set", service.factory.config.components)
         (site,) = [child.factory for child in service if isinstance(getattr(child, "factory", None), Site)]
         self.assertIs(api_node(site).federation, federation)
 
@@ -107,6 +111,7 @@ class OptionsTests(SynchronousTestCase):
         shovels = services[-1]
         self.assertIsInstance(shovels, ShovelService)
         self.assertIs(shovels.config, broker.factory.config)
+        self.assertIn("shovel", broker.factory.config.components)
         site = [service for service in services if isinstance(getattr(service, "factory", None), Site)][0]
         self.assertIs(api_node(site.factory).shovels, shovels)
 
@@ -189,3 +194,50 @@ class SecurityOptionsTests(SynchronousTestCase):
         missing = str(self.directory / "missing.json")
         error = self.assertRaises(usage.UsageError, Options().parseOptions, ["--definitions", missing])
         self.assertIn("missing.json", str(error))
+
+
+class GroupOptionsTests(SynchronousTestCase):
+    """A PostgreSQL store makes the broker a member of a group."""
+
+    skip = None if requireModule("psycopg") is not None else "psycopg 3 is not installed"
+    store = "postgresql://broker@db1:5432,db2:5432/amqp?target_session_attrs=read-write"
+
+    def test_group_options_need_a_postgresql_store(self) -> None:
+        for option in (["--node-name", "mq1"], ["--lease-period", "5"], ["--lease-renew", "1"]):
+            with self.assertRaises(usage.UsageError) as raised:
+                Options().parseOptions(["--port", "5999", *option])
+            self.assertIn("postgresql://", str(raised.exception))
+
+    def test_defaults(self) -> None:
+        options = Options()
+        options.parseOptions(["--listen", "tcp:5999:interface=127.0.0.1", "--store", self.store])
+        self.assertTrue(options.in_group)
+        self.assertEqual(options["node-name"], f"{socket.gethostname()}:5999")
+        self.assertEqual(options.lease_timing(), (3.0, 1.0))
+        short = Options()
+        short.parseOptions(["--store", self.store, "--lease-period", "1.5"])
+        self.assertEqual(short.lease_timing(), (1.5, 0.5))
+
+    def test_renewal_shorter_than_the_period(self) -> None:
+        with self.assertRaises(usage.UsageError) as raised:
+            Options().parseOptions(["--store", self.store, "--lease-period", "2", "--lease-renew", "2"])
+        self.assertIn("--lease-renew", str(raised.exception))
+
+    def test_member_of_a_group(self) -> None:
+        """The broker stands by in its group: the store carries the member's
+        session name and the lease guard; the AMQP listener, federation and
+        shovels run only while it serves; the management API sees the group."""
+        broker = service_of(
+            "--port", "5999", "--store", self.store, "--node-name", "mq1", "--lease-period", "6",
+            "--lease-renew", "2", "--management", "tcp:15999:interface=127.0.0.1",
+        )
+        group = broker.group
+        self.assertEqual((group.identity.node, group.timing.period, group.timing.renew), ("mq1", 6.0, 2.0))
+        self.assertEqual(broker.store.application_name, group.identity.session)
+        self.assertIn(group.identity.session, broker.store._guard[1])
+        self.assertIs(group.window, broker.factory.window)
+        serving = {type(child).__name__ for child in broker if child in broker._serving}
+        self.assertEqual(serving, {"StreamServerEndpointService", "FederationService", "ShovelService"})
+        self.assertEqual([bound(child)._port for child in broker if child in broker._serving and hasattr(child, "endpoint")], [5999])
+        site = [child for child in broker if isinstance(getattr(child, "factory", None), Site)][0]
+        self.assertIs(api_node(site.factory).group, group)

@@ -341,6 +341,104 @@ def status(api: Api, options: argparse.Namespace, output: Output) -> None:
         output.out.write(f"Listener: {listener.get('ip_address')}:{listener.get('port')}, protocol: {listener.get('protocol')}\n")
 
 
+#: What each listener protocol is for, as rabbitmqctl cluster_status says.
+_PURPOSES = {
+    "amqp": "AMQP 0-9-1 and AMQP 1.0",
+    "amqp/ssl": "AMQP 0-9-1 and AMQP 1.0 over TLS",
+    "http": "HTTP API",
+    "https": "HTTP API over TLS (HTTPS)",
+    "http/prometheus": "Prometheus exporter API over HTTP",
+}
+
+
+@command("cluster_status", "show the nodes of the broker's group, which run and their roles")
+def cluster_status(api: Api, options: argparse.Namespace, output: Output) -> None:
+    """rabbitmqctl cluster_status's sections from /api/overview and /api/nodes,
+    with the roles of a group's members (a broker alone is one running disk node)."""
+    overview = api.call("GET", "/api/overview") or {}
+    nodes = sorted(api.call("GET", "/api/nodes") or [], key=lambda node: str(node.get("name")))
+    output.info(f"Cluster status of node {overview.get('node')} ...")
+    status = _cluster_status(overview, nodes)
+    if output.formatter == "json":
+        json.dump(status, output.out, indent=2, ensure_ascii=False)
+        output.out.write("\n")
+        return
+    output.out.write("\n".join(_cluster_lines(status)) + "\n")
+
+
+def _cluster_status(overview: dict[str, Any], nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The group as rabbitmqctl cluster_status's JSON has it, and the roles."""
+    own = overview.get("node")
+    listeners = {own: [_listener(listener) for listener in overview.get("listeners", [])]} if own else {}
+    for node in nodes:
+        if node.get("name") != own and node.get("group_listeners"):
+            listeners[node["name"]] = [_listener(listener) for listener in node["group_listeners"]]
+    alarms = [
+        f"{resource} alarm on node {node.get('name')}"
+        for node in nodes
+        for resource, key in (("Memory", "mem_alarm"), ("Free disk space", "disk_free_alarm"))
+        if node.get(key)
+    ]
+    return {
+        "cluster_name": overview.get("cluster_name"),
+        "disk_nodes": [node["name"] for node in nodes if node.get("type") == "disc"],
+        "running_nodes": [node["name"] for node in nodes if node.get("running")],
+        "roles": {node["name"]: _role(node) for node in nodes if "role" in node},
+        "versions": {own: {"name": overview.get("product_name"), "version": overview.get("product_version"),
+                           "python_version": overview.get("erlang_version")}} if own else {},
+        "alarms": alarms,
+        "partitions": {},
+        "listeners": listeners,
+    }
+
+
+def _listener(listener: dict[str, Any]) -> dict[str, Any]:
+    """A listener of /api/overview or /api/nodes as cluster_status's JSON lists it."""
+    protocol = listener.get("protocol", "")
+    return {"interface": listener.get("ip_address"), "port": listener.get("port"), "protocol": protocol,
+            "purpose": _PURPOSES.get(protocol, protocol)}
+
+
+def _role(node: dict[str, Any]) -> dict[str, Any]:
+    """A group member's role, lease and store round trip from its /api/nodes entry."""
+    return {key: node.get(key) for key in ("role", "lease_epoch", "lease_expires", "last_seen", "store_round_trip")}
+
+
+def _cluster_lines(status: dict[str, Any]) -> list[str]:
+    """cluster_status's text: one titled section after another."""
+    def section(title: str, lines: list[str]) -> list[str]:
+        return ["", title, ""] + (lines or ["(none)"])
+
+    return (
+        ["Basics", "", f"Cluster name: {status['cluster_name']}"]
+        + section("Disk Nodes", status["disk_nodes"])
+        + section("Running Nodes", status["running_nodes"])
+        + (section("Group Roles", [_role_line(name, role) for name, role in status["roles"].items()])
+           if status["roles"] else [])
+        + section("Versions", [f"{node}: {version['name']} {version['version']} on Python {version['python_version']}"
+                               for node, version in status["versions"].items()])
+        + section("Alarms", status["alarms"])
+        + section("Network Partitions", [])
+        + section("Listeners", [
+            f"Node: {node}, interface: {listener['interface']}, port: {listener['port']}, "
+            f"protocol: {listener['protocol']}, purpose: {listener['purpose']}"
+            for node, listeners in status["listeners"].items() for listener in listeners
+        ])
+    )
+
+
+def _role_line(name: str, role: dict[str, Any]) -> str:
+    """One member's line of the Group Roles section."""
+    parts = [f"Node: {name}, role: {role['role']}"]
+    if role["lease_epoch"] is not None:
+        parts.append(f"lease epoch: {role['lease_epoch']}, lease expires: {role['lease_expires']}")
+    if role["store_round_trip"] is not None:
+        parts.append(f"store round trip: {role['store_round_trip'] * 1000:.1f} ms")
+    if role["last_seen"] is not None:
+        parts.append(f"last seen: {role['last_seen']}")
+    return ", ".join(parts)
+
+
 #: The columns of federation_status (RabbitMQ's keys; ``last_changed`` is the timestamp).
 _FEDERATION_COLUMNS = ("type", "vhost", "exchange", "upstream_exchange", "queue", "upstream_queue", "upstream",
                        "status", "local_connection", "uri", "error", "last_changed")

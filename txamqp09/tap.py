@@ -6,6 +6,8 @@ Examples::
     twistd -n amqp09 --port 5672 --data-dir /var/lib/txamqp09
     twistd -n amqp09 --port 5672 --transient
     twistd -n amqp09 --port 5672 --store 'postgresql://broker@db1,db2/amqp?target_session_attrs=read-write'
+    twistd -n amqp09 --port 5672 --store 'postgresql://broker@db1,db2/amqp?target_session_attrs=read-write' \\
+        --node-name mq1 --lease-period 3 --lease-renew 1
     twistd -n amqp09 --listen tcp:5672:interface=127.0.0.1 --listen tcp:5673
     twistd -n amqp09 --port 5672 --management tcp:15672:interface=127.0.0.1
     twistd -n amqp09 --port 5672 --prometheus tcp:15692:interface=127.0.0.1
@@ -53,6 +55,7 @@ from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.model.store import DEFAULT_MEMORY_BUDGET
 from txamqp09.broker.classes.staging import DEFAULT_STAGING_TTL
 from txamqp09.broker.server import DEFAULT_HIGH_WATERMARK, ServerFactory
+from txamqp09.broker.serving import ServingWindow
 from txamqp09.broker.service import BrokerService
 from txamqp09.management import Node, RecordingEndpoint, make_site
 from txamqp09.management.node import StatisticsService
@@ -60,10 +63,15 @@ from txamqp09.prometheus import make_metrics_site
 from txamqp09.shovel.definition import STATIC_SHOVELS, ShovelDefinition, static_shovels
 from txamqp09.shovel.service import ShovelService
 from txamqp09.store.sqlite import SQLiteStore
-from txamqp09.store.url import StoreURLError, check_store_url, store_from_url
+from txamqp09.store.url import POSTGRESQL, StoreURLError, check_store_url, store_from_url
 from txamqp09.units import parse_size
 
-__all__ = ["Options", "makeService"]
+__all__ = ["DEFAULT_LEASE_PERIOD", "DEFAULT_LEASE_RENEW", "Options", "makeService"]
+
+#: Seconds a group's active broker holds its lease without renewing it.
+DEFAULT_LEASE_PERIOD = 3.0
+#: Seconds between two renewals of the lease.
+DEFAULT_LEASE_RENEW = 1.0
 
 
 class Options(SecurityOptions):
@@ -116,7 +124,18 @@ class Options(SecurityOptions):
          "Where durable entities and persistent messages are kept: sqlite:PATH (an SQLite "
          "file; default sqlite:DATA-DIR/store.db) or a libpq URI postgresql://user@host[:port]/database "
          "(several hosts with ?target_session_attrs=read-write follow a promoted standby; "
-         "needs txamqp09[postgresql])."],
+         "needs txamqp09[postgresql]). Brokers started with the same PostgreSQL database "
+         "form a group: one serves, the others stand by (docs/high-availability.rst)."],
+        ["node-name", None, None,
+         "This broker's name in its group (default: the host name and the first AMQP port, "
+         "e.g. mq1:5672)."],
+        ["lease-period", None, None,
+         f"Seconds a group's active broker holds its lease without renewing it (default "
+         f"{DEFAULT_LEASE_PERIOD:g}): it stops serving before then, and a standby takes over "
+         "once the lease expired.", float],
+        ["lease-renew", None, None,
+         f"Seconds between two renewals of the lease by the active broker (default "
+         f"{DEFAULT_LEASE_RENEW:g}); shorter than --lease-period.", float],
         ["memory-budget", None, DEFAULT_MEMORY_BUDGET,
          "Bytes of message bodies held in memory (a size: 256MiB, 1GiB); beyond it "
          "they are paged out to the store and read back when their queue reaches them.",
@@ -208,6 +227,7 @@ class Options(SecurityOptions):
                 check_store_url(self["store"])
             except StoreURLError as error:
                 raise usage.UsageError(f"--store: {error}") from None
+        self._check_group()
         if self["data-dir"] is None:
             self["data-dir"] = str(default_data_dir())
         self.check_security()
@@ -215,6 +235,31 @@ class Options(SecurityOptions):
             self.static_shovels = static_shovels(self.definitions.source.get(STATIC_SHOVELS))
         except ValueError as error:
             raise usage.UsageError(f"--definitions {self['definitions']}: {error}") from None
+
+    @property
+    def in_group(self) -> bool:
+        """Whether the broker is a member of a group (its store is PostgreSQL)."""
+        return bool(self["store"]) and self["store"].startswith(POSTGRESQL)
+
+    def lease_timing(self) -> tuple[float, float]:
+        """The lease period and renewal interval, in seconds."""
+        return self["lease-period"], self["lease-renew"]
+
+    def _check_group(self) -> None:
+        """Check the group's options and fill in their defaults."""
+        given = [name for name in ("node-name", "lease-period", "lease-renew") if self[name] is not None]
+        if given and not self.in_group:
+            raise usage.UsageError(
+                f"--{given[0]} applies to a group of brokers: give --store postgresql://..."
+            )
+        if self["lease-period"] is None:
+            self["lease-period"] = DEFAULT_LEASE_PERIOD
+        if self["lease-renew"] is None:
+            self["lease-renew"] = min(DEFAULT_LEASE_RENEW, self["lease-period"] / 3)
+        if not 0 < self["lease-renew"] < self["lease-period"]:
+            raise usage.UsageError("--lease-renew must be positive and shorter than --lease-period")
+        if self["node-name"] is None:
+            self["node-name"] = f"{socket.gethostname()}:{_first_port(self['listen'])}"
 
 
 class NamedCoercion(usage.CoerceParameter):
@@ -258,6 +303,17 @@ def check_endpoint(option: str, description: str) -> None:
         )
 
 
+def _first_port(descriptions: list[str]) -> str:
+    """The port of the first of the endpoint *descriptions* that names one
+    (``tcp:5672:interface=...``, ``tcp:port=5672``), or ``amqp``."""
+    for description in descriptions:
+        for part in description.split(":")[1:]:
+            key, _, value = part.rpartition("=")
+            if key in ("", "port") and value.isdigit():
+                return value
+    return "amqp"
+
+
 def default_data_dir() -> Path:
     """Where the message store lives without --data-dir: the XDG state directory."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
@@ -273,9 +329,20 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     if clock is None:
         clock = reactor  # type: ignore[assignment]
     assert clock is not None
-    node_name = f"txamqp09@{socket.gethostname()}"
+    # A member of a group is known by its name in the group everywhere.
+    node_name = options["node-name"] if options.in_group else f"txamqp09@{socket.gethostname()}"
+    window = ServingWindow()
     store = None
-    if not options["transient"]:
+    identity = None
+    if options.in_group:
+        from txamqp09.group.lease import Identity, guard
+
+        identity = Identity.new(options["node-name"])
+        store = store_from_url(
+            options["store"], window.gate(cast(IReactorFromThreads, reactor)),
+            application_name=identity.session, guard=guard(identity),
+        )
+    elif not options["transient"]:
         store = store_from_url(
             options["store"] or f"sqlite:{Path(options['data-dir']) / 'store.db'}",
             cast(IReactorFromThreads, reactor), application_name=node_name,
@@ -293,6 +360,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         negotiation_timeout=options["handshake-timeout"] / 1000,
         connection_max=options["connection-max"],
         staging_ttl=options["staging-ttl"],
+        window=window,
     )
     monitor = None
     if isinstance(store, SQLiteStore):
@@ -302,7 +370,10 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         monitor.watch(store)
     elif store is not None:
         StoreAlarm(factory.alarms).watch(store)
-    definitions = options.definitions.source if options["definitions"] else None
+    definitions = None
+    if options["definitions"]:
+        # The static shovels are the shovel service's.
+        definitions = {key: value for key, value in options.definitions.source.items() if key != STATIC_SHOVELS}
     broker: Any = BrokerService(
         factory, store, options["freeze-backlog"], definitions, monitor,
         data_dir=None if options["transient"] else options["data-dir"],
@@ -320,7 +391,7 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     if tls is not None:
         listeners.append((tls, factory, "amqp/ssl"))
     federation = FederationService(factory.config, reactor, node_name, broker.amqp_address, factory.alarms)
-    federation.setServiceParent(broker)
+    broker.add_serving(federation)
     shovels = ShovelService(factory.config, reactor, broker.amqp_address, node_name, options.static_shovels)
     node = Node(factory, store, node_name)
     node.federation = federation
@@ -331,8 +402,29 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
         listeners = listeners + _metrics_listeners(node, options["prometheus"], monitor, clock)
     for endpoint, served, protocol in listeners:
         broker.add_listener(endpoint, served, protocol)
-    shovels.setServiceParent(broker)
+    broker.add_serving(shovels)
+    if identity is not None:
+        node.group = broker.group = _group(options, identity, broker, store, window)
     return broker
+
+
+def _group(options: Options, identity: Any, broker: BrokerService, store: Any, window: ServingWindow) -> Any:
+    """The group *broker* is a member of (its store's database holds the
+    lease); fenced, the broker removes its pid file and exits."""
+    from twisted.internet import reactor
+
+    from txamqp09.group.keeper import LeaseTiming
+    from txamqp09.group.service import GroupService, exit_fenced
+
+    def exit() -> None:
+        broker.remove_pidfile()
+        exit_fenced()
+
+    group = GroupService(
+        options["store"], identity, LeaseTiming(*options.lease_timing()), broker, window, reactor, exit=exit,
+    )
+    group.watch_store(store)
+    return group
 
 
 def _with_management(

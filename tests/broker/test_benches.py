@@ -1,6 +1,7 @@
-"""The durability benchmarks run short: bench/soak.py (kill -9 cycles) and
-bench/diskfull.py (a real full disk), with their figures checked; and
-bench/scale.py's memory scenarios, small, on this broker alone."""
+"""The durability benchmarks run short: bench/soak.py (kill -9 cycles),
+bench/diskfull.py (a real full disk) and bench/ha.py's failures of a group
+(on PostgreSQL), with their figures checked; and bench/scale.py's memory
+scenarios, small, on this broker alone."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
 from txamqp09.testing.faults import MountFailed, mount_small_file_system, unmount
+from txamqp09.testing.postgresql import psycopg_missing
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 MiB = 1024 * 1024
@@ -75,3 +77,26 @@ class BenchTests(TestCase):
         self.assertLess(values["backlog: 200,000 x 16 B queued, bytes per message beyond body"], 260)
         self.assertLess(values["drained: 100,000 x 1024 B, after / idle"], 1.3)
         self.assertGreater(values["drained: 100,000 x 1024 B, RSS MiB full"], 100)
+
+    @inlineCallbacks
+    def test_a_group_loses_nothing_confirmed_in_each_failure(self) -> Any:
+        """bench/ha.py on this broker's group alone, small: every failure is
+        survived with nothing confirmed lost, and the broker woken after a
+        hang confirms nothing and exits fenced."""
+        missing = psycopg_missing()
+        if missing:
+            raise self.skipTest(missing)
+        figures = yield self.bench(
+            "ha.py", "--only", "txamqp09", "--messages", "2000", "--backlog", "2000", "--sizes", "1024",
+        )
+        self.assertEqual([rate["body_size"] for rate in figures["throughput"]], [1024])
+        self.assertGreater(figures["throughput"][0]["rate"], 0)
+        failovers = figures["failover"]
+        self.assertEqual(len(failovers), 3, failovers)
+        for failover in failovers:
+            self.assertEqual(failover["lost"], 0, failover)
+            self.assertGreater(failover["confirmed"], 0, failover)
+            self.assertLess(failover["seconds"], 30, failover)
+        self.assertGreaterEqual(failovers[0]["confirmed"], 2000)
+        hang = failovers[1]["notes"]
+        self.assertEqual((hang["woken_broker_confirms"], hang["woken_broker_exit_status"]), (0, 75))

@@ -82,6 +82,7 @@ class UpstreamParameterTests(TestCase):
 
     def test_parameters_checked_and_shown_without_credentials(self) -> None:
         config = LoopbackBroker().factory.config
+        FederationService(config, reactor, "node")
         with self.assertRaises(ConfigError) as caught:
             config.set_parameter("federation-upstream", "/", "up", {"uri": "amqp://x", "max-hops": "2"})
         self.assertEqual(str(caught.exception), 'max-hops should be a number, actually was <<"2">>')

@@ -9,12 +9,14 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
 from txamqp09.broker.auth.security import Security
+from txamqp09.broker.federation.service import FederationService
 from txamqp09.broker.auth.users import UserDatabase
 from txamqp09.broker.model import Broker, Persistence
 from txamqp09.broker.parameters import Component, Components
 from txamqp09.broker.runtime import POLICY, ConfigError, RuntimeConfig
 from txamqp09.broker.server import ServerFactory
 from txamqp09.broker.service import BrokerService
+from txamqp09.shovel.service import ShovelService
 from txamqp09.store.memory import MemoryStore
 
 
@@ -91,6 +93,14 @@ class ComponentsTests(TestCase):
         components.update({("thing", "/", "a"): 1})
         self.assertEqual(watcher.events, [])
 
+    def test_add(self) -> None:
+        components = Components()
+        self.assertNotIn("thing", components)
+        self.assertEqual(components.errors("thing", "n", 1), [])
+        components.add("thing", Component(lambda name, value: [f"{name} bad"]))
+        self.assertIn("thing", components)
+        self.assertEqual(components.errors("thing", "n", 1), ["n bad"])
+
     def test_errors_and_shown_of_known_components_only(self) -> None:
         components = Components({"thing": Component(lambda name, value: [f"{name} bad"], lambda value: "hidden")})
         self.assertEqual(components.errors("thing", "n", 1), ["n bad"])
@@ -141,8 +151,28 @@ class RuntimeConfigWatchTests(TestCase):
         self.addCleanup(second.stopService)
         self.assertEqual(child.seen_at_start, [("set", "/", "up", {"uri": "amqp://"})])
 
+    def test_services_plug_in_their_components(self) -> None:
+        """The configuration knows no component of its own: a shovel is kept
+        unchecked and reported until the shovel service is made, and so are
+        federation upstreams until the federation service is."""
+        config = _config()
+        shovel = {"vhost": "/", "component": "shovel", "name": "s", "value": {"src-uri": "amqp://"}}
+        upstream = {"vhost": "/", "component": "federation-upstream", "name": "up", "value": {}}
+        report = config.import_definitions({"parameters": [shovel, upstream]})
+        self.assertEqual(report.unsupported, [
+            "parameter component 'shovel' (//s): kept, not acted on",
+            "parameter component 'federation-upstream' (//up): kept, not acted on",
+        ])
+        ShovelService(config, Clock(), lambda: None)
+        FederationService(config, Clock(), "node")
+        for entry, error in [(shovel, "Key \"dest-uri\" not found in s"), (upstream, "Key \"uri\" not found in up")]:
+            with self.assertRaises(ConfigError) as raised:
+                config.set_parameter(entry["component"], "/", entry["name"], entry["value"])
+            self.assertIn(error, str(raised.exception))
+
     def test_refused_value_changes_nothing(self) -> None:
         config = _config()
+        ShovelService(config, Clock(), lambda: None)
         watcher = Recorder()
         config.components.watch("shovel", watcher)
         with self.assertRaises(ConfigError) as raised:

@@ -12,7 +12,8 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 from txamqp09.client.api import channel_class, client_sent_methods
-from txamqp09.client.channel import Channel, ChannelState
+from txamqp09.client.base import ChannelState
+from txamqp09.client.channel import Channel
 from txamqp09.client.errors import (
     AlreadySettled,
     ChannelClosed,

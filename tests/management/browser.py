@@ -57,11 +57,14 @@ class BrokerChild:
 
     :param data_dir: the broker's data directory.
     :param extra: more command-line options.
+    :param ready: the log line that tells the broker started (by default,
+        that it accepts connections).
     """
 
-    def __init__(self, data_dir: str, *extra: str) -> None:
+    def __init__(self, data_dir: str, *extra: str, ready: str = _READY) -> None:
         self.data_dir = os.path.abspath(data_dir)
         self.extra = extra
+        self.ready = ready
         #: The ports of each kind of listener ("amqp", "http"), in the order they opened.
         self.listeners: dict[str, list[int]] = {}
         self.output: list[str] = []
@@ -89,7 +92,7 @@ class BrokerChild:
             raise RuntimeError("the broker did not start:\n" + "".join(self.output[-40:]))
 
     def _started(self) -> bool:
-        return not self.running or any(_READY in line for line in self.output)
+        return not self.running or any(self.ready in line for line in self.output)
 
     def _read(self, process: subprocess.Popen[str]) -> None:
         """Keep the broker's output (and the ports it names) until it ends."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from tests.management.browser import WAIT, BrokerChild, BrowserTestCase
 from txamqp09.testing.certificates import shared_files
+from txamqp09.testing.postgresql import psycopg_missing, shared_postgresql
 
 
 class LoginTests(BrowserTestCase):
@@ -206,6 +207,44 @@ class OverviewTests(BrowserTestCase):
         self.text_of("#node-disk", r"free.*limit|limit")
         self.text_of("#node-store", rf"^[1-9][\d.,]* \w*B in {re.escape(self.broker.data_dir)}$")
         self.text_of("#listeners", rf"amqp\s+127\.0\.0\.1\s+{self.broker.ports['amqp']}")
+
+
+class GroupTests(BrowserTestCase):
+    """Two brokers of a group on one PostgreSQL database: the active one's
+    Overview shows the members and the lease; the standby's log-in screen
+    says it is a standby and links to the active one's UI."""
+
+    skip = psycopg_missing() or BrowserTestCase.skip
+
+    def setUp(self) -> None:
+        self.url = shared_postgresql().new_database()
+        super().setUp()
+
+    def member_options(self, name: str) -> tuple[str, ...]:
+        return ("--store", self.url, "--node-name", name, "--lease-period", "3", "--lease-renew", "0.5")
+
+    def broker_options(self) -> tuple[str, ...]:
+        return self.member_options("node-a")
+
+    def test_overview_shows_the_group_and_a_standby_points_to_the_active_broker(self) -> None:
+        standby = BrokerChild(os.path.join(self.work, "standby"), *self.member_options("node-b"),
+                              ready="group role standby")
+        standby.start()
+        self.addCleanup(standby.stop)
+        self.log_in()
+        self.text_of("#group-role", "^active$")
+        self.text_of("#group-lease", r"^held by node-a, epoch \d+, expires in \d")
+        self.text_of("#member-node-a .role", "^active$")
+        self.text_of("#member-node-b .role", "^standby$")
+        self.text_of("#member-node-a", rf"127\.0\.0\.1:{self.broker.ports['amqp']}")
+        self.browser.get(f"{standby.url}/")
+        self.text_of("#standby-notice", "node-b.*standby member")
+        link = self.element("#active-ui")
+        self.assertEqual(link.get_attribute("href"), f"{self.broker.url}/")
+        self.type_into("#login-user", "guest")
+        self.type_into("#login-password", "guest")
+        self.element("#login-submit").click()
+        self.text_of("#login-error", "standby member of its group.*the active broker is node-a")
 
 
 class ConnectionTests(BrowserTestCase):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial.unittest import TestCase
 
@@ -12,6 +13,7 @@ from tests.management.support import ManagementTestCase
 from txamqp09.links.redaction import hide_passwords, redacted
 from txamqp09.links.uri import LinkUri, LocalAddress
 from txamqp09.shovel.definition import ShovelDefinition, shovel_errors
+from txamqp09.shovel.service import ShovelService
 
 OK = {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}
 
@@ -143,7 +145,13 @@ class RedactionTests(TestCase):
 
 
 class ApiTests(ManagementTestCase):
-    """``PUT /api/parameters/shovel/...`` checks; ``GET`` hides passwords."""
+    """``PUT /api/parameters/shovel/...`` checks; ``GET`` hides passwords
+    (once the shovel service has plugged its component in)."""
+
+    @inlineCallbacks
+    def setUp(self) -> Any:
+        yield super().setUp()
+        ShovelService(self.broker.factory.config, reactor, lambda: None)
 
     @inlineCallbacks
     def test_put_refused_with_rabbitmqs_reason(self) -> Any:

@@ -99,6 +99,7 @@ class SameDefinitionsTests(RabbitMQShovelTestCase):
         from tests.management.support import ManagementBroker
 
         ours = ManagementBroker()
+        ShovelService(ours.factory.config, reactor, lambda: None)
         await ours.start()
         self.addCleanup(ours.stop)
         for value, _ in REFUSED:

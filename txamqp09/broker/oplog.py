@@ -43,6 +43,8 @@ __all__ = [
     "definitions_applied",
     "disk_alarm",
     "disk_unreadable",
+    "group_role",
+    "group_session",
     "handshake_timeout",
     "http_request",
     "known_names",
@@ -315,3 +317,19 @@ def disk_unreadable(directory: str, error: str) -> None:
 def handshake_timeout(peer: str, seconds: float) -> None:
     """A connection did not finish opening in time and was dropped."""
     log.warn("connection from {peer} dropped: not opened within {seconds} s", peer=peer, seconds=seconds)
+
+
+def group_role(role: str, detail: str, level: str = "info") -> None:
+    """This broker's role in its group changed to *role* (``standby``,
+    ``active``, ``fenced``, ``stopped``); *detail* says why, in a sentence."""
+    log.emit(
+        LogLevel.levelWithName(level), "group role {role}: {detail}", role=role, detail=detail,
+    )
+
+
+def group_session(error: Optional[str]) -> None:
+    """The group's lease session broke (*error*) or is back (None)."""
+    if error is not None:
+        log.warn("group lease session lost: {error}; reconnecting", error=error)
+    else:
+        log.info("group lease session open again")

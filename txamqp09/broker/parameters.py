@@ -3,11 +3,17 @@
 RabbitMQ's plugins own the components of runtime parameters (``shovel``,
 ``federation-upstream`` ...): each checks a value before it is kept and acts
 on it once it is. :class:`Components` is that registry for this broker's
-:class:`~txamqp09.broker.runtime.RuntimeConfig`:
+:class:`~txamqp09.broker.runtime.RuntimeConfig`, which knows no component of
+its own: the services that act on parameters plug theirs in from above
+(:class:`~txamqp09.shovel.service.ShovelService` the ``shovel`` component,
+:class:`~txamqp09.broker.federation.service.FederationService` the
+federation upstreams and sets), as they are made, before the broker starts:
 
-- a :class:`Component` checks a value (``errors``, RabbitMQ's texts) and
-  says how the management API shows it (``shown``: URIs without their
-  passwords);
+- a :class:`Component`, :meth:`added <Components.add>` under its name,
+  checks a value (``errors``, RabbitMQ's texts) and says how the management
+  API shows it (``shown``: URIs without their passwords); the values of a
+  component nobody added are kept unchecked, and a definitions import
+  reports them as not acted on;
 - a :class:`ParameterWatcher` (the shovel service, the federation links)
   :meth:`watches <Components.watch>` one component: it is told of every
   parameter of that component at once, then of each one set, changed or
@@ -70,6 +76,14 @@ class Components:
         self.components = dict(components)
         self._watchers: dict[str, list[ParameterWatcher]] = {}
         self._known: dict[ParameterKey, Any] = {}
+
+    def add(self, name: str, component: Component) -> None:
+        """Check and show the parameters of component *name* with *component*."""
+        self.components[name] = component
+
+    def __contains__(self, name: object) -> bool:
+        """Whether component *name* was added (something acts on its parameters)."""
+        return name in self.components
 
     def errors(self, component: str, name: str, value: Any) -> list[str]:
         """Why *value* cannot be parameter *name* of *component* (none: it can)."""

@@ -54,13 +54,11 @@ from txamqp09.broker.auth.users import (
     check_limits,
 )
 from txamqp09.broker.model.arguments import CLASSIC, QUEUE_TYPES, QueueArguments
-from txamqp09.broker.federation.upstreams import COMPONENTS as FEDERATION_COMPONENTS
 from txamqp09.broker.model.exchange import EXCHANGE_TYPES
 from txamqp09.broker.model.policy import Policy, PolicyError
 from txamqp09.broker.model.queue import Queue
 from txamqp09.broker.model.vhost import Broker
-from txamqp09.broker.parameters import Component, Components, ParameterKey
-from txamqp09.shovel.definition import SHOVEL, STATIC_SHOVELS
+from txamqp09.broker.parameters import Components, ParameterKey
 from txamqp09.store.interface import IMessageStore, Settings
 from txamqp09.wire.errors import AMQPError
 
@@ -81,11 +79,6 @@ OPERATOR_POLICY = "operator_policy"
 #: The component under which the parameters' watchers see policies (as
 #: RabbitMQ keeps its policies: runtime parameters of component ``policy``).
 POLICY = "policy"
-#: Components this broker knows: kept, checked and acted on by their services
-#: (shovels, federation links); others are kept for tools and reported.
-_KEPT_COMPONENTS = ("shovel", "federation-upstream", "federation-upstream-set")
-#: The components whose values are checked (and acted on, by their watchers).
-COMPONENTS: dict[str, Component] = {"shovel": SHOVEL, **FEDERATION_COMPONENTS}
 #: Top-level definitions keys this broker reads.
 _SECTIONS = (
     "users", "vhosts", "permissions", "topic_permissions", "parameters", "global_parameters",
@@ -213,16 +206,17 @@ class RuntimeConfig:
         self.vhost_deleted: list[Callable[[str], None]] = []
         #: Called with a user's name once the user is deleted.
         self.user_deleted: list[Callable[[str], None]] = []
-        #: Checks of the parameters' values, and the services that act on them.
-        self.components = Components(COMPONENTS)
+        #: Checks of the parameters' values, and the services that act on
+        #: them: each service adds its component as it is made.
+        self.components = Components()
         self._saved: Settings = {}
 
     # -- start-up and the store --------------------------------------------------
 
     def start(self, settings: Settings, definitions: Optional[Mapping[str, Any]] = None) -> ImportReport:
         """Take the store's *settings* (if it has any), then import *definitions*
-        (the ``--definitions`` file) over them, and keep the result. The
-        file's static shovels are the shovel service's, not kept here.
+        (the ``--definitions`` file, less what other services read from it)
+        over them, and keep the result.
 
         :raises ConfigError: the file is invalid (nothing of it applied).
         """
@@ -231,9 +225,7 @@ class RuntimeConfig:
         self._saved = settings
         report = ImportReport()
         if definitions is not None:
-            report = self.import_definitions(
-                {key: value for key, value in definitions.items() if key != STATIC_SHOVELS}
-            )
+            report = self.import_definitions(definitions)
         else:
             self._sync()
             self.save()
@@ -561,7 +553,7 @@ class RuntimeConfig:
             self.broker.vhosts[policy.vhost].policies.put(policy, operator=operator)
         for component, vhost, name, value in checked.parameters:
             self.parameters[component, vhost, name] = value
-            if component not in _KEPT_COMPONENTS:
+            if component not in self.components:
                 report.unsupported.append(f"parameter component {component!r} ({vhost}/{name}): kept, not acted on")
         for name, value in checked.global_parameters:
             self.global_parameters[name] = value

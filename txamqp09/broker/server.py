@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import os
 import platform
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from twisted.internet.defer import CancelledError, Deferred
@@ -49,6 +50,7 @@ from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
 from txamqp09.broker.publishing import Publisher
 from txamqp09.broker.runtime import RuntimeConfig
+from txamqp09.broker.serving import ServingWindow
 from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT, AckTimeouts
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
@@ -262,11 +264,17 @@ class ServerConnection(AMQPConnection):
         #: Output a direct send left unsent (views, in order), sent from its
         #: parts once the socket takes more; later output queues behind it.
         self._held: list[BodyLike] = []
+        #: Until when the broker may serve (its factory's; see :mod:`.serving`).
+        self.window = ServingWindow()
 
     def dataReceived(self, data: bytes) -> None:
         """Handle the client's *data*. A fault of the broker's own (an
         exception that is not an AMQP error, such as a failed message store)
-        is logged and closes the connection with 541 internal-error."""
+        is logged and closes the connection with 541 internal-error. Past
+        the broker's serving deadline, nothing is handled."""
+        window = self.window
+        if window.until <= monotonic() and not window.is_open():
+            return
         stats = self.stats
         stats.recv_oct += len(data)
         stats.recv_cnt += 1
@@ -906,6 +914,8 @@ class ServerFactory(Factory):
         see :mod:`txamqp09.broker.timeouts`).
     :param connection_max: connections open at once beyond which new ones
         are refused (RabbitMQ's ``connection_max``; None: no limit).
+    :param window: until when the broker may serve (a new, unbounded one
+        if omitted; see :mod:`txamqp09.broker.serving`).
     """
 
     def __init__(
@@ -920,6 +930,7 @@ class ServerFactory(Factory):
         memory_probe: Optional[Callable[[], Optional[int]]] = None,
         consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT,
         connection_max: Optional[int] = None,
+        window: Optional[ServingWindow] = None,
         **options: Any,
     ) -> None:
         self.clock = clock
@@ -952,6 +963,8 @@ class ServerFactory(Factory):
         )
         self.ack_timeouts = AckTimeouts(clock, consumer_timeout, self._openChannels)
         self.connection_max = connection_max
+        #: Until when the broker may serve (see :mod:`txamqp09.broker.serving`).
+        self.window = window if window is not None else ServingWindow()
 
     def _openChannels(self) -> Iterator[tuple[str, ServerChannel]]:
         """(the client's address, channel) for every open channel."""
@@ -970,6 +983,17 @@ class ServerFactory(Factory):
         for connection in list(self.connections):
             if connection.user is not None and connection.user.name == name:
                 connection.close(ConnectionForced(f"user '{name}' is deleted"))
+
+    def stop_serving(self, error: AMQPError) -> None:
+        """Close every connection with *error* at once, delivering nothing
+        more to any of them (not even what closing the others requeues);
+        connections made afterwards are refused."""
+        self.window.lapsed = True
+        connections = list(self.connections)
+        for connection in connections:
+            connection.client.halt()
+        for connection in connections:
+            connection.close(error)
 
     def vhost_connections(self, vhost: str) -> int:
         """Open connections on *vhost* (for its ``max-connections`` limit)."""
@@ -998,6 +1022,8 @@ class ServerFactory(Factory):
         if self.connection_max is not None and len(self.connections) >= self.connection_max:
             oplog.connection_refused(_address(addr), self.connection_max)
             return None
+        if self.window.lapsed:
+            return None
         connection = ServerConnection(
             self.clock,
             broker=self.broker,
@@ -1008,5 +1034,6 @@ class ServerFactory(Factory):
             **self.options,
         )
         connection.factory = self
+        connection.window = self.window
         self.connections.add(connection)
         return connection

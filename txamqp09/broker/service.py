@@ -14,6 +14,15 @@ While it runs, a :class:`~txamqp09.broker.collector.CollectorPolicy` keeps
 the garbage collector's full passes off large backlogs (the restored one
 first), and a :class:`~txamqp09.broker.disk.DiskMonitor` raises the disk
 alarm when the store's file system runs low.
+
+In a group of brokers (:mod:`txamqp09.group`) the broker starts as a
+standby: its management and metrics listeners run, but it neither restores
+the store nor opens its *serving* children (the AMQP listeners, federation,
+shovels) until the group makes it active (:meth:`BrokerService.serve`); it
+stops serving at once when the group fences it
+(:meth:`BrokerService.stop_serving`). Stopping, it closes the store first
+and leaves the group last, so that a standby takes over from a store that
+has written everything.
 """
 
 from __future__ import annotations
@@ -22,11 +31,11 @@ import gc
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, Callable, Mapping, Optional, Protocol, TypeVar
 
 from twisted.application.internet import StreamServerEndpointService
-from twisted.application.service import MultiService
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.application.service import IService, MultiService, Service
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.internet.error import CannotListenError
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IAddress, IListeningPort, IProtocolFactory, IStreamServerEndpoint
@@ -43,9 +52,23 @@ from txamqp09.store.interface import IMessageStore, Settings
 from txamqp09.store.sqlite import StoreInUse
 from txamqp09.wire.errors import ConnectionForced
 
-__all__ = ["BrokerService", "StartupError"]
+__all__ = ["AMQP_PROTOCOLS", "BrokerService", "Group", "StartupError"]
 
 _T = TypeVar("_T")
+
+#: The listeners' protocols that serve AMQP (opened only while the broker serves).
+AMQP_PROTOCOLS = ("amqp", "amqp/ssl")
+
+
+class Group(Protocol):
+    """The group a broker is a member of, as the broker service sees it
+    (:class:`~txamqp09.group.service.GroupService`)."""
+
+    def startService(self) -> None:
+        """Join the group (the broker stands by until it is made active)."""
+
+    def stopService(self) -> Deferred[None]:
+        """Leave the group (releasing the lease if held)."""
 
 
 class StartupError(Exception):
@@ -141,24 +164,48 @@ class BrokerService(MultiService):
         self.store_location = store_location
         self.definitions_file = definitions_file
         factory.config.store = store
-        self._endpoints: list[_LoggedEndpoint] = []
+        self._endpoints: list[tuple[_LoggedEndpoint, IService]] = []
         self.collector = CollectorPolicy(factory.broker, factory.clock, freeze_threshold)
+        #: The group this broker is a member of (None: it serves alone).
+        self.group: Optional[Group] = None
+        #: The children that run only while the broker serves.
+        self._serving: list[IService] = []
+        self._restored = False
 
     def add_listener(self, endpoint: IStreamServerEndpoint, factory: IProtocolFactory, protocol: str) -> None:
-        """Listen on *endpoint* with *factory* while the broker runs; the
-        operator log names *protocol* (``amqp``, ``http``...) and the address."""
+        """Listen on *endpoint* with *factory* while the broker runs (AMQP
+        ones while it serves); the operator log names *protocol* (``amqp``,
+        ``http``...) and the address."""
         logged = _LoggedEndpoint(endpoint, protocol)
-        self._endpoints.append(logged)
         listener = StreamServerEndpointService(logged, factory)
+        self._endpoints.append((logged, listener))
         # A port that cannot be bound fails the start instead of being logged.
         listener._raiseSynchronously = True
-        listener.setServiceParent(self)
+        if protocol in AMQP_PROTOCOLS:
+            self.add_serving(listener)
+        else:
+            listener.setServiceParent(self)
+
+    def add_serving(self, child: IService) -> None:
+        """Run *child* only while the broker serves (all the time alone; in
+        a group, while it is the active broker)."""
+        child.setServiceParent(self)
+        self._serving.append(child)
+
+    def addresses(self) -> list[tuple[str, str, int]]:
+        """(protocol, host, port) of every TCP listener listening now."""
+        listening: list[tuple[str, str, int]] = []
+        for endpoint, listener in self._endpoints:
+            address = endpoint.address
+            if listener.running and isinstance(address, (IPv4Address, IPv6Address)):
+                listening.append((endpoint.protocol, address.host, address.port))
+        return listening
 
     def amqp_address(self) -> Optional[LocalAddress]:
         """Where this broker's first plain AMQP listener on TCP listens (an
         address of every interface given as loopback), once it does, with
         the direct logins of its links to it."""
-        for endpoint in self._endpoints:
+        for endpoint, _ in self._endpoints:
             address = endpoint.address
             if endpoint.protocol == "amqp" and isinstance(address, (IPv4Address, IPv6Address)):
                 host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(address.host, address.host)
@@ -166,19 +213,63 @@ class BrokerService(MultiService):
         return None
 
     def privilegedStartService(self) -> None:
-        """Bind the listeners (before privileges are shed, under twistd)."""
-        self._starting(super().privilegedStartService)
+        """Bind the listeners (before privileges are shed, under twistd); in
+        a group, only those that run while it stands by."""
+        if self.group is None:
+            self._starting(super().privilegedStartService)
+        else:
+            self._starting(lambda: self._each_child(lambda child: child.privilegedStartService()))
 
     def startService(self) -> None:
-        """Open the store and restore the broker, then start the listeners."""
-        self._starting(self._start)
-        oplog.accepting(sum(isinstance(child, StreamServerEndpointService) for child in self))
+        """Open the store and restore the broker, then start the listeners;
+        in a group, start what runs while it stands by, and join the group."""
+        if self.group is None:
+            self._starting(self._start)
+            oplog.accepting(self._amqp_listeners())
+            return
+        Service.startService(self)
+        self._starting(lambda: self._each_child(lambda child: child.startService()))
+        self.group.startService()
+
+    def _each_child(self, step: Callable[[IService], None]) -> None:
+        """Apply *step* to every child that runs while the broker stands by."""
+        for child in self:
+            if child not in self._serving:
+                step(child)
+
+    def _amqp_listeners(self) -> int:
+        return sum(1 for endpoint, _ in self._endpoints if endpoint.protocol in AMQP_PROTOCOLS)
 
     def _start(self) -> None:
+        self._restore_and_configure()
+        super().startService()
+
+    def serve(self) -> None:
+        """Restore from the store and open the serving children (the group
+        made this broker active).
+
+        :raises StartupError: it cannot (the store or a port failed).
+        """
+        _as_startup_error(self._restore_and_configure)
+        _as_startup_error(lambda: [child.startService() for child in self._serving])
+        oplog.accepting(self._amqp_listeners())
+
+    def stop_serving(self, reason: str) -> None:
+        """Close every connection (320 CONNECTION_FORCED with *reason*),
+        deliver nothing more, and stop the serving children (the group
+        fenced this broker)."""
+        self.factory.stop_serving(ConnectionForced(reason))
+        for child in self._serving:
+            if child.running:
+                child.stopService()
+
+    def _restore_and_configure(self) -> None:
+        """Restore the broker from the store and start its runtime configuration."""
         oplog.data_directory(self.data_dir, self.store_location)
         settings: Settings = {}
         if self.store is not None:
             settings = _without_collector(self._restore)
+            self._restored = True
             # What was restored lives until it is consumed: keep it out of the
             # collector's full passes, which would walk every message each time.
             self.collector.freeze()
@@ -192,23 +283,19 @@ class BrokerService(MultiService):
         self.collector.start()
         if self.disk_monitor is not None:
             self.disk_monitor.startService()
-        super().startService()
 
-    def _starting(self, step: Callable[[], None]) -> None:
+    def _starting(self, step: Callable[[], Any]) -> None:
         """Run a step of the start; a failure is a :class:`StartupError`."""
         try:
-            try:
-                step()
-            except (CannotListenError, StoreInUse, OSError) as error:
-                raise StartupError(str(error)) from error
+            _as_startup_error(step)
         except StartupError as error:
             if not self.exit_on_startup_error:
                 raise
             oplog.startup_failed(str(error))
-            self._remove_pidfile()
+            self.remove_pidfile()
             raise SystemExit(1) from None
 
-    def _remove_pidfile(self) -> None:
+    def remove_pidfile(self) -> None:
         """Remove :attr:`pidfile` if it holds this process's id."""
         if not self.pidfile:
             return
@@ -234,14 +321,29 @@ class BrokerService(MultiService):
         return recovered.settings
 
     def stopService(self) -> Deferred[Any]:
-        """Stop listening, close every connection, then close the store."""
-        stopped: Deferred[Any] = maybeDeferred(super().stopService)
+        """Stop listening, close every connection, then close the store,
+        and leave the group last."""
+        Service.stopService(self)
+        stopped: Deferred[Any] = DeferredList(
+            [maybeDeferred(child.stopService) for child in reversed(list(self)) if child.running]
+        )
         for connection in list(self.factory.connections):
             connection.close(ConnectionForced("broker shutdown"))
         self.collector.stop()
         if self.disk_monitor is not None:
             self.disk_monitor.stopService()
         store = self.store
-        if store is not None:
+        if store is not None and (self._restored or self.group is None):
             stopped.addCallback(lambda _: store.close())
+        group = self.group
+        if group is not None:
+            stopped.addCallback(lambda _: group.stopService())
         return stopped
+
+
+def _as_startup_error(step: Callable[[], Any]) -> None:
+    """Run *step*; a port or store that fails it raises :class:`StartupError`."""
+    try:
+        step()
+    except (CannotListenError, StoreInUse, OSError) as error:
+        raise StartupError(str(error)) from error

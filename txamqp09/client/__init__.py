@@ -19,7 +19,8 @@
 See docs/client.rst for the guide.
 """
 
-from txamqp09.client.channel import Channel, ChannelState
+from txamqp09.client.base import ChannelState
+from txamqp09.client.channel import Channel
 from txamqp09.client.connection import ClientConnection, ClientFactory, connect
 from txamqp09.client.consumer import Consumer
 from txamqp09.client.errors import (

@@ -18,7 +18,8 @@ from typing import Any, Callable, Optional
 
 from twisted.internet.defer import Deferred
 
-from txamqp09.client.channel import BodyLike, Channel, PropertiesLike
+from txamqp09.client.base import BodyLike, PropertiesLike
+from txamqp09.client.channel import Channel
 from txamqp09.wire.base import Method
 from txamqp09.wire.versions import ProtocolVersion
 

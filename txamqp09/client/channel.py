@@ -18,14 +18,14 @@ server's reply code, text, class and method when the server closed it) or
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from itertools import count
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.logger import Logger
 
+from txamqp09.client.base import BodyLike, ChannelState, ConnectionLike, PropertiesLike
 from txamqp09.client.confirms import ConfirmTracker
 from txamqp09.client.consumer import DEFAULT_MAX_BACKLOG, Consumer, DeliveryCallback
 from txamqp09.client.errors import (
@@ -61,31 +61,15 @@ from txamqp09.wire.frames import (
 from txamqp09.wire.versions import DIRECT_REPLY_TO, ProtocolVersion
 
 if TYPE_CHECKING:
-    from txamqp09.client.connection import ClientConnection
     from txamqp09.wire import methods
 
-__all__ = ["Channel", "ChannelState", "PropertiesLike", "BodyLike"]
+__all__ = ["Channel"]
 
 _log = Logger()
 
-#: Content properties: a generated Properties object, its fields as a
-#: mapping, or the encoded flags and property list a delivered message
-#: carries (:attr:`Message.raw_properties`), to forward them unchanged.
-PropertiesLike = Union[Properties, Mapping[str, Any], bytes, None]
-BodyLike = Union[bytes, bytearray, memoryview]
 #: Turns a response command into what the request's Deferred fires with.
 _Unwrap = Callable[["Channel", Command], Any]
 _Handler = Callable[["Channel", Command], None]
-
-
-class ChannelState(enum.Enum):
-    """Where a channel is in its life."""
-
-    OPENING = "opening"
-    OPEN = "open"
-    #: channel.close sent, waiting for close-ok.
-    CLOSING = "closing"
-    CLOSED = "closed"
 
 
 _OPEN = ChannelState.OPEN
@@ -105,7 +89,8 @@ def _response_value(channel: Channel, command: Command) -> Any:
 
 
 class Channel:
-    """One AMQP channel of a :class:`~txamqp09.client.connection.ClientConnection`.
+    """One AMQP channel of a :class:`~txamqp09.client.connection.ClientConnection`
+    (seen here as a :class:`~txamqp09.client.base.ConnectionLike`).
 
     Get one with ``channel = yield connection.channel()`` (or ``await``).
 
@@ -123,7 +108,7 @@ class Channel:
     #: The handler of each method the server may send, per version.
     _dispatch_tables: dict[str, dict[type[Method], _Handler]] = {}
 
-    def __init__(self, connection: ClientConnection, number: int) -> None:
+    def __init__(self, connection: ConnectionLike, number: int) -> None:
         assert connection.version is not None
         self.connection = connection
         self.number = number

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from twisted.internet.defer import Deferred, fail
 
-from txamqp09.client.channel import Channel, PropertiesLike
+from txamqp09.client.base import PropertiesLike
+from txamqp09.client.channel import Channel
 from txamqp09.client.consumer import DEFAULT_MAX_BACKLOG, Consumer, DeliveryCallback
 from txamqp09.client.errors import AlreadySettled, ClientError
 from txamqp09.client.message import Message
@@ -89,6 +90,8 @@ class FileMessage(Message):
     """A file delivery: ack and reject send file.ack and file.reject."""
 
     __slots__ = ()
+    #: File deliveries arrive on a :class:`Channel` (whose methods send the settlements).
+    channel: Channel
 
     def ack(self, multiple: bool = False) -> None:
         """Acknowledge the file (file.ack)."""

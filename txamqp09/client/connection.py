@@ -32,7 +32,8 @@ from twisted.python.failure import Failure
 import twisted
 from txamqp09 import __version__
 from txamqp09.client.api import channel_class
-from txamqp09.client.channel import Channel, ChannelState
+from txamqp09.client.base import ChannelState
+from txamqp09.client.channel import Channel
 from txamqp09.client.errors import (
     ClientError,
     ConnectionClosed,

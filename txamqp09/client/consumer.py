@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import inspect
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txamqp09.client.base import ChannelLike
 from txamqp09.client.message import Message
 
-if TYPE_CHECKING:
-    from txamqp09.client.channel import Channel
-
-__all__ = ["Consumer", "DeliveryCallback", "DEFAULT_MAX_BACKLOG"]
+__all__ = ["Consumer", "ConsumingChannel", "DeliveryCallback", "DEFAULT_MAX_BACKLOG"]
 
 #: Called with each delivery; may return a Deferred or a coroutine, which
 #: counts towards the backlog until it finishes.
@@ -36,6 +34,13 @@ DeliveryCallback = Callable[[Message], Any]
 DEFAULT_MAX_BACKLOG = 1000
 
 _log = Logger()
+
+
+class ConsumingChannel(ChannelLike, Protocol):
+    """A channel as its consumers see it: one that also cancels them."""
+
+    def cancelConsumer(self, consumer: Consumer) -> Deferred[Any]:
+        """Cancel *consumer*; fires once the server confirmed."""
 
 
 class Consumer:
@@ -56,7 +61,7 @@ class Consumer:
 
     def __init__(
         self,
-        channel: Channel,
+        channel: ConsumingChannel,
         queue: str,
         tag: str,
         *,

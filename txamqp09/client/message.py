@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
+from txamqp09.client.base import ChannelLike
 from txamqp09.client.errors import AlreadySettled
 from txamqp09.wire.frames import Command
-
-if TYPE_CHECKING:
-    from txamqp09.client.channel import Channel
 
 __all__ = ["Message"]
 
@@ -26,7 +24,7 @@ class Message:
 
     __slots__ = ("channel", "method", "body", "_command", "_settled")
 
-    def __init__(self, channel: Channel, command: Command, settled: bool = False) -> None:
+    def __init__(self, channel: ChannelLike, command: Command, settled: bool = False) -> None:
         self.channel = channel
         self.method: Any = command.method
         self.body: bytes = command.body

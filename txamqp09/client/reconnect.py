@@ -35,7 +35,7 @@ from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint
 from twisted.logger import Logger
 
 from txamqp09.client.api import channel_class
-from txamqp09.client.channel import BodyLike, PropertiesLike
+from txamqp09.client.base import BodyLike, PropertiesLike
 from txamqp09.client.connection import ClientConnection
 from txamqp09.client.consumer import DeliveryCallback
 from txamqp09.client.errors import ConnectionClosed

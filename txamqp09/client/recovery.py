@@ -34,7 +34,8 @@ from twisted.internet.defer import Deferred, ensureDeferred, fail, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txamqp09.client.channel import BodyLike, Channel, ChannelState, PropertiesLike
+from txamqp09.client.base import BodyLike, ChannelState, PropertiesLike
+from txamqp09.client.channel import Channel
 from txamqp09.client.consumer import DEFAULT_MAX_BACKLOG, Consumer, DeliveryCallback
 from txamqp09.client.errors import ChannelClosed, ChannelEnding, ClientError, ConnectionClosed
 from txamqp09.client.events import RecoveryEvent, RecoveryFailed
@@ -240,8 +241,9 @@ class RecoveringChannel:
         self._link = link
         self._topology = link.topology
         self._channel_class = channel_class
-        #: The channel of the current connection, once restored.
+        #: The channel of the current connection, once restored, and that connection.
         self._channel: Optional[Channel] = None
+        self._connection: Optional[ClientConnection] = None
         self._ready: Outcome[Channel] = Outcome()
         self._qos: Optional[dict[str, Any]] = None
         self._mode: Optional[str] = None
@@ -316,14 +318,15 @@ class RecoveringChannel:
         """*channel*, the current one, is gone: wait for the next, or open it."""
         if channel is not self._channel:
             return
-        self._channel = None
+        connection, self._channel, self._connection = self._connection, None, None
         if self._ready.done:
             self._ready = Outcome()
         if not self.recovers or isinstance(channel.closed_by, ConnectionClosed):
             # The client restores this channel on its next connection, or
             # shuts it down when it stops.
             return
-        restored = ensureDeferred(self.restore(channel.connection))
+        assert connection is not None
+        restored = ensureDeferred(self.restore(connection))
         restored.addErrback(lambda failure: failure.trap(ConnectionClosed))
 
     # -- restoring ---------------------------------------------------------------
@@ -352,7 +355,7 @@ class RecoveringChannel:
             if self._closed_by is not None:
                 await channel.close()
                 return
-            self._channel = channel
+            self._channel, self._connection = channel, connection
             channel.whenClosed().addCallback(lambda _: self._ended(channel))
             if self._channel is channel:
                 self._republish(channel)

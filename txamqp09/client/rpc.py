@@ -24,19 +24,34 @@ with the :class:`~txamqp09.client.errors.ChannelClosed` or
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Protocol
 
 from twisted.internet.defer import Deferred, fail, succeed
 
+from txamqp09.client.base import BodyLike, ChannelLike, PropertiesLike
+from txamqp09.client.consumer import Consumer, DeliveryCallback
 from txamqp09.client.errors import ChannelEnding, ClientError
 from txamqp09.client.message import Message
 from txamqp09.wire.versions import DIRECT_REPLY_TO
 
-if TYPE_CHECKING:
-    from txamqp09.client.channel import BodyLike, Channel
-    from txamqp09.client.consumer import Consumer
+__all__ = ["DIRECT_REPLY_TO", "RPCChannel", "RPCClient", "RPCStopped"]
 
-__all__ = ["DIRECT_REPLY_TO", "RPCClient", "RPCStopped"]
+
+class RPCChannel(ChannelLike, Protocol):
+    """A channel as an RPC client uses it (a :class:`~txamqp09.client.channel.Channel`)."""
+
+    def basic_consume(
+        self, queue: str = "", callback: Optional[DeliveryCallback] = None, *, no_ack: bool = False
+    ) -> Deferred[Consumer]:
+        """Start consuming *queue*."""
+
+    def basic_publish(
+        self, body: BodyLike, exchange: str = "", routing_key: str = "", properties: PropertiesLike = None
+    ) -> Optional[Deferred[int]]:
+        """Publish a message."""
+
+    def whenClosed(self) -> Deferred[ChannelEnding]:
+        """Fires with what ended the channel."""
 
 
 class RPCStopped(ClientError):
@@ -52,14 +67,14 @@ class RPCClient:
     :ivar channel: the channel it publishes and consumes on.
     """
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: RPCChannel) -> None:
         self.channel = channel
         self._consumer: Optional[Consumer] = None
         #: The Deferred of each call waiting for its reply, by correlation id.
         self._waiting: dict[str, Deferred[Message]] = {}
 
     @classmethod
-    def start(cls, channel: Channel) -> Deferred[RPCClient]:
+    def start(cls, channel: RPCChannel) -> Deferred[RPCClient]:
         """A client consuming its replies on *channel*; fires once the
         broker agreed (its basic.consume-ok)."""
         client = cls(channel)

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
 
-from txamqp09.client.channel import Channel, ChannelState
+from txamqp09.client.base import ChannelState
+from txamqp09.client.channel import Channel
 from txamqp09.client.errors import ConnectionClosed
 from txamqp09.client.events import QueueRenamed, RecoveryEvent, RecoveryFailed
 

@@ -21,7 +21,7 @@ import socket
 import time
 from dataclasses import dataclass
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
@@ -39,7 +39,26 @@ if TYPE_CHECKING:
     from txamqp09.shovel.service import ShovelService
     from txamqp09.store.interface import IMessageStore
 
-__all__ = ["Listener", "Node", "RecordingEndpoint", "StatisticsService"]
+__all__ = ["GroupView", "Listener", "Node", "RecordingEndpoint", "StatisticsService"]
+
+
+class GroupView(Protocol):
+    """The group a node is a member of, as the management API reads it
+    (:class:`~txamqp09.group.service.GroupService`).
+
+    :ivar timing: the lease's period and renewal interval (``period`` and
+        ``renew``, seconds).
+    """
+
+    timing: Any
+
+    @property
+    def serving(self) -> bool:
+        """Whether this node is the group's active broker."""
+
+    def status(self) -> Any:
+        """The group as this node sees it (its ``role`` and ``as_json()``:
+        see :class:`~txamqp09.group.service.GroupStatus`)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +107,8 @@ class Node:
         self.shovels: Optional[ShovelService] = None
         #: The broker's federation links (``/api/federation-links``), if it runs them.
         self.federation: Optional[FederationService] = None
+        #: The group this node is a member of (None: it serves alone).
+        self.group: Optional[GroupView] = None
 
     def start(self) -> None:
         """Start sampling statistics."""

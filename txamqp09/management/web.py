@@ -6,8 +6,10 @@
 Every request under ``/api/`` is routed
 (404/405 when nothing fits), authenticated with HTTP basic auth through the
 broker's own cred portal (the users AMQP clients log in as), checked
-against the route's tag, and handed to the handler; what the handler
-returns or raises becomes a JSON answer. Errors the model raises (AMQP
+against the route's tag, and handed to the handler (on a member of a
+group that does not serve, a standby, only if the route serves there:
+others answer 503 naming the role, see :mod:`txamqp09.management.group`);
+what the handler returns or raises becomes a JSON answer. Errors the model raises (AMQP
 reply codes) become RabbitMQ's HTTP errors; anything else is logged and
 answered with a 500 body naming the error.
 """
@@ -26,6 +28,7 @@ from twisted.web import http
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
+from txamqp09 import __version__
 from txamqp09.broker import oplog
 from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly
 from txamqp09.broker.auth.sasl import PasswordCredentials, PeerInfo
@@ -38,6 +41,7 @@ from txamqp09.management.api import (
     not_authorised,
     split_path,
 )
+from txamqp09.management.group import active_member
 from txamqp09.management.node import Node
 from txamqp09.management.rows import encode
 from txamqp09.management.ui import UiFiles
@@ -121,6 +125,9 @@ class ManagementResource(Resource):
     def _handle(self, request: Request) -> Deferred[Any]:
         method = request.method.decode("ascii", "replace")
         path = request.path.decode("utf-8", "replace")
+        not_serving = _not_serving(self.node, split_path(path))
+        if not_serving is not None:
+            return succeed(not_serving)
         handler, tag, args = self.router.resolve(method, split_path(path))
         before_login = _refused_before_login(request)
         if before_login is not None:
@@ -184,6 +191,37 @@ class ManagementResource(Resource):
             request.setHeader("Content-Type", "application/json")
             request.write(reply.body.data if isinstance(reply.body, Encoded) else encode(reply.body))
         request.finish()
+
+
+def _not_serving(node: Node, segments: list[str]) -> Optional[Reply]:
+    """The answer of a node that is not its group's active broker (a
+    standby, or one that was fenced), without login: the overview says its
+    role and the group, ``/api/nodes`` lists the members; health checks
+    fail (503 ``status: failed``); every other endpoint answers 503 with the
+    reason. None while it serves."""
+    group = node.group
+    if group is None or group.serving:
+        return None
+    from txamqp09.management.endpoints.overview import group_status, listeners
+
+    status = group.status()
+    reason = f"this broker is a {status.role.value} member of its group and serves no AMQP; {active_member(status)}"
+    if segments[:2] == ["api", "nodes"] and len(segments) <= 3:
+        from txamqp09.management.endpoints.nodes import entries, entry
+
+        try:
+            return Reply(200, entry(node, segments[2]) if len(segments) == 3 else entries(node))
+        except ApiError as error:
+            return Reply(error.status, error.body())
+    if segments == ["api", "overview"]:
+        return Reply(200, {
+            "node": node.name, "cluster_name": node.name, "product_name": "txamqp09",
+            "product_version": __version__,
+            "listeners": listeners(node), **group_status(node),
+        })
+    if segments[:2] == ["api", "health"] or segments[:2] == ["api", "aliveness-test"]:
+        return Reply(503, {"status": "failed", "reason": reason, "role": status.role.value})
+    return Reply(503, {"error": "not_serving", "reason": reason, "role": status.role.value})
 
 
 class OperatorLoggedSite(Site):

@@ -27,7 +27,9 @@ from txamqp09 import __version__
 from txamqp09.broker.model.arguments import CLASSIC, QUORUM, STREAM
 from txamqp09.broker.model.stats import QueueCounters
 from txamqp09.management.endpoints.overview import API_VERSION
+from txamqp09.management.group import serving
 from txamqp09.prometheus.families import CLUSTER_TABLES, OWN_TABLES, RABBITMQ_TABLES, Row, Source, Table
+from txamqp09.prometheus.group import group_families
 from txamqp09.store.distribution import Distribution
 
 if TYPE_CHECKING:
@@ -110,9 +112,16 @@ def gather(
     :param disk: the disk monitor, for free space and its limit.
     :param families: the tables ``DETAILED`` reports (RabbitMQ's names).
     :param vhosts: the virtual hosts whose queues ``DETAILED`` reports (None: all).
+
+    A member of a group that does not serve (a standby) reports only its
+    group's families (:mod:`.group`) and its identity, on every path.
     """
-    source = Source(node, disk, vhosts if scope is Scope.DETAILED else None)
     scrape = Scrape()
+    if not serving(node):
+        for family in group_families(node) + _identity(node):
+            scrape.add(family)
+        return scrape
+    source = Source(node, disk, vhosts if scope is Scope.DETAILED else None)
     per_object = scope is not Scope.AGGREGATED
     if scope is Scope.DETAILED:
         for tables, prefix in ((RABBITMQ_TABLES, "rabbitmq_detailed_"), (CLUSTER_TABLES, "rabbitmq_cluster_")):
@@ -129,7 +138,7 @@ def gather(
                 scrape.add(family)
         for table in OWN_TABLES:
             scrape.add_table(table, "txamqp09_", per_object, table.gather(source, per_object))
-        for family in _store(node):
+        for family in _store(node) + group_families(node):
             scrape.add(family)
     for family in _identity(node):
         scrape.add(family)

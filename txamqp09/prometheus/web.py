@@ -55,7 +55,9 @@ class MetricsResource(Resource):
         self._exposition = Exposition()
 
     def render_GET(self, request: Request) -> Any:
-        """Gather the scope the path names, then answer with its exposition."""
+        """Gather the scope the path names, then answer with its exposition
+        (a node that is not its group's active broker has only its group's
+        metrics to tell: :func:`~txamqp09.prometheus.collector.gather`)."""
         path = request.path.rstrip(b"/").split(b"/")
         scope = _SCOPES.get(b"/".join(path[2:])) if path[:2] == [b"", b"metrics"] else None
         if scope is None:

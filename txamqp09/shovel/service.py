@@ -3,9 +3,10 @@ and one per static shovel.
 
 :class:`ShovelService` is a child of the broker's
 :class:`~txamqp09.broker.service.BrokerService`, started after the store's
-configuration is restored and the listeners listen. It watches the
-``shovel`` component of the runtime configuration
-(:class:`~txamqp09.broker.parameters.Components`): a shovel set through the
+configuration is restored and the listeners listen. Made, it adds the
+``shovel`` component to the runtime configuration
+(:class:`~txamqp09.broker.parameters.Components`), which checks shovel
+definitions from then on; running, it watches that component: a shovel set through the
 management API, ``amqp09ctl set_parameter shovel ...``, a definitions file,
 or kept in the store from before a restart, starts; a changed one starts
 again with its new definition; a cleared one stops. It answers
@@ -31,7 +32,7 @@ from twisted.internet.defer import Deferred, DeferredList, succeed
 
 from txamqp09.broker.runtime import ConfigError, RuntimeConfig
 from txamqp09.links.uri import LocalAddress
-from txamqp09.shovel.definition import ShovelDefinition
+from txamqp09.shovel.definition import SHOVEL, ShovelDefinition
 from txamqp09.shovel.worker import Shovel
 
 __all__ = ["COMPONENT", "ShovelService"]
@@ -68,6 +69,7 @@ class ShovelService(Service):
         self.shovels: dict[tuple[str, str], Shovel] = {}
         #: The static shovels running, by name.
         self.static_shovels: dict[str, Shovel] = {}
+        config.components.add(COMPONENT, SHOVEL)
 
     def startService(self) -> None:
         """Start the static shovels and the dynamic ones defined now, and

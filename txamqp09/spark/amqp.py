@@ -368,20 +368,20 @@ class QueueFeed:
         acknowledged = self.messages[:done]
         del self.messages[:done]
         self.acknowledged = end
-        await acknowledge(acknowledged, self.prefetch)
+        await acknowledge(self.channel, acknowledged, self.prefetch)
 
     async def close(self) -> None:
         """Disconnect: the broker requeues whatever is unacknowledged."""
         await self.connection.disconnect()
 
 
-async def acknowledge(messages: list[Message], prefetch: int = 0) -> None:
-    """Acknowledge *messages* (deliveries of one channel, in order) and wait
+async def acknowledge(channel: Channel, messages: list[Message], prefetch: int = 0) -> None:
+    """Acknowledge *messages* (deliveries of *channel*, in order) and wait
     until the broker has processed that: a basic.qos round trip, which
     restates the channel's *prefetch*, follows the acknowledgement."""
     if messages:
         messages[-1].ack(multiple=True)
-        await messages[-1].channel.basic_qos(prefetch)
+        await channel.basic_qos(prefetch)
 
 
 class Publisher:

@@ -292,11 +292,21 @@ class PostgreSQL:
         self.run("pg_ctl", "-D", self.data_dir, "-w", "promote")
 
     def kill(self) -> None:
-        """End the server as a crash would: SIGKILL of the postmaster (its
-        backends notice and end on their own)."""
-        if self._server is not None and self.running:
-            self._server.kill()
-            self._server.wait()
+        """End the server as the death of its machine would: SIGKILL of the
+        postmaster and of every process it started, at once, so that no
+        orphaned backend lingers (one waiting for a synchronous standby in
+        COMMIT would hold its client's connection open for ever). The
+        postmaster is stopped first so that it starts no more."""
+        if self._server is None or not self.running:
+            return
+        os.kill(self._server.pid, signal.SIGSTOP)
+        for child in _children(self._server.pid):
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._server.kill()
+        self._server.wait()
 
     def stop(self, mode: str = "fast", timeout: float = 60.0) -> None:
         """Stop the server: ``fast`` (ends sessions, writes a checkpoint) or
@@ -313,6 +323,24 @@ class PostgreSQL:
         """Stop the server and delete its directory."""
         self.stop("immediate")
         shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+def _children(pid: int) -> list[int]:
+    """The process ids whose parent is *pid* (read from /proc)."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                # The command name, in parentheses, may hold spaces: the
+                # parent's id is the second field after its closing one.
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(entry))
+    return children
 
 
 def group_url(servers: Sequence[PostgreSQL], database: str) -> str:

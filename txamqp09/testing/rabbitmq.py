@@ -18,6 +18,16 @@ Typical use in a trial test::
             self.port = shared_rabbitmq().port
 
 The node accepts guest/guest on virtual host ``/``.
+
+:class:`RabbitMQCluster` joins several such nodes into one cluster (one
+epmd for all, the same Erlang cookie), as RabbitMQ's clustering guide
+describes, for benchmarks of quorum queues::
+
+    cluster = RabbitMQCluster(base_dir, size=3)
+    cluster.start()
+    leader_port = cluster.nodes[0].port
+    ...
+    cluster.stop()
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import IO, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Mapping, Optional, Sequence, Union
 
 __all__ = [
     "CLI_USER",
@@ -40,6 +50,7 @@ __all__ = [
     "RABBITMQ_BIN",
     "TLSFiles",
     "RabbitMQ",
+    "RabbitMQCluster",
     "RabbitMQError",
     "erlang_term",
     "rabbitmq_missing",
@@ -134,6 +145,11 @@ class RabbitMQ:
     :param prometheus: enable the ``rabbitmq_prometheus`` plugin, its
         metrics listening on :attr:`prometheus_port`.
     :param more_plugins: more plugins to enable (``rabbitmq_shovel`` ...).
+    :param epmd_port: the port of an epmd started by someone else (the
+        node's cluster), which the node then neither starts nor stops; by
+        default the node runs an epmd of its own.
+    :param cookie: the Erlang cookie (nodes of one cluster share theirs);
+        by default the node makes one at its first start.
 
     :ivar port: the AMQP port on 127.0.0.1 (known once constructed).
     :ivar tls_port: the AMQPS port, or None without *tls*.
@@ -153,6 +169,8 @@ class RabbitMQ:
         management: bool = False,
         prometheus: bool = False,
         more_plugins: Sequence[str] = (),
+        epmd_port: Optional[int] = None,
+        cookie: Optional[str] = None,
     ) -> None:
         self.base_dir = os.path.abspath(base_dir)
         self.more_plugins = tuple(more_plugins)
@@ -164,7 +182,9 @@ class RabbitMQ:
         self.management_port: Optional[int] = free_port() if management else None
         self.prometheus_port: Optional[int] = free_port() if prometheus else None
         self.dist_port = free_port()
-        self.epmd_port = free_port()
+        self.own_epmd = epmd_port is None
+        self.epmd_port = free_port() if epmd_port is None else epmd_port
+        self.cookie = cookie
         self.node_name = f"txamqp09-{os.getpid()}-{self.port}@localhost"
         self._server: Optional[subprocess.Popen[bytes]] = None
         self._epmd: Optional[subprocess.Popen[bytes]] = None
@@ -239,6 +259,10 @@ class RabbitMQ:
         for name, text in files.items():
             with open(self._path(name), "w") as file:
                 file.write(text)
+        if self.cookie is not None:
+            cookie_path = self._path("home", ".erlang.cookie")
+            with open(os.open(cookie_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400), "w") as cookie_file:
+                cookie_file.write(self.cookie)
 
     def plugins(self) -> list[str]:
         """The plugins the node enables."""
@@ -266,13 +290,8 @@ class RabbitMQ:
             raise RabbitMQError("this node was already started")
         self._write_files()
         env = self.environment()
-        self._epmd = subprocess.Popen(
-            ["epmd", "-port", str(self.epmd_port), "-address", _LOOPBACK],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=_end_with_parent,
-        )
+        if self.own_epmd:
+            self._epmd = start_epmd(self.epmd_port, env)
         self._server = subprocess.Popen(
             [os.path.join(RABBITMQ_BIN, "rabbitmq-server")],
             env=env,
@@ -362,8 +381,12 @@ class RabbitMQ:
             raise RabbitMQError(f"{expression} answered {value}")
         return value
 
+    def os_pid(self) -> int:
+        """The process id of the node's Erlang VM (the one to signal)."""
+        return int(self.evaluate("list_to_integer(os:getpid()).").strip())
+
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the node, then its epmd.
+        """Stop the node, then its epmd (if it runs its own).
 
         The node gets SIGTERM, on which RabbitMQ shuts down as cleanly as
         with ``rabbitmqctl stop`` but without starting an Erlang CLI node
@@ -372,6 +395,88 @@ class RabbitMQ:
         server, self._server = self._server, None
         if server is not None:
             _end_process(server, timeout)
+        epmd, self._epmd = self._epmd, None
+        if epmd is not None:
+            _end_process(epmd, 5.0)
+
+
+def start_epmd(port: int, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Erlang's port mapper on 127.0.0.1:*port* (ended with its starter)."""
+    return subprocess.Popen(
+        ["epmd", "-port", str(port), "-address", _LOOPBACK],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=_end_with_parent,
+    )
+
+
+class RabbitMQCluster:
+    """*size* RabbitMQ nodes joined into one cluster on loopback.
+
+    The nodes share one epmd and one Erlang cookie; the first one starts
+    alone, and each other one joins it as ``rabbitmqctl stop_app``,
+    ``join_cluster`` and ``start_app`` would (through :meth:`RabbitMQ.evaluate`,
+    without a CLI node). A quorum queue declared through a node has its
+    leader on that node.
+
+    :param base_dir: a directory the nodes may own (one subdirectory each).
+    :param size: how many nodes.
+    :param options: more :class:`RabbitMQ` options for every node.
+    :ivar nodes: the nodes, the first being the one the others joined.
+    """
+
+    def __init__(self, base_dir: str, size: int = 3, **options: Any) -> None:
+        self.base_dir = os.path.abspath(base_dir)
+        self.epmd_port = free_port()
+        cookie = os.urandom(16).hex().upper()
+        self.nodes = [
+            RabbitMQ(os.path.join(self.base_dir, f"node{number}"), epmd_port=self.epmd_port, cookie=cookie, **options)
+            for number in range(1, size + 1)
+        ]
+        self._epmd: Optional[subprocess.Popen[bytes]] = None
+
+    def start(self) -> None:
+        """Start epmd and every node, joining each to the first.
+
+        :raises RabbitMQError: a node did not start or join; the message
+            holds the end of its log.
+        """
+        self._epmd = start_epmd(self.epmd_port, self.nodes[0].environment())
+        try:
+            first = self.nodes[0]
+            first.start()
+            for node in self.nodes[1:]:
+                node.start()
+                self._join(node, first)
+            running = self.running_nodes()
+            if len(running) != len(self.nodes):
+                raise RabbitMQError(f"the cluster runs {running}, not all of {[n.node_name for n in self.nodes]}")
+        except BaseException:
+            self.stop()
+            raise
+
+    @staticmethod
+    def _join(node: RabbitMQ, first: RabbitMQ) -> None:
+        """Make *node* (running) a disc node of *first*'s cluster."""
+        node.evaluate("rabbit:stop().")
+        joined = node.evaluate(f"rabbit_mnesia:join_cluster('{first.node_name}', disc).")
+        if joined not in ("ok", "{ok,already_member}"):
+            raise RabbitMQError(f"{node.node_name} could not join {first.node_name}: {joined}\n{node.log_tail()}")
+        node.evaluate("rabbit:start().")
+
+    def running_nodes(self) -> list[str]:
+        """The cluster's running nodes, as its first live node sees them."""
+        for node in self.nodes:
+            if node.running:
+                listed = node.evaluate("rabbit_nodes:all_running().")
+                return sorted(name.strip("' ") for name in listed.strip("[]").split(",") if name.strip())
+        return []
+
+    def stop(self) -> None:
+        """Stop every node, then the shared epmd."""
+        for node in reversed(self.nodes):
+            node.stop()
         epmd, self._epmd = self._epmd, None
         if epmd is not None:
             _end_process(epmd, 5.0)

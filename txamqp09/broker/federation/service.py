@@ -7,6 +7,10 @@ looks at which exchanges and queues of the virtual hosts that have
 each of their upstreams, and stops the links nothing asks for any more (a
 policy, upstream or entity gone, an upstream changed).
 
+Made, it adds the components ``federation-upstream`` and
+``federation-upstream-set`` to the runtime configuration, which checks
+their values from then on.
+
 Nothing is polled. It looks again whenever a policy, an upstream or an
 upstream set is set, changed or cleared (it watches them as
 :class:`~txamqp09.broker.parameters.Components` parameters: through the API,
@@ -38,7 +42,7 @@ from twisted.internet.defer import Deferred, gatherResults
 
 from txamqp09.broker.alarms import ResourceAlarms
 from txamqp09.broker.federation.links import ExchangeLink, Link, QueueLink
-from txamqp09.broker.federation.upstreams import UPSTREAM, UPSTREAM_SET, Upstream, upstreams_for
+from txamqp09.broker.federation.upstreams import COMPONENTS, UPSTREAM, UPSTREAM_SET, Upstream, upstreams_for
 from txamqp09.broker.model import Exchange, Queue, VirtualHost
 from txamqp09.broker.model.policy import FEDERATION_KEYS
 from txamqp09.broker.runtime import POLICY, RuntimeConfig
@@ -82,6 +86,8 @@ class FederationService(Service):
         self.links: dict[LinkKey, Link] = {}
         #: The virtual hosts whose entities it watches, by name, with its watcher.
         self._watching: dict[str, tuple[VirtualHost, Callable[[Entity, bool], None]]] = {}
+        for name, component in COMPONENTS.items():
+            config.components.add(name, component)
 
     @property
     def cluster_name(self) -> str:

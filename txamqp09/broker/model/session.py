@@ -90,6 +90,12 @@ class Client:
         for session in list(self.sessions):
             session.refill()
 
+    def halt(self) -> None:
+        """Deliver nothing more to this connection (it is about to close,
+        with others: the messages their closing requeues stay queued)."""
+        for session in list(self.sessions):
+            session.flow(False)
+
     def close(self) -> None:
         """The connection ended: close its sessions, delete its exclusive queues."""
         for session in list(self.sessions):

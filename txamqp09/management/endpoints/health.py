@@ -1,7 +1,10 @@
 """Health checks: ``/api/aliveness-test/{vhost}`` and ``/api/health/checks/*``.
 
 A failed check answers 503 with RabbitMQ's ``{"status": "failed", "reason":
-...}`` body; a passed one 200 ``{"status": "ok"}``.
+...}`` body; a passed one 200 ``{"status": "ok"}``. A member of a group
+that does not serve (a standby) fails every check, naming its role, before
+any of these handlers runs (:mod:`txamqp09.management.web`), so that a load
+balancer sends clients to the active member.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ def register(router: Router) -> None:
     router.add("GET", "/api/health/checks/local-alarms", local_alarms)
     router.add("GET", "/api/health/checks/virtual-hosts", virtual_hosts)
     router.add("GET", "/api/health/checks/port-listener/{port}", port_listener)
+    router.add("GET", "/api/health/checks/is-in-service", is_in_service)
 
 
 def _failed(reason: str, **details: Any) -> Reply:
@@ -74,3 +78,9 @@ def port_listener(request: ApiRequest) -> Any:
     if port in ports:
         return {"status": "ok", "port": port}
     return _failed("No active listener", missing=port, ports=ports)
+
+
+def is_in_service(request: ApiRequest) -> Any:
+    """The node serves clients: alone, or as the active member of its group
+    (a member that does not serve fails before this handler)."""
+    return _OK

@@ -1,4 +1,5 @@
-"""``/api/nodes[/{node}]``: the one node this broker is (monitoring tag)."""
+"""``/api/nodes[/{node}]`` (monitoring tag): the one node this broker is,
+or every member of its group (:func:`txamqp09.management.group.node_entries`)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from typing import Any
 from txamqp09 import __version__
 from txamqp09.management.api import ApiRequest, Router, listing, not_found
 from txamqp09.management.endpoints.overview import contexts, exchange_types
+from txamqp09.management.group import node_entries
 from txamqp09.management.node import Node
 from txamqp09.management.stats import NO_RANGES, Ranges
 
-__all__ = ["register", "node_info"]
+__all__ = ["entries", "entry", "node_info", "register"]
 
 
 def register(router: Router) -> None:
@@ -31,6 +33,7 @@ def node_info(node: Node, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
         "name": node.name,
         "type": "disc" if node.store is not None else "ram",
         "running": True,
+        "being_drained": False,
         "os_pid": str(os.getpid()),
         "uptime": int((time.time() - node.started) * 1000),
         "processors": os.cpu_count() or 1,
@@ -64,13 +67,28 @@ def node_info(node: Node, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
     return info
 
 
+def entries(node: Node, ranges: Ranges = NO_RANGES) -> list[dict[str, Any]]:
+    """*node*'s entry (with histories over *ranges*), and the other members'
+    of its group."""
+    return node_entries(node, node_info(node, ranges))
+
+
+def entry(node: Node, name: str, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
+    """The entry of *node* or of the member of its group named *name*.
+
+    :raises ApiError: 404 when there is none.
+    """
+    for each in entries(node, ranges):
+        if each["name"] == name:
+            return each
+    raise not_found()
+
+
 def list_nodes(request: ApiRequest) -> Any:
-    """A list of one node."""
-    return listing(request, [node_info(request.node, request.ranges())], default_sort=("name",))
+    """This node, or the members of its group."""
+    return listing(request, entries(request.node, request.ranges()), default_sort=("name",))
 
 
 def get_node(request: ApiRequest) -> dict[str, Any]:
-    """The node, if *node* is its name."""
-    if request.args["node"] != request.node.name:
-        raise not_found()
-    return node_info(request.node, request.ranges())
+    """The node (or member of its group) named *node*."""
+    return entry(request.node, request.args["node"], request.ranges())

@@ -9,7 +9,7 @@ from txamqp09 import __version__
 from txamqp09.management.api import ApiRequest, Router
 from txamqp09.management.node import Node
 
-__all__ = ["register", "exchange_types", "listeners"]
+__all__ = ["register", "exchange_types", "group_status", "listeners"]
 
 #: The management API version this broker's API follows.
 API_VERSION = "3.10.8"
@@ -55,7 +55,8 @@ def contexts(node: Node) -> list[dict[str, Any]]:
 
 
 def overview(request: ApiRequest) -> dict[str, Any]:
-    """Versions, statistics, object totals and listeners of the node.
+    """Versions, statistics, object totals and listeners of the node; for a
+    member of a group, ``group``: its role, the lease and the members.
 
     Users who are not monitors see the totals of their own vhosts only.
     """
@@ -97,4 +98,13 @@ def overview(request: ApiRequest) -> dict[str, Any]:
         "node": node.name,
         "listeners": listeners(node),
         "contexts": contexts(node),
+        **group_status(node),
     }
+
+
+def group_status(node: Node) -> dict[str, Any]:
+    """The node's ``role`` and ``group`` (nothing when it serves alone)."""
+    if node.group is None:
+        return {}
+    status = node.group.status()
+    return {"role": status.role.value, "group": status.as_json()}

@@ -8,6 +8,7 @@ import { connectionsPage, connectionPage, channelsPage } from "./pages/connectio
 import { exchangesPage, exchangePage } from "./pages/exchanges.js";
 import { queuesPage, queuePage } from "./pages/queues.js";
 import { adminPage } from "./pages/admin.js";
+import { showStandbyNotice } from "./pages/group.js";
 
 const REFRESH_KEY = "txamqp09.refresh";
 
@@ -44,6 +45,7 @@ function showScreen() {
   } else {
     stopPage();
     document.getElementById("login-user").focus();
+    showStandbyNotice(document.getElementById("standby-notice"));
   }
 }
 

@@ -1,9 +1,10 @@
 // Overview: alarms, totals, message rates and queued messages over the last
-// 1/10/60 minutes, the node's figures and the listeners.
+// 1/10/60 minutes, the node's figures, the listeners and the broker's group.
 
 import { get, session } from "../api.js";
 import { h, fill, count, rate, bytes, duration, facts, section } from "../dom.js";
 import { RANGES, SampleChart, historyParams, rangeSelect } from "../charts.js";
+import { GroupSection } from "./group.js";
 
 /** The message rates shown: label and message_stats key. */
 export const MESSAGE_RATES = [
@@ -51,6 +52,7 @@ export function overviewPage() {
   const queuedTable = h("tbody");
   const nodeArea = h("div", { id: "node" });
   const listeners = h("tbody");
+  const group = new GroupSection();
   const rateChart = new SampleChart("chart-message-rates", "Message rates",
     MESSAGE_RATES.map(([label, key]) => ({ label, key, rate: true })));
   const queuedChart = new SampleChart("chart-queued", "Queued messages",
@@ -62,6 +64,7 @@ export function overviewPage() {
     h("div", { class: "columns" },
       section("Queued messages", h("table", { class: "list", id: "queued-messages" }, queuedTable)),
       section("Message rates", h("table", { class: "list", id: "message-rates" }, rateTable))),
+    group.element,
     section("Node", nodeArea),
     section("Listeners", h("table", { class: "list", id: "listeners" },
       h("thead", {}, h("tr", {}, h("th", {}, "Protocol"), h("th", {}, "Address"), h("th", {}, "Port"))), listeners)));
@@ -81,15 +84,16 @@ export function overviewPage() {
       rateChart.update(stats);
       queuedChart.update(queued);
       fill(listeners, (overview.listeners || []).map((l) => h("tr", {}, h("td", {}, l.protocol), h("td", {}, l.ip_address), h("td", {}, l.port))));
-      await page.refreshNode();
+      group.update(overview);
+      await page.refreshNode(overview.node);
     },
-    async refreshNode() {
+    async refreshNode(name) {
       const tags = (session() || {}).tags || [];
       if (!tags.includes("monitoring") && !tags.includes("administrator")) {
         fill(nodeArea, h("p", {}, "Node figures need the monitoring tag."));
         return;
       }
-      const [node] = await get("/api/nodes");
+      const node = (await get("/api/nodes")).find((entry) => entry.name === name);
       fill(alarmArea, alarms(node));
       fill(nodeArea, nodeFacts(node));
     },

@@ -1,0 +1,1 @@
+"""Tests of the group of brokers on PostgreSQL (txamqp09.group)."""
