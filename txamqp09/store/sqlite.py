@@ -52,7 +52,7 @@ import fcntl
 import sqlite3
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, ContextManager, Iterable, Iterator, Optional, Sequence, cast
+from typing import IO, Any, ContextManager, Iterator, Optional, Sequence, cast
 
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
@@ -138,13 +138,10 @@ class SQLiteDatabase(Database):
     def execute(self, statement: str, parameters: Sequence[Any] = ()) -> Cursor:
         return self.connection.execute(self.sql(statement), parameters)
 
-    def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.connection.executemany(self.sql(statement), rows)
-
     def insert(self, table: Table, values: list[Any]) -> None:
         """Many rows in each statement: SQLite runs each statement in one
-        step (one release of the GIL), where ``executemany`` takes one per
-        row. Statements take a power of two of rows (see
+        step (one release of the GIL), where ``executemany`` would take one
+        per row. Statements take a power of two of rows (see
         :func:`~txamqp09.store.sql.runs`) within :data:`_VARIABLES_PER_STATEMENT`."""
         width = table.width
         insert = _insert_into(table)
