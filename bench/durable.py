@@ -21,6 +21,13 @@ Run::
     python bench/durable.py --messages 200000 --repeat 3
     python bench/durable.py --only txamqp09
     python bench/durable.py --store postgresql://postgres@127.0.0.1:5432/amqp   # this broker on PostgreSQL
+    python bench/durable.py --only txamqp09 --standby --window 200 --ack-every 50
+
+``--standby`` runs this broker on a private PostgreSQL primary with a
+synchronous streaming standby, both started for the run on this machine
+(txamqp09.testing.postgresql): a commit returns once the standby has it on
+disk too. ``--ack-every N`` acknowledges every N-th delivery with
+``multiple`` instead of each one.
 
 Runs alternate between the brokers; ``--repeat N`` keeps the fastest of N.
 """
@@ -35,12 +42,14 @@ import struct
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from broker import Connection, _counter, cpu_seconds, rss_kib, running_brokers
 
+from txamqp09.testing.postgresql import PostgreSQL
 from txamqp09.wire import _amqp0_9_1 as spec
 from txamqp09.wire.frames import content_frames
 
@@ -191,7 +200,7 @@ def run(
 def measure(broker: Any, device: str, messages: int, options: argparse.Namespace) -> Result:
     """One run on *broker*, with its fsyncs, CPU time and memory."""
     cpu_before, flushes_before = cpu_seconds(broker.pid), flushes(device)
-    seconds = run(broker.port, messages, options.body_size, options.window, options.prefetch)
+    seconds = run(broker.port, messages, options.body_size, options.window, options.prefetch, options.ack_every)
     return Result(
         broker.name, messages, seconds, flushes(device) - flushes_before,
         cpu_seconds(broker.pid) - cpu_before, rss_kib(broker.pid),
@@ -215,23 +224,42 @@ def report(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def synchronous_pair(stack: ExitStack) -> str:
+    """Start a PostgreSQL primary and its synchronous streaming standby,
+    each in a directory of its own (removed when *stack* closes); the URL
+    of a new database on the primary."""
+    primary = PostgreSQL(tempfile.mkdtemp(prefix="bench-durable-primary-"))
+    stack.callback(primary.remove)
+    primary.start()
+    standby = primary.add_standby(tempfile.mkdtemp(prefix="bench-durable-standby-"))
+    stack.callback(standby.remove)
+    primary.make_synchronous()
+    return primary.new_database()
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000, help="messages per run")
     parser.add_argument("--body-size", type=int, default=1024, help="bytes per message body")
     parser.add_argument("--window", type=int, default=192, help="unconfirmed messages at most")
     parser.add_argument("--prefetch", type=int, default=200, help="the consumer's prefetch count")
+    parser.add_argument("--ack-every", type=int, default=1,
+                        help="acknowledge every N-th delivery with multiple (default: each one)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per broker; the fastest counts")
     parser.add_argument("--only", choices=("txamqp09", "rabbitmq"), help="benchmark one broker")
-    parser.add_argument("--store", help="this broker's store URL (default: SQLite in the run's directory)")
+    store_choice = parser.add_mutually_exclusive_group()
+    store_choice.add_argument("--store", help="this broker's store URL (default: SQLite in the run's directory)")
+    store_choice.add_argument("--standby", action="store_true",
+                              help="this broker on a PostgreSQL primary with a synchronous standby, started for the run")
     options = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-durable-") as base_dir:
+    with tempfile.TemporaryDirectory(prefix="bench-durable-") as base_dir, ExitStack() as servers:
         device = block_device(base_dir)
-        store = ("--store", options.store) if options.store else ()
+        url = synchronous_pair(servers) if options.standby else options.store
+        store = ("--store", url) if url else ()
         with running_brokers(base_dir, options.only, store) as brokers:
             for broker in brokers:  # warm-up
                 run(broker.port, min(options.messages // 10, 10000), options.body_size,
-                    options.window, options.prefetch)
+                    options.window, options.prefetch, options.ack_every)
             best: dict[str, Result] = {}
             for _ in range(options.repeat):
                 for broker in brokers:

@@ -75,7 +75,7 @@ from typing import Any, Callable, Iterator, Optional
 from broker import Connection, Txamqp09Broker, _process_tree
 from durable import QUEUE, Confirms, run
 
-from txamqp09.group.lease import Address
+from txamqp09.group.records import Address
 from txamqp09.group.probe import Listening, listening
 from txamqp09.testing.postgresql import PostgreSQL, group_url, psycopg_missing
 from txamqp09.testing.rabbitmq import RabbitMQ, RabbitMQCluster, free_port, rabbitmq_missing

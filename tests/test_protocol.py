@@ -103,7 +103,7 @@ class NegotiationTests(SynchronousTestCase):
     def test_negotiation_timeout_drops_silent_client(self) -> None:
         peer = scripted()
         peer.server.dataReceived(AMQP0_9_1.header)
-        clock_of(peer).advance(peer.server.negotiation_timeout + 1)
+        clock_of(peer).advance(peer.server.handshake.timeout + 1)
         self.assertTrue(peer.transport.disconnecting)
 
 

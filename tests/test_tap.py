@@ -63,9 +63,9 @@ class OptionsTests(SynchronousTestCase):
 
     def test_staging_ttl(self) -> None:
         (service,) = build("--port", "5999", "--staging-ttl", "90")
-        self.assertEqual(service.factory.buildProtocol(None).staging_ttl, 90.0)
+        self.assertEqual(service.factory.buildProtocol(None).handshake.staging_ttl, 90.0)
         (service,) = build("--port", "5999")
-        self.assertEqual(service.factory.buildProtocol(None).staging_ttl, 3600.0)
+        self.assertEqual(service.factory.buildProtocol(None).handshake.staging_ttl, 3600.0)
 
     def test_management_listener_is_off_unless_asked(self) -> None:
         self.assertEqual(len(build("--port", "5999")), 1)

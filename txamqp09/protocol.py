@@ -169,10 +169,15 @@ class AMQPConnection(Protocol):
         self._handlers = {}
         for cls in version.methods.values():
             if cls.NAME.startswith("connection."):
-                handler = getattr(self, cls.HANDLER, None)
+                handler = self.connectionHandler(cls)
                 if handler is not None:
                     self._handlers[cls] = handler
         self.state = ConnectionState.NEGOTIATING
+
+    def connectionHandler(self, method_class: type[Method]) -> Optional[Callable[[Method], None]]:
+        """The handler of the channel-0 method *method_class* (looked up once
+        per version): this connection's ``connection_<name>`` method, if any."""
+        return getattr(self, method_class.HANDLER, None)
 
     def headerReceived(self, header: bytes) -> None:
         """The peer's first 8 bytes arrived before any frame (role-specific)."""

@@ -85,7 +85,7 @@ class ConnectionLinesTests(SynchronousTestCase):
 
     def test_handshake_timeout(self) -> None:
         peer = ScriptedClient(self.factory, handshake=False)
-        self.clock.advance(peer.server.negotiation_timeout)
+        self.clock.advance(peer.server.handshake.timeout)
         peer.server.connectionLost(None)
         self.assertEqual(self.log.lines(), [
             "warn: connection from 127.0.0.1:40000 dropped: not opened within 10.0 s",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from txamqp09.broker.server import Handshake
+from txamqp09.broker.handshake import Handshake
 from txamqp09.testing.scripted import ScriptedClient, server_factory
 from txamqp09.wire.frames import FRAME_BODY, FRAME_HEADER, HEARTBEAT_FRAME, ContentState, method_frame
 from txamqp09.wire.versions import AMQP0_8, AMQP0_9
@@ -362,14 +362,14 @@ class HandshakeStateTests(SynchronousTestCase):
 
     def test_states_in_order(self) -> None:
         server = self.peer.server
-        self.assertIs(server.handshake, Handshake.STARTING)
+        self.assertIs(server.handshake.state, Handshake.STARTING)
         self.logged_in()
-        self.assertIs(server.handshake, Handshake.TUNING)
+        self.assertIs(server.handshake.state, Handshake.TUNING)
         self.tune_ok()
-        self.assertIs(server.handshake, Handshake.OPENING)
+        self.assertIs(server.handshake.state, Handshake.OPENING)
         self.open()
         self.peer.expect(0, "connection.open-ok")
-        self.assertIs(server.handshake, Handshake.RUNNING)
+        self.assertIs(server.handshake.state, Handshake.RUNNING)
 
     def test_tune_ok_before_start_ok(self) -> None:
         self.tune_ok()

@@ -32,19 +32,19 @@ class RegressionTests(SynchronousTestCase):
 
     def test_the_harness_sees_a_fault(self) -> None:
         """A fault of the broker's own is reported (so the replays mean something)."""
-        from txamqp09.broker import server
+        from txamqp09.broker import handshake
 
-        original = server.ServerConnection.connection_tune_ok
+        original = handshake.ServerHandshake.connection_tune_ok
 
         def broken(self: object, method: object) -> None:
             raise KeyError("broken on purpose")
 
-        server.ServerConnection.connection_tune_ok = broken  # type: ignore[method-assign]
+        handshake.ServerHandshake.connection_tune_ok = broken  # type: ignore[method-assign]
         try:
             self.assertRaises(ServerFault, feed_server, seeds()[-1])
             self.assertEqual(len(self.flushLoggedErrors(KeyError)), 1)
         finally:
-            server.ServerConnection.connection_tune_ok = original  # type: ignore[method-assign]
+            handshake.ServerHandshake.connection_tune_ok = original  # type: ignore[method-assign]
 
 
 class RandomInputTests(SynchronousTestCase):

@@ -9,12 +9,14 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from twisted.internet import reactor as global_reactor
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.internet.defer import inlineCallbacks
+from twisted.internet.threads import deferToThread
 from twisted.trial.unittest import TestCase
 from zope.interface.verify import verifyObject
 
@@ -483,6 +485,36 @@ class SQLStoreContract(LogContract):
         self.assertEqual(self.rows(store, "SELECT * FROM {message_links}"), [])
 
     @inlineCallbacks
+    def test_a_message_removed_before_its_batch_is_taken_is_settled_before_that_batch_commits(self) -> Any:
+        """Nothing before it waits to be written: it is settled when the
+        writer takes its batch, while the message after it is still being
+        written."""
+        store = self.make()
+        store.open()
+        yield store.when_durable(store.add_queue(DurableQueue("/", "q")))
+        applying, release = threading.Event(), threading.Event()
+        apply = store._apply
+
+        def held(db: Any, batch: Any) -> Any:
+            applying.set()
+            release.wait(30)
+            return apply(db, batch)
+
+        store._apply = held
+        self.addCleanup(release.set)
+        with store._lock:  # the writer takes all three in one batch
+            consumed = store.publish(message(1), [("/", "q")])
+            store.remove("/", "q", [1])
+            kept = store.publish(message(2), [("/", "q")])
+        settled = store.when_durable(consumed)
+        yield deferToThread(applying.wait, 30)
+        yield settled.addTimeout(10, global_reactor)
+        self.assertLess(store.durable_sequence, kept)
+        release.set()
+        yield store.when_durable(kept)
+        self.assertEqual(self.rows(store, "SELECT id FROM {messages}"), [(2,)])
+
+    @inlineCallbacks
     def test_a_message_on_one_queue_is_one_row(self) -> Any:
         """A message on one queue is one row naming the queue's number; one
         on several has a link to each; each goes with its last queue."""
@@ -573,6 +605,13 @@ class SQLiteStoreTests(SQLStoreContract, TestCase):
 
     def reopen(self, store: SQLiteStore) -> SQLiteStore:
         return SQLiteStore(store.path, reactor)
+
+    @inlineCallbacks
+    def test_no_removal_log_is_kept(self) -> Any:
+        """Nothing follows a SQLite database: acknowledged messages leave nothing behind."""
+        store = yield self.acked()
+        fresh, _ = yield self.restarted(store)
+        self.assertEqual(self.rows(fresh, "SELECT count(*) FROM {removals}"), [(0,)])
 
     @inlineCallbacks
     def test_space_of_acked_messages_is_reclaimed(self) -> Any:

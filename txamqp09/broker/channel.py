@@ -13,9 +13,12 @@ basic.publish, its content frames and basic.ack straight from the
 connection's frame scanner, and writes deliveries, returns and confirms.
 
 The classes of :mod:`txamqp09.broker.classes` use the channel through its
-public interface: :meth:`~ServerChannel.reply`, :meth:`~ServerChannel.send`,
-:meth:`~ServerChannel.write`, :meth:`~ServerChannel.queue_name` and the
-attributes documented on the class.
+public interface, which they name as
+:class:`~txamqp09.broker.classes.registry.ChannelLike`:
+:meth:`~ServerChannel.reply`, :meth:`~ServerChannel.write`,
+:meth:`~ServerChannel.queue_name` and the attributes documented on the
+class. The channel sees its connection as a
+:class:`~txamqp09.broker.base.ConnectionLike`.
 
 Every method is checked against the user's permissions and access tickets
 before its handler runs (:class:`~txamqp09.broker.auth.methods.AccessGuard`,
@@ -35,7 +38,7 @@ from txamqp09.broker.dialects import Dialect
 from txamqp09.broker.held import HeldOutput
 from txamqp09.broker.model import Client, Consumer, Mode, VirtualHost
 from txamqp09.broker.model.replies import DIRECT_REPLY_TO
-from txamqp09.broker.model.session import unique_name
+from txamqp09.broker.model.names import unique_name
 from txamqp09.broker.publishing import Publisher, blame
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import (
@@ -54,7 +57,7 @@ from txamqp09.wire.versions import ProtocolVersion
 
 if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
-    from txamqp09.broker.server import ServerConnection
+    from txamqp09.broker.base import ConnectionLike
     from txamqp09.protocol import OutputBatch
     from txamqp09.wire import methods
 
@@ -83,7 +86,7 @@ class ServerChannel:
     """
 
     def __init__(
-        self, connection: ServerConnection, number: int, vhost: VirtualHost, client: Client
+        self, connection: ConnectionLike, number: int, vhost: VirtualHost, client: Client
     ) -> None:
         assert connection.version is not None and connection.guard is not None
         assert connection.user is not None
@@ -164,9 +167,7 @@ class ServerChannel:
             return self._next_queue_name
         return self.queue_name("")
 
-    # -- the interface of the classes ----------------------------------------
-    # broker/classes/ uses these (and number, spec, version, vhost, client,
-    # session, publisher, guard, last_queue, classes), not the connection.
+    # -- the interface of the classes (classes.registry.ChannelLike) -----------
 
     @property
     def frame_max(self) -> int:

@@ -14,17 +14,15 @@ broker's persistence how many bytes are held, for its memory budget.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Collection
+from typing import Optional, Protocol
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 
 from txamqp09.broker.model import Broker
 
-if TYPE_CHECKING:
-    from txamqp09.broker.server import ServerConnection
-
-__all__ = ["PublisherThrottle", "ready_bytes"]
+__all__ = ["PublisherThrottle", "ThrottledConnection", "ready_bytes"]
 
 
 def ready_bytes(broker: Broker) -> int:
@@ -35,6 +33,25 @@ def ready_bytes(broker: Broker) -> int:
     )
     paged = broker.persistence.paged_bytes if broker.persistence is not None else 0
     return max(ready - paged, 0)
+
+
+class ThrottledConnection(Protocol):
+    """A connection as the throttle sees it (a
+    :class:`~txamqp09.broker.server.ServerConnection`)."""
+
+    @property
+    def published(self) -> bool:
+        """The client has published on a channel still open."""
+
+    @property
+    def publishing_blocked(self) -> bool:
+        """The throttle blocked it."""
+
+    def blockPublishing(self, reason: str) -> None:
+        """Tell the client to stop publishing, and stop reading from it."""
+
+    def unblockPublishing(self) -> None:
+        """Let the client publish again, and read from it again."""
 
 
 class PublisherThrottle:
@@ -49,7 +66,7 @@ class PublisherThrottle:
     def __init__(
         self,
         broker: Broker,
-        connections: set[ServerConnection],
+        connections: Collection[ThrottledConnection],
         clock: IReactorTime,
         high_watermark: int,
         low_watermark: Optional[int] = None,

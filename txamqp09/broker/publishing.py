@@ -24,11 +24,12 @@ which pauses the frame scanner after that frame.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from zope.interface import implementer
 
 from txamqp09.broker.held import HeldOutput
+from txamqp09.broker.base import ChannelBasics
 from txamqp09.broker.model import Consumer, ISink, Message, Origin, Session
 from txamqp09.broker.model.message import reply_to_span
 from txamqp09.broker.model.replies import DIRECT_REPLY_TO, ReplyConsumer
@@ -59,9 +60,9 @@ from txamqp09.wire.frames import (
 
 if TYPE_CHECKING:
     from txamqp09.broker.auth import AccessGuard
-    from txamqp09.broker.channel import ServerChannel
+    from txamqp09.broker.base import ConnectionLike
 
-__all__ = ["Publisher", "blame"]
+__all__ = ["Publisher", "PublishingChannel", "blame"]
 
 _METHOD_IDS = struct.Struct(">I")
 _PUBLISH = (BASIC_CLASS << 16) | 40
@@ -93,6 +94,15 @@ def _decode_name(raw: bytes | bytearray) -> str:
         raise AMQPSyntaxError("basic.publish: exchange or routing key is not UTF-8", 60, 40) from None
 
 
+class PublishingChannel(ChannelBasics, Protocol):
+    """A server channel as its publisher sees it (a
+    :class:`~txamqp09.broker.channel.ServerChannel`)."""
+
+    @property
+    def connection(self) -> ConnectionLike:
+        """The connection the channel belongs to."""
+
+
 @implementer(ISink)
 class Publisher:
     """The publish, deliver and acknowledge path of one server channel.
@@ -122,7 +132,7 @@ class Publisher:
 
     def __init__(
         self,
-        channel: ServerChannel,
+        channel: PublishingChannel,
         output: HeldOutput,
         cancelled: Callable[[Consumer], None],
         *,

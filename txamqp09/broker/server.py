@@ -1,44 +1,39 @@
-"""The server side of an AMQP connection: negotiation, then channels.
+"""The server side of an AMQP connection: the transport of one client.
 
-:class:`ServerConnection` answers the protocol header with connection.start
-in the version the client asked for, authenticates the client, tunes the
-connection, opens the virtual host, and then hands channel commands to the
-channel layer.
+:class:`ServerConnection` takes the protocol header in the version the
+client asked for, and then runs two pieces of its own, as conch's SSH
+transport runs its services: its :class:`~txamqp09.broker.handshake.ServerHandshake`
+negotiates (connection.start, the login, tune, the virtual host), and its
+:class:`~txamqp09.broker.channels.ServerChannels` opens and closes the
+channels and hands them their commands. The connection itself does what
+concerns the whole connection: reading (paused by alarms and the
+throttle, with connection.blocked and unblocked), output (gathered
+confirms, large deliveries sent from their parts), the limit on
+unfinished bodies, closing, and the counters. :class:`ServerFactory`
+makes a connection per client.
 """
 
 from __future__ import annotations
 
-import enum
 import os
-import platform
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.protocol import Factory
 from twisted.protocols.policies import ProtocolWrapper
-from twisted.python.failure import Failure
 
-import twisted
-from txamqp09 import __version__
-from txamqp09.broker.auth import (
-    AccessGuard,
-    IAMQPUser,
-    Login,
-    PeerInfo,
-    Security,
-    UserDatabase,
-)
+from txamqp09.broker.auth import AccessGuard, IAMQPUser, PeerInfo, Security, UserDatabase
 from txamqp09.broker import oplog
 from txamqp09.broker.alarms import PublishGate, ResourceAlarms, block_publishers
-from txamqp09.broker.auth.errors import LoginRefused
+from txamqp09.broker.base import ConfirmSender
 from txamqp09.broker.channel import ServerChannel
-from txamqp09.broker.classes import channel as classes
-from txamqp09.broker.classes.registry import vhost_classes
+from txamqp09.broker.channels import ServerChannels
 from txamqp09.broker.classes.staging import DEFAULT_STAGING_TTL
 from txamqp09.broker.dialects import RABBITMQ, Dialect, dialect_for
 from txamqp09.broker.flow import PublisherThrottle
+from txamqp09.broker.handshake import ServerHandshake, unexpected_when_running
 from txamqp09.broker.memory import (
     DEFAULT_MEMORY_HIGH_WATERMARK,
     MemoryMonitor,
@@ -48,32 +43,22 @@ from txamqp09.broker.memory import (
 )
 from txamqp09.broker.model import Broker, Client, VirtualHost
 from txamqp09.broker.model.stats import ConnectionCounters
-from txamqp09.broker.publishing import Publisher
 from txamqp09.broker.runtime import RuntimeConfig
 from txamqp09.broker.serving import ServingWindow
 from txamqp09.broker.timeouts import DEFAULT_CONSUMER_TIMEOUT, AckTimeouts
 from txamqp09.protocol import AMQPConnection, ConnectionState, OutputBatch
 from txamqp09.wire.errors import (
     AMQPError,
-    ChannelError,
     ChannelLevelError,
     CommandInvalid,
     ConnectionForced,
-    ConnectionLevelError,
     InternalError,
-    InvalidPath,
-    NotAllowed,
     ResourceError,
 )
 from txamqp09.wire.base import Method
 from txamqp09.wire.bodies import MAPPED_BODY_SIZE
-from txamqp09.wire.frames import FRAME_MIN_SIZE, HEARTBEAT_FRAME, BodyLike, Command
-from txamqp09.wire.versions import (
-    CAPABILITIES,
-    AMQP0_9_1,
-    PREFERRED,
-    version_for_header,
-)
+from txamqp09.wire.frames import HEARTBEAT_FRAME, BodyLike, Command
+from txamqp09.wire.versions import PREFERRED, version_for_header
 
 if TYPE_CHECKING:
     from txamqp09.wire import methods
@@ -99,47 +84,11 @@ _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16
 _WATERMARK_HOLD = "high watermark"
 
 
-class Handshake(enum.Enum):
-    """The server's side of the connection handshake (RabbitMQ's names).
-
-    ::
-
-        STARTING --start-ok--> SECURING --login accepted--> TUNING
-                 --tune-ok--> OPENING --open--> RUNNING
-
-    connection.start is sent when the protocol header arrives; a refused
-    login closes the connection from SECURING. Each handshake method is
-    accepted in one state only (see :data:`_AWAITED_IN`); anywhere else it
-    is refused by :meth:`ServerConnection._expect`.
-    """
-
-    #: connection.start sent: start-ok is due.
-    STARTING = "starting"
-    #: start-ok received: the login is being decided.
-    SECURING = "securing"
-    #: The login succeeded and connection.tune was sent: tune-ok is due.
-    TUNING = "tuning"
-    #: tune-ok received: connection.open is due.
-    OPENING = "opening"
-    #: connection.open-ok sent: channels may be used.
-    RUNNING = "running"
-
-
-#: The one handshake state in which each channel-0 method of the client is taken.
-_AWAITED_IN = {
-    "connection.start-ok": Handshake.STARTING,
-    "connection.tune-ok": Handshake.TUNING,
-    "connection.open": Handshake.OPENING,
-    "connection.update-secret": Handshake.RUNNING,
-}
-
 __all__ = [
     "DEFAULT_HIGH_WATERMARK",
     "DEFAULT_PARTIAL_CONTENT_MAX",
-    "Handshake",
     "ServerConnection",
     "ServerFactory",
-    "server_properties",
 ]
 
 
@@ -147,30 +96,6 @@ __all__ = [
 def _address(address: Any) -> str:
     """``host:port`` of a peer's address."""
     return f"{getattr(address, 'host', address)}:{getattr(address, 'port', '')}"
-
-
-#: What connection.start announces: the extensions both sides implement, and
-#: consumer priorities (basic.consume's x-priority), which only the broker
-#: acts on.
-_SERVER_CAPABILITIES = {**CAPABILITIES, "consumer_priorities": True, "direct_reply_to": True}
-
-
-def server_properties(dialect: Dialect, cluster_name: Optional[str] = None) -> dict[str, Any]:
-    """The server-properties table of connection.start on a connection of
-    *dialect*; with ``cluster_name`` when the broker has one (the global
-    parameter: federation links name their upstream by it)."""
-    properties: dict[str, Any] = {
-        "product": "txamqp09",
-        "version": __version__,
-        "platform": f"Python {platform.python_version()}, Twisted {twisted.__version__}",
-        "copyright": "Copyright (c) 2026 The txamqp09 authors",
-        "information": "AMQP 0-9, 0-8 and 0-9-1 for Twisted; MIT licensed",
-    }
-    if dialect.announces_capabilities:
-        properties["capabilities"] = dict(_SERVER_CAPABILITIES)
-    if cluster_name:
-        properties["cluster_name"] = cluster_name
-    return properties
 
 
 class ServerConnection(AMQPConnection):
@@ -188,6 +113,8 @@ class ServerConnection(AMQPConnection):
         (shared by the broker's connections; if omitted, one of its own with
         RabbitMQ's defaults: vhost ``/``, guest/guest from loopback only).
     :param negotiation_timeout: seconds a client has to finish opening.
+    :param staging_ttl: seconds an untouched file or message staging entry
+        is kept (0: always).
     :param alarms: the broker's resource alarms (none ever raised if omitted);
         while any is active, the connection is blocked when it publishes
         (see :mod:`txamqp09.broker.alarms`).
@@ -213,33 +140,36 @@ class ServerConnection(AMQPConnection):
     ) -> None:
         super().__init__(clock, **options)
         self.scanner.channel_error = self.channelError
-        #: Seconds an untouched file or message staging entry is kept (0: always).
-        self.staging_ttl = staging_ttl
         self.broker = broker if broker is not None else Broker()
         self.broker.use_clock(clock)
         self.security = security if security is not None else Security(UserDatabase.default(), clock)
-        self.negotiation_timeout = negotiation_timeout
+        #: The negotiation (see :mod:`.handshake`); it records what was
+        #: agreed here (the user, the guard, the vhost...).
+        self.handshake = ServerHandshake(
+            self, self.security, self.broker, clock, timeout=negotiation_timeout, staging_ttl=staging_ttl
+        )
+        #: The open channels by number, and their bookkeeping (see :mod:`.channels`).
+        self.channels = ServerChannels(self)
         #: The client's address and verified TLS certificate.
         self.peer = PeerInfo()
-        #: Where the handshake is.
-        self.handshake = Handshake.STARTING
-        #: The login under way (start-ok received, not yet decided).
-        self._pending_login: Optional[Deferred[Login]] = None
         #: When the transport connected (the clock's seconds).
-        self.connected_at = clock.seconds()
-        self.login: Optional[Login] = None
-        self.user: Optional[IAMQPUser] = None
-        #: Checks the channels' methods, once the vhost is open.
-        self.guard: Optional[AccessGuard] = None
-        self.vhost: Optional[str] = None
-        self.client_properties: dict[str, Any] = {}
-        #: The SASL mechanism the client chose, and when it connected (clock seconds).
-        self.auth_mechanism = ""
         self.connected_at = 0.0
+        #: The rules the protocol header chose (RabbitMQ's until it arrives).
+        self.dialect: Dialect = RABBITMQ
+        # What the handshake agrees, recorded by it (see HandshakeConnection).
+        #: The client's properties (connection.start-ok).
+        self.client_properties: dict[str, Any] = {}
+        #: The SASL mechanism the client chose.
+        self.auth_mechanism = ""
         #: The client asked for server-sent basic.cancel (consumer_cancel_notify).
         self.cancel_notify = False
         #: The client understands connection.blocked (else it gets channel.flow).
         self.blocked_notify = False
+        self.user: Optional[IAMQPUser] = None
+        #: Checks the channels' methods, once the vhost is open.
+        self.guard: Optional[AccessGuard] = None
+        self.vhost: Optional[str] = None
+        self.model_vhost: Optional[VirtualHost] = None
         #: Reading stopped because the broker holds too many messages.
         self.publishing_blocked = False
         #: Whether the client is read: paused by alarms and the throttle.
@@ -253,14 +183,8 @@ class ServerConnection(AMQPConnection):
         self.client = Client()
         #: Bytes and reads/writes (see :mod:`txamqp09.broker.model.stats`).
         self.stats = ConnectionCounters()
-        self.model_vhost: Optional[VirtualHost] = None
-        #: Open channels by number (closing ones are not here).
-        self.channels: dict[int, ServerChannel] = {}
-        #: The rules the protocol header chose (RabbitMQ's until it arrives).
-        self.dialect: Dialect = RABBITMQ
-        self._negotiation_call: Any = None
         self._lost_waiters: list[Deferred[None]] = []
-        self._confirming: list[Publisher] = []
+        self._confirming: list[ConfirmSender] = []
         #: Output a direct send left unsent (views, in order), sent from its
         #: parts once the socket takes more; later output queues behind it.
         self._held: list[BodyLike] = []
@@ -297,27 +221,18 @@ class ServerConnection(AMQPConnection):
         if hasattr(self.transport, "setTcpNoDelay"):
             # Output is already gathered per read: Nagle would only add delay.
             self.transport.setTcpNoDelay(True)
-        self._negotiation_call = self.clock.callLater(
-            self.negotiation_timeout, self._negotiationTimedOut
-        )
+        self.handshake.connectionMade()
 
-    def _negotiationTimedOut(self) -> None:
-        self._negotiation_call = None
-        if self.state in (ConnectionState.AWAITING_HEADER, ConnectionState.NEGOTIATING):
-            oplog.handshake_timeout(self.client.name, self.negotiation_timeout)
-            self.close_reason = ConnectionLevelError(
-                f"connection not opened within {self.negotiation_timeout} seconds",
-                reply_code=320,
-            )
-            self.dropConnection()
-
-    def _cluster_name(self) -> Optional[str]:
+    def clusterName(self) -> Optional[str]:
         """The global parameter ``cluster_name``, if the broker has one."""
         factory = getattr(self, "factory", None)
         name = factory.config.global_parameters.get("cluster_name") if factory is not None else None
         return name if isinstance(name, str) else None
 
     def headerReceived(self, header: bytes) -> None:
+        """Speak the version the client asked for and start the handshake;
+        answer a header of no version this broker speaks with the header
+        of the one it prefers, and hang up."""
         version = version_for_header(header)
         if version is None:
             self.write(PREFERRED.header)
@@ -327,163 +242,26 @@ class ServerConnection(AMQPConnection):
         self.dialect = dialect_for(version)
         assert self.transport is not None
         self.peer = PeerInfo.from_transport(self.transport)
-        self.sendMethod(
-            0,
-            version.spec.ConnectionStart(
-                server_properties=server_properties(self.dialect, self._cluster_name()),
-                mechanisms=self.security.mechanisms_field(self.peer),
-                locales=b"en_US",
-            ),
-        )
+        self.handshake.start()
 
-    # -- negotiation ---------------------------------------------------------
+    def connectionHandler(self, method_class: type[Method]) -> Optional[Callable[[Method], None]]:
+        """The handshake's ``connection_<name>`` method for *method_class*
+        (start-ok, tune-ok, open, update-secret), else the connection's own
+        (close, close-ok)."""
+        handler = getattr(self.handshake, method_class.HANDLER, None)
+        return handler if handler is not None else super().connectionHandler(method_class)
 
-    def _expect(self, method: methods.AnyMethod) -> None:
-        """Refuse handshake *method* unless the handshake is in the state
-        that awaits it: 503 command-invalid, or in RabbitMQ's dialect 504
-        once the connection is running."""
-        if self.handshake is _AWAITED_IN[method.NAME]:
-            return
-        if self.handshake is Handshake.RUNNING and self.dialect.misplaced_methods_as_rabbitmq:
-            raise self._unexpected(method, hint=f"{method.NAME} arrived after the connection was opened")
-        if _AWAITED_IN[method.NAME] is Handshake.RUNNING:
-            text = f"{method.NAME} arrived before the connection was opened"
-        else:
-            text = f"{method.NAME} arrived out of order during negotiation"
-        raise CommandInvalid(text, method.CLASS_ID, method.METHOD_ID)
-
-    def connection_start_ok(self, method: methods.ConnectionStartOk) -> None:
-        """Start the login; connection.tune follows once it succeeds.
-
-        A refusal may wait (repeated failures of a user from a host are
-        answered more and more slowly); methods arriving meanwhile are out
-        of order.
-        """
-        self._expect(method)
-        self.handshake = Handshake.SECURING
-        self.client_properties = method.client_properties
-        self.auth_mechanism = method.mechanism
-        capabilities = self.client_properties.get("capabilities")
-        if isinstance(capabilities, dict):
-            self.cancel_notify = bool(capabilities.get("consumer_cancel_notify"))
-            self.blocked_notify = bool(capabilities.get("connection.blocked"))
-        self._pending_login = self.security.login(method.mechanism, method.response, self.peer)
-        self._pending_login.addCallbacks(self._loggedIn, self._loginRefused)
-
-    def _loggedIn(self, login: Login) -> None:
-        """The client is authenticated: tune the connection."""
-        assert self.version is not None
-        self._pending_login = None
-        self.login, self.user = login, login.user
-        if self.state is not ConnectionState.NEGOTIATING:
-            return  # closed while the login waited; connectionLost logs out
-        self.handshake = Handshake.TUNING
-        self.sendMethod(
-            0,
-            self.version.spec.ConnectionTune(
-                channel_max=self.channel_max, frame_max=self.frame_max, heartbeat=self.heartbeat
-            ),
-        )
-
-    def _loginRefused(self, failure: Failure) -> None:
-        """connection.close 403 with the refusal's text (the reason is logged)."""
-        self._pending_login = None
-        if failure.check(CancelledError):
-            return  # the connection was lost while the login waited
-        failure.trap(LoginRefused)
-        self.close(failure.value)  # type: ignore[arg-type]
-
-    def connection_tune_ok(self, method: methods.ConnectionTuneOk) -> None:
-        self._expect(method)
-        channel_max = method.channel_max or self.channel_max
-        frame_max = method.frame_max or self.frame_max
-        if channel_max > self.channel_max or frame_max > self.frame_max:
-            raise NotAllowed(
-                f"tune-ok asks for channel_max {channel_max} / frame_max {frame_max}, "
-                f"above the server's {self.channel_max} / {self.frame_max}",
-                method.CLASS_ID,
-                method.METHOD_ID,
-            )
-        if frame_max < FRAME_MIN_SIZE:
-            raise NotAllowed(
-                f"frame_max {frame_max} is below the minimum of {FRAME_MIN_SIZE}",
-                method.CLASS_ID,
-                method.METHOD_ID,
-            )
+    def tune(self, channel_max: int, frame_max: int, heartbeat: int) -> None:
+        """Use the limits and the heartbeat connection.tune-ok agreed on."""
         self.channel_max, self.frame_max = channel_max, frame_max
         self.setFrameMax(frame_max)
-        self.startHeartbeat(method.heartbeat)
-        self.handshake = Handshake.OPENING
-
-    def connection_open(self, method: methods.ConnectionOpen) -> None:
-        """Open the virtual host: 402 if it does not exist, 403 without permissions on it."""
-        self._expect(method)
-        assert self.version is not None and self.user is not None
-        try:
-            self.guard = self.security.open_vhost(
-                self.user, method.virtual_host, tickets=self.version is not AMQP0_9_1
-            )
-        except AMQPError as refused:
-            oplog.vhost_refused(self.client.name, self.user.name, method.virtual_host, refused.reply_text)
-            if isinstance(refused, InvalidPath) and self.dialect.unknown_vhost_not_allowed:
-                raise NotAllowed(f"vhost {method.virtual_host} not found", 10, 40) from None
-            raise
-        self.vhost = method.virtual_host
-        # The security database says which vhosts exist; it may have gained
-        # this one after the broker started.
-        self.model_vhost = self.broker.add_vhost(method.virtual_host)
-        vhost_classes(self.model_vhost).staging.ttl = self.staging_ttl
-        self.guard.exchanges = self.model_vhost.exchanges
-        self.state = ConnectionState.OPEN
-        self.handshake = Handshake.RUNNING
-        if self._negotiation_call is not None and self._negotiation_call.active():
-            self._negotiation_call.cancel()
-        self._negotiation_call = None
-        self.sendMethod(0, self.version.spec.ConnectionOpenOk())
-        oplog.connection_opened(
-            self.client.name, self.user.name, self.vhost, self.version.name, self.client_properties
-        )
-
-    def connection_update_secret(self, method: methods.ConnectionUpdateSecret) -> None:
-        """0-9-1: the client's new secret (a refreshed token, say), checked as
-        RabbitMQ checks it (see :meth:`~txamqp09.broker.auth.security.Security.check_secret`); update-secret-ok, or 530."""
-        self._expect(method)
-        assert self.user is not None
-        checked = self.security.check_secret(self.user, method.new_secret, method.reason, self.peer)
-        checked.addCallbacks(self._secretAccepted, self._secretRefused)
-
-    def _secretAccepted(self, _: None) -> None:
-        assert self.version is not None
-        if self.state is ConnectionState.OPEN:
-            self.sendMethod(0, self.version.spec.ConnectionUpdateSecretOk())
-
-    def _secretRefused(self, failure: Failure) -> None:
-        failure.trap(NotAllowed)
-        self.close(failure.value)  # type: ignore[arg-type]
+        self.startHeartbeat(heartbeat)
 
     # -- channels ------------------------------------------------------------
 
     def commandReceived(self, channel: int, command: Command) -> None:
-        method = command.method
-        if self.state is not ConnectionState.OPEN:
-            raise ChannelError(
-                f"{method.NAME} on channel {channel} before the connection was opened",
-                method.CLASS_ID,
-                method.METHOD_ID,
-            )
-        handler = _CHANNEL_METHODS.get(method.NAME)
-        if handler is not None:
-            handler(self, channel, method)
-            return
-        server_channel = self.channels.get(channel)
-        if server_channel is None:
-            raise ChannelError(
-                "expected 'channel.open'",
-                method.CLASS_ID,
-                method.METHOD_ID,
-                hint=f"{method.NAME} came on channel {channel}, which is not open",
-            )
-        server_channel.methodReceived(method, command if method.CONTENT else None)
+        """A command on a channel other than 0: the channels' bookkeeping takes it."""
+        self.channels.commandReceived(channel, command)
 
     def _channelLimit(self) -> int:
         """The highest channel number (RabbitMQ's dialect counts open channels instead)."""
@@ -499,88 +277,20 @@ class ServerConnection(AMQPConnection):
                 "unimplemented method", method.CLASS_ID, method.METHOD_ID,
                 hint=f"{method.NAME} must be sent on channel 0, not {channel}",
             )
-        return self._unexpected(method, hint=f"{method.NAME} must be sent on a channel other than 0")
-
-    def _unexpected(self, method: methods.AnyMethod, hint: str) -> ChannelError:
-        """RabbitMQ's 504 for *method* on channel 0 of an open connection."""
-        return ChannelError(
-            "unexpected method in connection state running", method.CLASS_ID, method.METHOD_ID, hint=hint
-        )
+        return unexpected_when_running(method, hint=f"{method.NAME} must be sent on a channel other than 0")
 
     def replyText(self, error: AMQPError) -> str:
         """The reply text as the connection's dialect words it."""
         return self.dialect.reply_text(error)
 
-    def _channelOpen(self, number: int, method: methods.ChannelOpen) -> None:
-        assert self.version is not None and self.model_vhost is not None
-        if number in self.channels:
-            raise ChannelError("second 'channel.open' seen", 20, 10, hint=f"channel {number} is already open")
-        if self.dialect.channel_max_counts_open and 0 < self.channel_max <= len(self.channels):
-            raise NotAllowed(
-                f"number of channels opened ({len(self.channels)}) has reached the "
-                f"negotiated channel_max ({self.channel_max})",
-                20, 10,
-            )
-        assert self.user is not None
-        self.security.check_channel_limit(self.user.name)
-        channel = ServerChannel(self, number, self.model_vhost, self.client)
-        self._addChannel(channel)
-        self.sendMethod(number, classes.open_ok(channel))
-
-    def _channelResume(self, number: int, method: methods.ChannelResume) -> None:
-        """0-9: open a channel with the state of an interrupted one."""
-        assert self.model_vhost is not None
-        if number in self.channels:
-            raise ChannelError(f"channel {number} is already open; resume on an unopened channel", 20, 50)
-        channel = ServerChannel(self, number, self.model_vhost, self.client)
-        try:
-            ok = classes.resume(channel, method.channel_id)
-        except ChannelLevelError:
-            channel.close()
-            raise
-        self._addChannel(channel)
-        self.sendMethod(number, ok)
-
-    def _channelClose(self, number: int, method: methods.ChannelClose) -> None:
-        assert self.version is not None
-        self._forgetChannel(number)
-        self.channelClosed(number)
-        self.sendMethod(number, self.version.spec.ChannelCloseOk())
-
-    def _channelCloseOk(self, number: int, method: methods.ChannelCloseOk) -> None:
-        """The client confirms the channel.close the broker sent (503 for a
-        channel the broker did not close)."""
-        if number not in self.closing_channels:
-            raise CommandInvalid(
-                "unimplemented method", 20, 41,
-                hint=f"channel.close-ok came on channel {number}, which the server did not close",
-            )
-        self._forgetChannel(number)
-        self.channelClosed(number)
-
-    def _addChannel(self, channel: ServerChannel) -> None:
-        """*channel* is open: its frames go to its publisher first."""
-        self.channels[channel.number] = channel
-        self.scanner.takers[channel.number] = channel.publisher.take
-        self.scanner.piece_takers[channel.number] = channel.publisher
-        self.broker.churn.channel_created += 1
-
-    def _forgetChannel(self, number: int) -> None:
-        self.scanner.takers.pop(number, None)
-        self.scanner.piece_takers.pop(number, None)
-        channel = self.channels.pop(number, None)
-        if channel is not None:
-            self.broker.churn.channel_closed += 1
-            channel.close()
-
     def channelError(self, channel: int, error: ChannelLevelError) -> None:
         """Close *channel* with a soft error, requeueing what it had unacked."""
-        self._forgetChannel(channel)
+        self.channels.forget(channel)
         super().channelError(channel, error)
 
     # -- flow of output ------------------------------------------------------
 
-    def confirmsPending(self, publisher: Publisher) -> None:
+    def confirmsPending(self, publisher: ConfirmSender) -> None:
         """*publisher* gathers acks: have them sent with this batch's output."""
         self._confirming.append(publisher)
         if self.batch.active:
@@ -812,12 +522,12 @@ class ServerConnection(AMQPConnection):
 
     def close(self, error: Optional[AMQPError] = None) -> None:
         """Close the connection; its channels stop at once (unacked requeued)."""
-        self._closeChannels()
+        self.channels.close_all()
         super().close(error)
 
     def connection_close(self, method: methods.ConnectionClose) -> None:
         """The client closes: its channels stop before anything else it sent is read."""
-        self._closeChannels()
+        self.channels.close_all()
         super().connection_close(method)
 
     def _keepCutOffContent(self) -> None:
@@ -829,28 +539,13 @@ class ServerConnection(AMQPConnection):
             if command is not None and channel.classes is not None:
                 channel.classes.cut_off(command)
 
-    def _closeChannels(self) -> None:
-        channels = list(self.channels.values())
-        self.channels.clear()
-        self.scanner.takers.clear()  # in place: a running scan holds this dict
-        self.scanner.piece_takers.clear()
-        self.broker.churn.channel_closed += len(channels)
-        for channel in channels:
-            channel.close(interrupted=True)
-
     def connectionLost(self, reason: Any = None) -> None:
         self._stopProbing()
-        if self._negotiation_call is not None and self._negotiation_call.active():
-            self._negotiation_call.cancel()
-        self._negotiation_call = None
-        if self._pending_login is not None:
-            self._pending_login.cancel()
         self._keepCutOffContent()
-        self._closeChannels()
+        self.channels.close_all()
         self.client.close()
         self.broker.churn.connection_closed += 1
-        if self.login is not None:
-            self.login.logout()
+        self.handshake.connectionLost()
         self._held = []
         super().connectionLost(reason)
         oplog.connection_closed(
@@ -882,15 +577,6 @@ def _unsent(parts: list[BodyLike], sent: int) -> list[BodyLike]:
             return [memoryview(part)[sent:], *parts[index + 1 :]] if sent else parts[index:]
         sent -= size
     return []
-
-
-#: Channel-class methods the connection handles itself, by name.
-_CHANNEL_METHODS: dict[str, Callable[[ServerConnection, int, Any], None]] = {
-    "channel.open": ServerConnection._channelOpen,
-    "channel.close": ServerConnection._channelClose,
-    "channel.close-ok": ServerConnection._channelCloseOk,
-    "channel.resume": ServerConnection._channelResume,
-}
 
 
 class ServerFactory(Factory):

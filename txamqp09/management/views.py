@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 from urllib.parse import quote_plus
 
-from txamqp09.broker.model import Binding, Consumer, Exchange, Mode, Queue
+from txamqp09.broker.model import Binding, Consumer, Exchange, Mode, Queue, Session
 from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.stats import Counters
 from txamqp09.broker.runtime import jsonable, queue_policy_fields
@@ -221,9 +221,16 @@ def connection_name(connection: ServerConnection) -> str:
     return f"{peer_host}:{peer_port} -> {host}:{port}"
 
 
+def _connection_of(channel: ServerChannel) -> ServerConnection:
+    """The connection of *channel* (a channel sees it as a
+    :class:`~txamqp09.broker.base.ConnectionLike`; in the broker it is a
+    :class:`~txamqp09.broker.server.ServerConnection`)."""
+    return cast("ServerConnection", channel.connection)
+
+
 def channel_name(channel: ServerChannel) -> str:
     """RabbitMQ's channel name: the connection's name and ``(number)``."""
-    return f"{connection_name(channel.connection)} ({channel.number})"
+    return f"{connection_name(_connection_of(channel))} ({channel.number})"
 
 
 def connection_view(node: Node, connection: ServerConnection, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
@@ -271,7 +278,7 @@ def channel_view(
 ) -> dict[str, Any]:
     """A channel as ``/api/channels`` shows it, with the message rates'
     history *ranges* ask for."""
-    connection = channel.connection
+    connection = _connection_of(channel)
     session = channel.session
     peer_host, peer_port = _address(connection.transport.getPeer() if connection.transport is not None else None)
     transaction = session.tx
@@ -307,7 +314,8 @@ def channel_view(
 
 def consumer_view(node: Node, consumer: Consumer) -> dict[str, Any]:
     """A consumer as ``/api/consumers`` shows it."""
-    channel: Any = getattr(consumer.session.sink, "channel", None)
+    session = cast(Session, consumer.session)  # the model's consumers belong to sessions
+    channel: Any = getattr(session.sink, "channel", None)
     channel_details: dict[str, Any] = {}
     connection = getattr(channel, "connection", None)
     if connection is not None:

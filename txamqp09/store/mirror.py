@@ -259,7 +259,10 @@ class Mirror:
         for queues in self._links.values():
             for number in queues & used.keys():
                 shared_on[number] += 1
-        numbers.load(used, {number: len(self._queued[number]) - shared_on[number] for number in used}, self._logged)
+        numbers.load(
+            used, {number: len(self._queued[number]) - shared_on[number] for number in used},
+            [number for number, shared in shared_on.items() if shared], self._logged,
+        )
         return recovered, leftovers, [number for number in names if number not in used]
 
 

@@ -7,7 +7,7 @@ queue when it first writes a message to it.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Iterable, Optional
 
 __all__ = ["QueueNumbers"]
 
@@ -26,31 +26,39 @@ class QueueNumbers:
     :ivar alone: by number (every number given), how many rows of
         ``messages`` name the queue, or more (a failed insert is not taken
         back): deleting a queue with none needs no scan of the messages.
+    :ivar linked: the numbers of queues that may hold messages of several
+        queues (rows of ``message_links``): only a removal from one of them
+        needs to look at the links.
     :ivar logged: the number of the removal log's latest row (see
         :data:`~txamqp09.store.schema.REMOVALS`): each transaction that
         removes messages takes the next (one that fails leaves its number
         unused).
     """
 
-    __slots__ = ("numbers", "next", "named", "alone", "logged", "_undo", "_deleted")
+    __slots__ = ("numbers", "next", "named", "alone", "linked", "logged", "_undo", "_deleted")
 
     def __init__(self) -> None:
         self.numbers: dict[tuple[str, str], int] = {}
         self.next = 1
         self.named: list[Any] = []
         self.alone: dict[int, int] = {}
+        self.linked: set[int] = set()
         self.logged = 0
         #: (key, its number and rows before) for each change since the last commit.
         self._undo: list[tuple[tuple[str, str], Optional[int], int]] = []
-        #: (number, rows deleted) since the last commit.
-        self._deleted: list[tuple[int, int]] = []
+        #: (number, what tells the rows deleted) since the last commit.
+        self._deleted: list[tuple[int, Callable[[], int]]] = []
 
-    def load(self, names: dict[int, tuple[str, str]], alone: dict[int, int], logged: int) -> None:
-        """Take the numbers of the database, the rows naming each and the
-        removal log's latest number (at start-up)."""
+    def load(
+        self, names: dict[int, tuple[str, str]], alone: dict[int, int], linked: Iterable[int], logged: int
+    ) -> None:
+        """Take the numbers of the database, the rows naming each, the
+        numbers of queues with links and the removal log's latest number
+        (at start-up)."""
         self.numbers = {key: number for number, key in names.items()}
         self.next = max(names, default=0) + 1
         self.alone = alone
+        self.linked = set(linked)
         self.logged = logged
 
     def number(self, key: tuple[str, str]) -> int:
@@ -64,8 +72,9 @@ class QueueNumbers:
             self._undo.append((key, None, 0))
         return number
 
-    def deleted(self, number: int, rows: int) -> None:
-        """*rows* of messages on the queue *number* alone were deleted."""
+    def deleted(self, number: int, rows: Callable[[], int]) -> None:
+        """Rows of messages on the queue *number* alone were deleted: as
+        many as *rows* tells once the transaction has committed."""
         self._deleted.append((number, rows))
 
     def forget(self, key: tuple[str, str]) -> tuple[Optional[int], int]:
@@ -84,7 +93,7 @@ class QueueNumbers:
         alone = self.alone
         for number, rows in self._deleted:
             if number in alone:
-                alone[number] -= rows
+                alone[number] -= rows()
         self._deleted.clear()
 
     def rolled_back(self) -> None:

@@ -6,9 +6,11 @@ own (their names start with ``amqp09_``), beside two of PostgreSQL's alone:
 open store: the number of its latest write transaction). The writer thread
 writes batches as the SQLite store does (:mod:`~txamqp09.store.writer`):
 one transaction for many operations, sent in pipeline mode (its statements
-go out without waiting for each other's answers: a batch is one round trip,
-and one more when it removes messages), its rows inserted by multi-row statements, its
-acknowledgements deleted with ``id = ANY(...)``, and what
+go out without waiting for each other's answers: a batch is one round trip),
+its rows inserted by multi-row statements, its acknowledgements deleted with
+``id = ANY(...)`` (the rows they deleted are counted once it has committed),
+its statements written with PostgreSQL's numbered parameters and their
+values sent in binary, and what
 waits for a batch (a publisher confirm, a tx.commit-ok) is released only
 once its COMMIT has returned. With ``synchronous_standby_names`` set on the
 server, that is once a standby has the batch on disk too.
@@ -49,7 +51,7 @@ import itertools
 import uuid
 from contextlib import ExitStack, contextmanager
 from functools import lru_cache
-from typing import Any, Iterable, Iterator, Optional, Sequence, Union, cast
+from typing import Any, Callable, Iterator, Optional, Sequence, Union, cast
 
 import psycopg
 import psycopg.errors
@@ -58,7 +60,9 @@ from psycopg.pq import TransactionStatus
 from twisted.internet.interfaces import IReactorFromThreads
 
 from txamqp09.store import writer
-from txamqp09.store.interface import Fenced, Recovered, StoreUnavailable
+from txamqp09.store.following import Follower
+from txamqp09.store.interface import Fenced, Recovered, StoredMessage, StoreUnavailable
+from txamqp09.store.mirror import Mirror
 from txamqp09.store.schema import BLOB, INTEGER, REAL, TEXT, Conflict, Table
 from txamqp09.store.sql import Cursor, Database, runs
 from txamqp09.store.work import Batch
@@ -117,7 +121,7 @@ class PostgreSQLDatabase(Database):
     """
 
     prefix = "amqp09_"
-    marker = "%s"
+    logs_removals = True
     types = {INTEGER: "BIGINT", TEXT: "TEXT", BLOB: "BYTEA", REAL: "DOUBLE PRECISION"}
 
     def __init__(
@@ -141,6 +145,17 @@ class PostgreSQLDatabase(Database):
         """Whether the connection is gone (broken or closed)."""
         return self.connection.broken or self.connection.closed
 
+    @classmethod
+    def _markers(cls, statement: str) -> str:
+        """PostgreSQL's numbered parameters: the statements go to the server
+        as they are (psycopg's ``%s`` would be parsed on every execution of
+        a statement of more than a few parameters)."""
+        parts = statement.split("?")
+        numbered = [parts[0]]
+        for number, part in enumerate(parts[1:], 1):
+            numbered += (f"${number}", part)
+        return "".join(numbered)
+
     def execute(self, statement: str, parameters: Sequence[Any] = ()) -> Cursor:
         """The statement's rows are all fetched at once (psycopg converts
         them in one call, where iterating over its cursor costs a Python
@@ -151,14 +166,15 @@ class PostgreSQLDatabase(Database):
     def _answered(self, statement: str, parameters: Sequence[Any]) -> _Fetched:
         """Run *statement* (translated) and wait for its answer."""
         with self._fencing():
-            cursor = self.connection.execute(statement, parameters, binary=True)
+            cursor = self._send(statement, parameters)
             if self._pipeline is not None:
                 self._pipeline.sync()
         return _Fetched(cursor)
 
-    def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self._fencing(), self.connection.cursor() as cursor:
-            cursor.executemany(self.sql(statement), rows)
+    def _send(self, statement: str, parameters: Sequence[Any]) -> psycopg.RawCursor[Any]:
+        """Run *statement* (translated: numbered parameters), its parameters
+        in binary; in a write transaction, without waiting for its answer."""
+        return psycopg.RawCursor(self.connection).execute(statement, parameters, binary=True)
 
     @contextmanager
     def _fencing(self) -> Iterator[None]:
@@ -184,21 +200,27 @@ class PostgreSQLDatabase(Database):
             values = _last_of_each_key(table, values)
         with self._fencing():
             for start, size in runs(len(values) // width, _PARAMETERS_PER_STATEMENT // width):
-                self.connection.execute(_insert_rows(table, size), values[start * width : (start + size) * width])
+                self._send(_insert_rows(table, size), values[start * width : (start + size) * width])
 
     def by_ids(
         self, statement: str, parameters: Sequence[Any], ids: Sequence[int]
     ) -> Iterator[tuple[Sequence[int], Cursor]]:
         """One statement per :data:`_IDS_PER_STATEMENT` ids, as one array."""
-        translated = self.sql(statement).replace("{ids}", "= ANY(%s)")
-        for start in range(0, len(ids), _IDS_PER_STATEMENT):
-            some = list(ids[start : start + _IDS_PER_STATEMENT])
+        translated = _with_array(self.sql(statement), len(parameters))
+        for some in _slices(ids):
             yield some, self._answered(translated, [*parameters, some])
+
+    def change_by_ids(self, statement: str, parameters: Sequence[Any], ids: Sequence[int]) -> Callable[[], int]:
+        """As :meth:`by_ids`, and in a write transaction without waiting for
+        the answers: the rows changed are known once it has committed."""
+        translated = _with_array(self.sql(statement), len(parameters))
+        with self._fencing():
+            cursors = [self._send(translated, [*parameters, some]) for some in _slices(ids)]
+        return lambda: sum(cursor.rowcount for cursor in cursors)
 
     def begin(self) -> None:
         """Start a write transaction in pipeline mode: its statements are
-        sent as they come, and answered together when a result is needed
-        (a removal's row count) and at the COMMIT. It begins with the guard,
+        sent as they come, and answered together at the COMMIT. It begins with the guard,
         made to fail (a division by zero) when it finds no row, so that the
         transaction aborts and nothing of it can commit (see
         :meth:`_fencing`), and with the transaction's number in the store's
@@ -352,11 +374,26 @@ def _guarded(guard: str) -> str:
     return f"SELECT 1 / count(*) FROM ({guard.strip().rstrip(';')}) AS guard"
 
 
+def _with_array(statement: str, parameters: int) -> str:
+    """*statement* (translated, after *parameters* parameters) with its
+    ``{ids}`` a condition on one array parameter, the last."""
+    return statement.replace("{ids}", f"= ANY(${parameters + 1})")
+
+
+def _slices(ids: Sequence[int]) -> Iterator[list[int]]:
+    """*ids* in lists of :data:`_IDS_PER_STATEMENT` at most."""
+    for start in range(0, len(ids), _IDS_PER_STATEMENT):
+        yield list(ids[start : start + _IDS_PER_STATEMENT])
+
+
 @lru_cache(maxsize=64)
 def _insert_rows(table: Table, rows: int) -> str:
     """The insert of *rows* rows of *table*, keeping or replacing a row of the same key."""
-    row = "(" + ", ".join(["%s"] * table.width) + ")"
-    statement = f"INSERT INTO {PostgreSQLDatabase.table(table.name)} VALUES {', '.join([row] * rows)}"
+    width = table.width
+    values = ", ".join(
+        "(" + ", ".join(f"${row * width + column}" for column in range(1, width + 1)) + ")" for row in range(rows)
+    )
+    statement = f"INSERT INTO {PostgreSQLDatabase.table(table.name)} VALUES {values}"
     if table.conflict is Conflict.FAIL:
         return statement
     statement += f" ON CONFLICT ({', '.join(table.key)}) DO "
@@ -449,7 +486,26 @@ class PostgreSQLStore(SQLStore):
             self._read_db.close()
             self._read_db = None
 
+    # -- following (a standby's) --------------------------------------------
+
+    def follow(
+        self, body_budget: Optional[int] = None, prepare: Optional[Callable[[StoredMessage], Any]] = None
+    ) -> None:
+        """Before the store opens, while another process writes its database:
+        keep a mirror of it current (:mod:`~txamqp09.store.following`), with
+        bodies while *body_budget* lasts (None: all), so that :meth:`open`
+        reads only what changed since (with this budget rather than its
+        own); the messages of one queue read meanwhile get ``prepare(record)``
+        as their :attr:`~txamqp09.store.interface.StoredMessage.prepared`
+        (see :class:`~txamqp09.store.interface.Followable`)."""
+        self.follower = Follower(
+            self._follower_connection, Mirror(body_budget, prepare), (psycopg.Error, StoreUnavailable),
+            f"follows {self.location}",
+        )
+        self.follower.start()
+
     def _follower_connection(self) -> PostgreSQLDatabase:
+        """A new connection for the follower's thread."""
         return PostgreSQLDatabase(self._connection())
 
     # -- the writer thread ---------------------------------------------------

@@ -45,12 +45,9 @@ def forget_leftovers(db: Database, message_ids: list[int], numbers: list[int]) -
     """Delete what a previous run left behind: messages no queue holds
     (*message_ids*), the numbers of queues that hold none, spilled bodies."""
     with db.transaction():
-        for _ in db.by_ids("DELETE FROM {messages} WHERE id {ids}", (), message_ids):
-            pass
-        for _ in db.by_ids("DELETE FROM {message_links} WHERE message_id {ids}", (), message_ids):
-            pass
-        for _ in db.by_ids("DELETE FROM {queue_names} WHERE id {ids}", (), numbers):
-            pass
+        db.change_by_ids("DELETE FROM {messages} WHERE id {ids}", (), message_ids)
+        db.change_by_ids("DELETE FROM {message_links} WHERE message_id {ids}", (), message_ids)
+        db.change_by_ids("DELETE FROM {queue_names} WHERE id {ids}", (), numbers)
         db.execute("DELETE FROM {spilled}")
 
 

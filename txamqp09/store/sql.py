@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from typing import Any, Callable, ClassVar, ContextManager, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, ClassVar, ContextManager, Iterator, Protocol, Sequence
 
 from txamqp09.store.schema import INDEXES, SCHEMA_VERSION, TABLES, StoreFormatError, Table
 
@@ -45,13 +45,15 @@ class Database(ABC):
     """A connection as the SQL layer uses it (see the module's docstring).
 
     :cvar prefix: what the backend's table names start with.
-    :cvar marker: the backend's parameter marker.
     :cvar types: the backend's name of each portable column type.
+    :cvar logs_removals: whether write transactions keep the removal log
+        (:data:`~txamqp09.store.schema.REMOVALS`), for a database that
+        other processes follow.
     """
 
     prefix: ClassVar[str] = ""
-    marker: ClassVar[str] = "?"
     types: ClassVar[dict[str, str]]
+    logs_removals: ClassVar[bool] = False
     #: Statement texts translated so far, by their shared spelling.
     _translated: ClassVar[dict[str, str]]
 
@@ -72,19 +74,18 @@ class Database(ABC):
         translated = cls._translated.get(statement)
         if translated is None:
             names = {table.name: cls.table(table.name) for table in TABLES}
-            translated = statement.format_map({**names, "ids": "{ids}"})
-            if cls.marker != "?":
-                translated = translated.replace("?", cls.marker)
+            translated = cls._markers(statement.format_map({**names, "ids": "{ids}"}))
             cls._translated[statement] = translated
         return translated
+
+    @classmethod
+    def _markers(cls, statement: str) -> str:
+        """*statement* with its ``?`` in the backend's spelling (this one's)."""
+        return statement
 
     @abstractmethod
     def execute(self, statement: str, parameters: Sequence[Any] = ()) -> Cursor:
         """Run *statement* (shared spelling) with *parameters*."""
-
-    @abstractmethod
-    def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
-        """Run *statement* (shared spelling) once for each of *rows*."""
 
     @abstractmethod
     def insert(self, table: Table, values: list[Any]) -> None:
@@ -100,6 +101,15 @@ class Database(ABC):
         condition on a column: its ids among *ids*) for all of *ids*, after
         *parameters*, in as many statements as the backend needs: each
         statement's ids and its cursor."""
+
+    def change_by_ids(self, statement: str, parameters: Sequence[Any], ids: Sequence[int]) -> Callable[[], int]:
+        """Run *statement*, which changes rows (shared spelling, ``{ids}`` as
+        for :meth:`by_ids`), for all of *ids*; a function that tells how
+        many rows it changed, to call once the transaction has committed (a
+        backend may send the statement without waiting for its answer).
+        This one waits for it."""
+        changed = sum(cursor.rowcount for _, cursor in self.by_ids(statement, parameters, ids))
+        return lambda: changed
 
     # -- transactions ----------------------------------------------------------
 
@@ -194,10 +204,11 @@ class Database(ABC):
         """What follows the column list of *table*'s definition."""
         return ""
 
-    @abstractmethod
     def interrupt(self) -> None:
         """From another thread: stop the statement under way, if any (it
-        fails with the backend's error); nothing once the connection is closed."""
+        fails with the backend's error); nothing once the connection is
+        closed. A backend whose database no other process reads (nothing
+        follows it) need not."""
 
     @abstractmethod
     def close(self) -> None:

@@ -49,11 +49,10 @@ away from the database.
 from __future__ import annotations
 
 import fcntl
-from contextlib import contextmanager
 import sqlite3
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any, ContextManager, Iterable, Iterator, Optional, Sequence, cast
+from typing import IO, Any, ContextManager, Iterator, Optional, Sequence, cast
 
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
@@ -139,13 +138,10 @@ class SQLiteDatabase(Database):
     def execute(self, statement: str, parameters: Sequence[Any] = ()) -> Cursor:
         return self.connection.execute(self.sql(statement), parameters)
 
-    def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.connection.executemany(self.sql(statement), rows)
-
     def insert(self, table: Table, values: list[Any]) -> None:
         """Many rows in each statement: SQLite runs each statement in one
-        step (one release of the GIL), where ``executemany`` takes one per
-        row. Statements take a power of two of rows (see
+        step (one release of the GIL), where ``executemany`` would take one
+        per row. Statements take a power of two of rows (see
         :func:`~txamqp09.store.sql.runs`) within :data:`_VARIABLES_PER_STATEMENT`."""
         width = table.width
         insert = _insert_into(table)
@@ -177,13 +173,6 @@ class SQLiteDatabase(Database):
             except sqlite3.Error:
                 pass  # SQLite rolled the transaction back itself
 
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """A read transaction: in WAL mode its reads see one state of the
-        database while another connection writes."""
-        with self.plain_transaction():
-            yield
-
     def schema_transaction(self) -> ContextManager[None]:
         """``BEGIN IMMEDIATE``: the database's write lock from the start."""
         return self.plain_transaction("BEGIN IMMEDIATE")
@@ -196,12 +185,6 @@ class SQLiteDatabase(Database):
 
     def _options(self, table: Table) -> str:
         return " WITHOUT ROWID" if table.clustered else ""
-
-    def interrupt(self) -> None:
-        try:
-            self.connection.interrupt()
-        except sqlite3.ProgrammingError:
-            pass  # closed meanwhile
 
     def close(self) -> None:
         self.connection.close()
@@ -290,15 +273,9 @@ class SQLiteStore(SQLStore):
     def _reading(self) -> sqlite3.Connection:
         """The reactor thread's read-only connection, which sees every committed batch."""
         if self._read_only is None:
-            self._read_only = self._read_only_connection()
+            self._read_only = sqlite3.connect(self.path, isolation_level=None)
+            self._read_only.execute("PRAGMA query_only=1")
         return self._read_only
-
-    def _read_only_connection(self) -> sqlite3.Connection:
-        """A new connection that only reads (and takes no lock: the
-        database's writer may be another process)."""
-        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        connection.execute("PRAGMA query_only=1")
-        return connection
 
     def _reader(self) -> SQLiteDatabase:
         return SQLiteDatabase(self._reading())
@@ -307,9 +284,6 @@ class SQLiteStore(SQLStore):
         if self._read_only is not None:
             self._read_only.close()
             self._read_only = None
-
-    def _follower_connection(self) -> SQLiteDatabase:
-        return SQLiteDatabase(self._read_only_connection())
 
     # -- the writer thread -----------------------------------------------------
 

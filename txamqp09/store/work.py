@@ -112,11 +112,14 @@ class Batch:
         that an operation deleted already changes nothing).
     :ivar last_sequence: the operations up to this one are settled once the
         batch is written.
+    :ivar settled: the operations up to this one need no write: they are
+        settled as soon as the batch is taken (0: none).
     """
 
     operations: list[Work]
     removals: list[tuple[str, str, int]]
     last_sequence: int
+    settled: int = 0
 
     @property
     def may_free_space(self) -> bool:

@@ -11,9 +11,13 @@ nothing is reported durable before its COMMIT has returned.
 
 A message removed from all its queues while its publish still waits for the
 writer (a consumer acknowledged it within the same batch cycle) is never
-written, as RabbitMQ's message store does; its sequence number becomes
-durable with the batch it would have been part of. Removals are gathered and
-applied at the end of each batch's transaction.
+written, as RabbitMQ's message store does. Its sequence number becomes
+durable with the batch it would have been part of, or as soon as the writer
+takes that batch when nothing before it in the batch is to be written (the
+batches before are committed by then): under a steady load, where the
+writer takes a batch the moment the previous one commits, the messages
+consumed meanwhile are confirmed without waiting for a commit of their own.
+Removals are gathered and applied at the end of each batch's transaction.
 
 Transactions are bounded whatever the backlog: the writer takes at most
 about :data:`BATCH_BYTES` of bodies in one transaction (a larger backlog
@@ -68,7 +72,6 @@ from txamqp09.store.interface import (
     IMessageStore,
     Recovered,
     StoredMessage,
-    StoreUnavailable,
 )
 from txamqp09.store.mirror import Mirror
 from txamqp09.store.numbers import QueueNumbers
@@ -158,7 +161,8 @@ class SQLStore(ABC):
         self.operations = 0
         #: Publishes never written because every queue removed the message first.
         self.cancelled = 0
-        #: Keeps a mirror of the database current until the store opens (see :meth:`follow`).
+        #: Keeps a mirror of the database current until the store opens
+        #: (a backend whose database another process writes meanwhile).
         self.follower: Optional[Follower] = None
 
     # -- what a backend provides ---------------------------------------------------
@@ -176,10 +180,6 @@ class SQLStore(ABC):
     def _close_reader(self) -> None:
         """Close the reader's connection, if open (reactor thread)."""
 
-    @abstractmethod
-    def _follower_connection(self) -> Database:
-        """A new connection for reads from a thread of its own (following
-        the database while another process writes it)."""
 
     def _idle_seconds(self) -> Optional[float]:
         """Seconds without work after which the writer tidies the database
@@ -218,25 +218,9 @@ class SQLStore(ABC):
 
     # -- start-up ------------------------------------------------------------------
 
-    def follow(
-        self, body_budget: Optional[int] = None, prepare: Optional[Callable[[StoredMessage], Any]] = None
-    ) -> None:
-        """Before the store opens, while another process writes its database:
-        keep a mirror of it current (:mod:`~txamqp09.store.following`), with
-        bodies while *body_budget* lasts (None: all), so that :meth:`open`
-        reads only what changed since (with this budget rather than its
-        own); the messages of one queue read meanwhile get ``prepare(record)``
-        as their :attr:`~txamqp09.store.interface.StoredMessage.prepared`
-        (see :class:`~txamqp09.store.interface.Followable`)."""
-        self.follower = Follower(
-            self._follower_connection, Mirror(body_budget, prepare), (*self.write_errors, StoreUnavailable),
-            f"follows {self.location}",
-        )
-        self.follower.start()
-
     def open(self, body_budget: Optional[int] = None) -> Recovered:
         """Connect, create or migrate the layout, recover (from the mirror
-        kept while following, if any), then start the writer thread."""
+        :attr:`follower` kept, if any), then start the writer thread."""
         db = self._connect()
         try:
             prepare(db, self.location, self.migrations)
@@ -445,7 +429,8 @@ class SQLStore(ABC):
     def _take(self) -> Batch:
         """The queued work, up to about :data:`BATCH_BYTES` of bodies and
         :data:`REMOVALS_PER_BATCH` removals (lock held)."""
-        pending, self._carried = self._pending, False
+        pending, carried, self._carried = self._pending, self._carried, False
+        first_removal = self._removals[0][0] if self._removals else None
         removals, last = self._take_removals()
         if self._pending_bytes <= BATCH_BYTES:
             batch = Batch(pending, removals, last)
@@ -464,6 +449,8 @@ class SQLStore(ABC):
             if self._pending:
                 last = min(last, self._pending[0].sequence - 1)
             batch = Batch(operations, removals, last)
+        if not carried:
+            batch.settled = _needing_no_write(batch, first_removal)
         self._taken = batch.last_sequence
         return batch
 
@@ -488,9 +475,13 @@ class SQLStore(ABC):
         idle = False
         fenced = False
         upkeep_errors: tuple[type[Exception], ...] = (OSError, *self.write_errors)
+        reported = 0
         try:
             self._started(self._writer())
             while (work := self._next_batch(idle, hold_until)) is not None:
+                if isinstance(work, Batch) and work.settled > reported:
+                    reported = work.settled
+                    self._reactor.callFromThread(self._made_durable, reported)
                 try:
                     self._do(work)
                 except Fenced as error:
@@ -508,7 +499,7 @@ class SQLStore(ABC):
                     self._recovered()
                 idle = work is not _TIDY
                 if isinstance(work, Batch):
-                    self.operations = work.last_sequence
+                    self.operations = reported = work.last_sequence
                     self._reactor.callFromThread(self._made_durable, work.last_sequence)
                     try:
                         self._after_batch(self._writer(), work)
@@ -653,6 +644,18 @@ class SQLStore(ABC):
             self._closing = True
         while self._waiting:
             heappop(self._waiting)[2].errback(failure)
+
+
+def _needing_no_write(batch: Batch, first_removal: Optional[int]) -> int:
+    """The last sequence number up to which *batch* writes nothing: before
+    its first operation to write (a publish still on a queue, or any other
+    work) and before its first removal (whose sequence number is
+    *first_removal*), within the batch."""
+    end = batch.last_sequence if first_removal is None else min(batch.last_sequence, first_removal - 1)
+    for operation in batch.operations:
+        if type(operation) is not Publish or operation.queues:
+            return min(end, operation.sequence - 1)
+    return end
 
 
 def _failed_publishes(batch: Batch) -> list[list[int]]:

@@ -125,8 +125,7 @@ def remove_setting(db: Database, kind: str, key: str) -> None:
 
 
 def unspill(db: Database, message_ids: list[int]) -> None:
-    for _ in db.by_ids("DELETE FROM {spilled} WHERE id {ids}", (), message_ids):
-        pass
+    db.change_by_ids("DELETE FROM {spilled} WHERE id {ids}", (), message_ids)
 
 
 def probe(db: Database, now: float) -> None:
@@ -174,7 +173,7 @@ def write_batch(db: Database, batch: Batch, numbers: QueueNumbers) -> Optional[i
     messages, links = rows.messages, rows.links
     begun = False
     written = 0
-    known, alone = numbers.numbers, numbers.alone
+    known, alone, linked = numbers.numbers, numbers.alone, numbers.linked
     for operation in batch.operations:
         if isinstance(operation, Publish):
             queues = operation.queues
@@ -188,7 +187,9 @@ def write_batch(db: Database, batch: Batch, numbers: QueueNumbers) -> Optional[i
                 else:
                     number = 0
                     for key in queues:
-                        links += (message_id, numbers.number(key))
+                        queue_number = numbers.number(key)
+                        linked.add(queue_number)
+                        links += (message_id, queue_number)
                 messages += (message_id, number, m.exchange, m.routing_key, m.raw_properties, m.body, m.published)
             continue
         if isinstance(operation, Spill):
@@ -220,59 +221,48 @@ def _begin(db: Database) -> bool:
 
 #: Rows of the removal log between two deletions of its old rows.
 _TRIM_EVERY = 256
-#: Deletes a message of several queues once none links it.
+#: Deletes the messages of several queues among ``{ids}`` that no queue links any more.
 _DELETE_ORPHANS = (
-    "DELETE FROM {messages} WHERE id = ? AND queue = 0 AND NOT EXISTS"
-    " (SELECT 1 FROM {message_links} WHERE message_id = ?)"
+    "DELETE FROM {messages} WHERE queue = 0 AND id {ids} AND NOT EXISTS"
+    " (SELECT 1 FROM {message_links} WHERE message_id = {messages}.id)"
 )
 
 
 def _remove(db: Database, removals: list[tuple[str, str, int]], numbers: QueueNumbers) -> None:
     """Delete the messages of *removals* (vhost, queue, message id) from
     their queues: the rows of those on one queue, many in each statement;
-    for those on several, the link, and the row with the last link; and
-    log them (:data:`~txamqp09.store.schema.REMOVALS`). A removal for a
-    queue without a number holds nothing stored."""
-    known = numbers.numbers
+    from a queue that may hold messages of several queues, also their
+    links, and the rows that lose their last link; and log them, in a
+    database other processes follow (see :func:`_log_removals`). A removal
+    for a queue without a number holds nothing stored. Nothing waits for an
+    answer of the database (the rows deleted are counted once the batch
+    commits) but the removal log's trimming, once in :data:`_TRIM_EVERY`
+    batches."""
+    known, linked = numbers.numbers, numbers.linked
     logged: list[tuple[int, list[int]]] = []
     for key, rows in groupby(removals, _queue_of):
         number = known.get(key)
         if number is not None:
             message_ids = [row[2] for row in rows]
-            numbers.deleted(number, _remove_from(db, number, message_ids))
+            numbers.deleted(
+                number, db.change_by_ids("DELETE FROM {messages} WHERE queue = ? AND id {ids}", (number,), message_ids)
+            )
+            if number in linked:
+                db.change_by_ids("DELETE FROM {message_links} WHERE queue = ? AND message_id {ids}", (number,), message_ids)
+                db.change_by_ids(_DELETE_ORPHANS, (), message_ids)
             logged.append((number, message_ids))
-    if logged:
+    if logged and db.logs_removals:
         _log_removals(db, numbers, logged)
 
 
 def _log_removals(db: Database, numbers: QueueNumbers, logged: list[tuple[int, list[int]]]) -> None:
-    """Add the next row of the removal log; every :data:`_TRIM_EVERY` rows,
-    delete those numbered :data:`~txamqp09.store.schema.REMOVALS_KEPT`
-    below it and more."""
+    """Add the next row of the removal log (:data:`~txamqp09.store.schema.REMOVALS`);
+    every :data:`_TRIM_EVERY` rows, delete those numbered
+    :data:`~txamqp09.store.schema.REMOVALS_KEPT` below it and more."""
     sequence = numbers.logged = numbers.logged + 1
     db.insert(REMOVALS, [sequence, pack_removals(logged)])
     if sequence % _TRIM_EVERY == 0:
         db.execute("DELETE FROM {removals} WHERE sequence <= ?", (sequence - REMOVALS_KEPT,))
-
-
-def _remove_from(db: Database, number: int, message_ids: list[int]) -> int:
-    """Delete *message_ids* from the queue numbered *number*: as the rows
-    of messages on it alone; the ids of a statement that deleted fewer rows
-    than it named go on to the links. The rows of messages on it alone it
-    deleted."""
-    deleted = 0
-    for some, cursor in db.by_ids("DELETE FROM {messages} WHERE queue = ? AND id {ids}", (number,), message_ids):
-        rows = cursor.rowcount
-        if rows < len(some):
-            _unlink(db, number, some)
-        deleted += rows
-    return deleted
-
-
-def _unlink(db: Database, number: int, message_ids: Any) -> None:
-    """Take messages of several queues off the queue numbered *number*."""
-    db.executemany("DELETE FROM {message_links} WHERE message_id = ? AND queue = ?", [(i, number) for i in message_ids])
-    db.executemany(_DELETE_ORPHANS, [(i, i) for i in message_ids])
 
 
 def _queue_of(removal: tuple[str, str, int]) -> tuple[str, str]:
@@ -284,7 +274,7 @@ def _purge(db: Database, number: int, alone: int) -> None:
     number: a scan of the messages when *alone* says rows may name it."""
     if alone:
         db.execute("DELETE FROM {messages} WHERE queue = ?", (number,))
-    linked = db.execute("SELECT message_id FROM {message_links} WHERE queue = ?", (number,)).fetchall()
+    linked = [message_id for (message_id,) in db.execute("SELECT message_id FROM {message_links} WHERE queue = ?", (number,))]
     db.execute("DELETE FROM {message_links} WHERE queue = ?", (number,))
-    db.executemany(_DELETE_ORPHANS, [(i, i) for (i,) in linked])
+    db.change_by_ids(_DELETE_ORPHANS, (), linked)
     db.execute("DELETE FROM {queue_names} WHERE id = ?", (number,))

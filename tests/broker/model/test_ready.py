@@ -8,7 +8,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.broker.support import message as _message
 from txamqp09.broker.model.message import Message
-from txamqp09.broker.model.queue import Entry
+from txamqp09.broker.model.ready import Entry
 from txamqp09.broker.model.ready import ReadyMessages
 
 

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from txamqp09.broker.classes.common import ClassState
-from txamqp09.broker.classes.registry import channel_classes, register, vhost_classes
-from txamqp09.broker.model.session import unique_name
+from txamqp09.broker.classes.registry import ChannelLike, ClassState, channel_classes, register, vhost_classes
+from txamqp09.broker.model.names import unique_name
 from txamqp09.wire.base import Method
 from txamqp09.wire.errors import CommandInvalid, NotFound
 from txamqp09.wire.versions import AMQP0_9
 
 if TYPE_CHECKING:
-    from txamqp09.broker.channel import ServerChannel
     from txamqp09.wire import methods
 
 __all__ = ["ChannelMethods", "open_ok", "resume"]
@@ -63,7 +61,7 @@ class ChannelMethods(ClassState):
         self.pongs_unanswered -= 1
 
 
-def open_ok(channel: ServerChannel) -> Method:
+def open_ok(channel: ChannelLike) -> Method:
     """channel.open-ok for a new *channel*; on 0-9 with a fresh channel-id."""
     if channel.version is not AMQP0_9:
         return channel.spec.ChannelOpenOk()
@@ -72,7 +70,7 @@ def open_ok(channel: ServerChannel) -> Method:
     return channel.build("channel.open-ok", channel_id=classes.channel_id)
 
 
-def resume(channel: ServerChannel, channel_id: bytes) -> Method:
+def resume(channel: ChannelLike, channel_id: bytes) -> Method:
     """Give the new *channel* the state of the interrupted channel *channel_id*; channel.ok.
 
     :raises NotFound: the user has no interrupted channel with that id.

@@ -19,19 +19,17 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from zope.interface import implementer
 
+from txamqp09.broker.classes.registry import ChannelLike, ClassState
 from txamqp09.broker.model import Consumer, ISink, Message, Mode, Session, origin
-from txamqp09.broker.model.session import unique_name
+from txamqp09.broker.model.names import unique_name
 from txamqp09.wire.base import Properties
 from txamqp09.wire.fields import field_text
-from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
-    from txamqp09.broker.channel import ServerChannel
     from txamqp09.wire import methods
 
 __all__ = [
     "ClassSession",
-    "ClassState",
     "DeliveringState",
     "FILENAME_HEADER",
     "basic_message",
@@ -71,60 +69,6 @@ class ClassSession(Session):
             self._main.last_tag = value
 
 
-class ClassState:
-    """One class's state on one server channel.
-
-    Subclasses name their class in :attr:`AMQP_CLASS` and handle its
-    methods in ``<class>_<method>`` methods taking the method (or, for a
-    method with content, the :class:`~txamqp09.wire.frames.Command`).
-
-    :ivar channel: the server channel.
-    """
-
-    AMQP_CLASS = ""
-
-    def __init__(self, channel: ServerChannel) -> None:
-        self.channel = channel
-
-    def interrupted(self) -> None:
-        """The channel ended; release what this class holds for it."""
-
-    def cut_off(self, command: Command) -> None:
-        """The connection broke while *command*'s content arrived; *command*
-        holds the body received so far (this class may keep it)."""
-
-    def kept(self) -> Any:
-        """What channel.resume gives back of this class's state (None: nothing)."""
-        return None
-
-    def resume(self, kept: Any) -> None:
-        """channel.resume: take over what :meth:`kept` returned on the interrupted channel."""
-
-    def flow(self, active: bool) -> None:
-        """channel.flow from the client."""
-
-    def tx(self, verb: str) -> None:
-        """tx.select, tx.commit or tx.rollback (*verb*) on the channel."""
-
-    def reply(self, name: str, **fields: Any) -> None:
-        """Answer the current method with the method *name*."""
-        self.channel.reply(self.channel.build(name, **fields))
-
-    def send(self, name: str, **fields: Any) -> None:
-        """Send the method *name* to the client (a request, not an answer)."""
-        self.channel.write(method_frame(self.channel.number, self.channel.build(name, **fields)))
-
-    def send_content(self, name: str, properties: Properties, body: bytes, **fields: Any) -> None:
-        """Send the content method *name* with its properties and body."""
-        channel = self.channel
-        channel.write(
-            content_frames(
-                channel.number, channel.build(name, **fields), properties, body,
-                channel.frame_max,
-            )
-        )
-
-
 @implementer(ISink)
 class DeliveringState(ClassState):
     """A class with consumers, deliveries and returns of its own.
@@ -135,7 +79,7 @@ class DeliveringState(ClassState):
     :ivar session: this class's session on the channel.
     """
 
-    def __init__(self, channel: ServerChannel) -> None:
+    def __init__(self, channel: ChannelLike) -> None:
         super().__init__(channel)
         self.session = self.new_session()
 
@@ -250,7 +194,7 @@ def from_basic(message: Message, target: type[Properties]) -> Properties:
 
 
 def basic_message(
-    channel: ServerChannel, exchange: str, routing_key: str, raw_properties: bytes, body: bytes
+    channel: ChannelLike, exchange: str, routing_key: str, raw_properties: bytes, body: bytes
 ) -> Message:
     """A model message published on *channel* with basic properties *raw_properties*."""
     return Message(

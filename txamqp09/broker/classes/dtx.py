@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from txamqp09.broker.classes.common import ClassState
-from txamqp09.broker.classes.registry import register
+from txamqp09.broker.classes.registry import ClassState, register
 from txamqp09.wire.errors import PreconditionFailed
 
 if TYPE_CHECKING:

@@ -1,30 +1,146 @@
-"""Where each channel's and each virtual host's class state lives, and dispatch.
+"""The bottom of the classes: how they see their channel, their state, and dispatch.
 
-:class:`ChannelClasses` is created for a server channel the first time one
-of these classes is used on it (and for every 0-9 channel, which gets a
-channel-id it can resume by). :func:`class_handler` gives the server
-channel's dispatch table a handler for each method these classes serve.
+A class sees its server channel as a :class:`ChannelLike` (the
+:class:`~txamqp09.broker.channel.ServerChannel`, which stands above the
+classes, satisfies it) and keeps its state of one channel in a
+:class:`ClassState`. :class:`ChannelClasses` is created for a server
+channel the first time one of these classes is used on it (and for every
+0-9 channel, which gets a channel-id it can resume by), and
+:class:`VhostClasses` holds what a virtual host keeps of them.
+:func:`class_handler` gives the server channel's dispatch table, which the
+channel builds, a handler for each method these classes serve.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Protocol
 
-from txamqp09.broker.classes.common import ClassState
+from txamqp09.broker.base import ChannelBasics, ConnectionTerms
 from txamqp09.broker.classes.staging import StagingArea
 from txamqp09.broker.model import VirtualHost
-from txamqp09.wire.base import Method
-from txamqp09.wire.frames import Command
+from txamqp09.wire.base import Method, Properties
+from txamqp09.wire.frames import Command, content_frames, method_frame
 
 if TYPE_CHECKING:
-    from txamqp09.broker.channel import ServerChannel
+    from txamqp09.broker.auth import AccessGuard
+    from txamqp09.broker.model import Session
+    from txamqp09.broker.publishing import Publisher
+    from txamqp09.wire import methods
+    from txamqp09.wire.versions import ProtocolVersion
 
-__all__ = ["ChannelClasses", "ResumableChannel", "VhostClasses", "class_handler", "register", "vhost_classes"]
+__all__ = [
+    "ChannelClasses", "ChannelLike", "ClassState", "ResumableChannel", "VhostClasses", "class_handler", "register",
+    "vhost_classes",
+]
 
 #: Interrupted channels a virtual host remembers for channel.resume.
 MAX_RESUMABLE_CHANNELS = 1024
+
+class ChannelLike(ChannelBasics, ConnectionTerms, Protocol):
+    """A server channel as the classes see it: its public interface, never
+    its connection (whose terms it offers itself)."""
+
+    #: The queue most recently declared on the channel (the empty-name shortcut).
+    last_queue: str
+    #: The channel's class states (None until a class is used on it).
+    classes: Optional[ChannelClasses]
+
+    @property
+    def version(self) -> ProtocolVersion:
+        """The connection's protocol version."""
+
+    @property
+    def spec(self) -> methods.Spec:
+        """The generated module of that version."""
+
+    @property
+    def session(self) -> Session:
+        """The channel's basic session."""
+
+    @property
+    def publisher(self) -> Publisher:
+        """The channel's basic hot path (publishes, returns, counters)."""
+
+    @property
+    def guard(self) -> AccessGuard:
+        """The connection's access guard."""
+
+    @property
+    def user_name(self) -> str:
+        """The name of the user that opened the connection."""
+
+    def build(self, name: str, **fields: Any) -> Method:
+        """Method *name* of the channel's version with *fields*."""
+
+    def reply(self, method: Method) -> None:
+        """Answer the current method, once what it wrote to the store is durable."""
+
+    def write(self, frames: bytes) -> None:
+        """Write *frames* now, ahead of any answer held for the store."""
+
+    def queue_name(self, name: str) -> str:
+        """*name*, or the queue last declared on the channel when it is empty."""
+
+    def transaction(self, verb: str) -> None:
+        """``select``, ``commit`` or ``rollback`` the transaction of every class in use."""
+
+
+class ClassState:
+    """One class's state on one server channel.
+
+    Subclasses name their class in :attr:`AMQP_CLASS` and handle its
+    methods in ``<class>_<method>`` methods taking the method (or, for a
+    method with content, the :class:`~txamqp09.wire.frames.Command`).
+
+    :ivar channel: the server channel.
+    """
+
+    AMQP_CLASS = ""
+
+    def __init__(self, channel: ChannelLike) -> None:
+        self.channel = channel
+
+    def interrupted(self) -> None:
+        """The channel ended; release what this class holds for it."""
+
+    def cut_off(self, command: Command) -> None:
+        """The connection broke while *command*'s content arrived; *command*
+        holds the body received so far (this class may keep it)."""
+
+    def kept(self) -> Any:
+        """What channel.resume gives back of this class's state (None: nothing)."""
+        return None
+
+    def resume(self, kept: Any) -> None:
+        """channel.resume: take over what :meth:`kept` returned on the interrupted channel."""
+
+    def flow(self, active: bool) -> None:
+        """channel.flow from the client."""
+
+    def tx(self, verb: str) -> None:
+        """tx.select, tx.commit or tx.rollback (*verb*) on the channel."""
+
+    def reply(self, name: str, **fields: Any) -> None:
+        """Answer the current method with the method *name*."""
+        self.channel.reply(self.channel.build(name, **fields))
+
+    def send(self, name: str, **fields: Any) -> None:
+        """Send the method *name* to the client (a request, not an answer)."""
+        self.channel.write(method_frame(self.channel.number, self.channel.build(name, **fields)))
+
+    def send_content(self, name: str, properties: Properties, body: bytes, **fields: Any) -> None:
+        """Send the content method *name* with its properties and body."""
+        channel = self.channel
+        channel.write(
+            content_frames(
+                channel.number, channel.build(name, **fields), properties, body,
+                channel.frame_max,
+            )
+        )
+
+
 
 #: The state class of each AMQP class name, filled by :func:`register`.
 _STATE_CLASSES: dict[str, type[ClassState]] = {}
@@ -95,7 +211,7 @@ class ChannelClasses:
         other versions).
     """
 
-    def __init__(self, channel: ServerChannel) -> None:
+    def __init__(self, channel: ChannelLike) -> None:
         self.channel = channel
         self.channel_id = b""
         self._states: dict[type[ClassState], ClassState] = {}
@@ -153,7 +269,7 @@ class ChannelClasses:
             state.tx(verb)
 
 
-def channel_classes(channel: ServerChannel) -> ChannelClasses:
+def channel_classes(channel: ChannelLike) -> ChannelClasses:
     """*channel*'s class states, created on first use."""
     classes = channel.classes
     if classes is None:
@@ -161,7 +277,7 @@ def channel_classes(channel: ServerChannel) -> ChannelClasses:
     return classes
 
 
-def class_handler(method_class: type[Method]) -> Optional[Callable[[ServerChannel, Any], None]]:
+def class_handler(method_class: type[Method]) -> Optional[Callable[[ChannelLike, Any], None]]:
     """The handler of *method_class* (file.open, say), or None if no class serves it."""
     amqp_class = method_class.NAME.split(".", 1)[0]
     state_class = _STATE_CLASSES.get(amqp_class)
@@ -171,7 +287,7 @@ def class_handler(method_class: type[Method]) -> Optional[Callable[[ServerChanne
     if function is None:
         return None
 
-    def handle(channel: ServerChannel, method: Any) -> None:
+    def handle(channel: ChannelLike, method: Any) -> None:
         function(channel_classes(channel).state(state_class), method)
 
     handle.__name__ = handle.__qualname__ = function.__name__

@@ -23,21 +23,21 @@ reach in a cycle of automatic dead-letterings (every death since that
 queue's last one was an expiry, length limit or delivery limit): a
 rejection by a client breaks a cycle. A missing dead-letter exchange drops
 the message, as RabbitMQ does. Only this path re-encodes properties.
+
+This module makes the copies; the queue routes them
+(:meth:`~.queue.Queue.drop`).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from datetime import datetime
+from typing import Any, Optional
 
 from txamqp09.broker.model.message import Message
 from txamqp09.wire.base import decode_properties
 from txamqp09.wire.fields import Int64, field_text
 
-if TYPE_CHECKING:
-    from txamqp09.broker.model.queue import Queue
-
-__all__ = ["REJECTED", "EXPIRED", "MAXLEN", "DELIVERY_LIMIT", "dead_letter", "is_cycle"]
+__all__ = ["REJECTED", "EXPIRED", "MAXLEN", "DELIVERY_LIMIT", "dead_letter_copy", "is_cycle"]
 
 #: Reasons of the x-death header.
 REJECTED = "rejected"
@@ -46,33 +46,16 @@ MAXLEN = "maxlen"
 DELIVERY_LIMIT = "delivery_limit"
 
 
-def dead_letter(queue: Queue, messages: Iterable[Message], reason: str, exchange_name: str) -> None:
-    """Republish *messages*, which left *queue* for *reason*, to *exchange_name*.
-
-    Their bodies must be in memory.
-    """
-    vhost = queue.vhost
-    exchange = vhost.exchanges.get(exchange_name)
-    if exchange is None:
-        return
-    routing_key = queue.settings.dead_letter_routing_key
-    now = datetime.fromtimestamp(int(queue.clock.seconds()), timezone.utc)
-    for message in messages:
-        copy, deaths = _copy(message, queue.name, reason, now, exchange_name, routing_key)
-        targets = [
-            target for target in vhost.route(exchange, copy)
-            if not is_cycle(target.name, deaths, reason)
-        ]
-        if vhost.persistence is not None and targets:
-            vhost.persistence.publish(copy, targets)
-        for target in targets:
-            target.publish(copy)
-
-
-def _copy(
+def dead_letter_copy(
     message: Message, queue: str, reason: str, now: datetime, exchange: str, routing_key: Optional[str]
 ) -> tuple[Message, list[Any]]:
-    """The dead-lettered copy of *message*, and its x-death entries."""
+    """The copy of *message* that *queue* dead-letters to *exchange* for
+    *reason* at *now*, and its x-death entries (to test targets with
+    :func:`is_cycle`).
+
+    :param routing_key: the queue's ``x-dead-letter-routing-key``, or None
+        to keep the message's own.
+    """
     properties = decode_properties(message.properties_class, message.raw_properties, 0)
     headers = dict(getattr(properties, "headers", None) or {})
     deaths = _deaths(headers, message, queue, reason, now, properties.expiration)  # type: ignore[attr-defined]

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from txamqp09.broker.model.message import Message
-
-if TYPE_CHECKING:
-    from txamqp09.broker.model.queue import Entry
+from txamqp09.broker.model.ready import Entry
 
 __all__ = ["PriorityMessages", "merge_entries"]
 

@@ -29,8 +29,9 @@ existed. With arguments:
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from itertools import count, islice
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol, Sequence, Union
 
 from txamqp09.broker.model.arguments import (
     QUORUM,
@@ -41,28 +42,25 @@ from txamqp09.broker.model.arguments import (
     count_argument,
     refused_arguments,
 )
-from txamqp09.broker.model.deadletter import DELIVERY_LIMIT, EXPIRED, MAXLEN, dead_letter
+from txamqp09.broker.model.deadletter import DELIVERY_LIMIT, EXPIRED, MAXLEN, dead_letter_copy, is_cycle
 from txamqp09.broker.model.message import EXPIRATION_FLAG, Message, message_ttl
 from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.priority import PriorityMessages
-from txamqp09.broker.model.ready import ReadyMessages
+from txamqp09.broker.model.ready import Entry, ReadyMessages
 from txamqp09.broker.model.stats import QueueCounters
 from txamqp09.broker.model.utilisation import ConsumerUse
 from txamqp09.wire.fields import Int64
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.clock import Call, Clock
-    from txamqp09.broker.model.session import Session
-    from txamqp09.broker.model.vhost import VirtualHost
+    from txamqp09.broker.model.exchange import Exchange
+    from txamqp09.broker.model.store import Persistence
 
 __all__ = [
-    "Prefetch", "Consumer", "CountedDelivery", "Delivery", "Queue", "Entry", "Overflow", "DELIVERY_COUNT",
-    "with_delivery_count",
+    "Prefetch", "Consumer", "ConsumerSession", "CountedDelivery", "Delivery", "Queue", "QueueHost", "QueueOwner", "Overflow",
+    "DELIVERY_COUNT", "with_delivery_count",
 ]
 
-#: A ready message in a queue: (sequence number, message, redelivered,
-#: deadline in clock seconds or None when it does not expire).
-Entry = tuple[int, Message, bool, Optional[float]]
 #: The header a quorum queue's redeliveries carry: how often the message came back.
 DELIVERY_COUNT = "x-delivery-count"
 #: Return counts of ready messages a queue keeps beyond twice their number
@@ -75,6 +73,69 @@ PAGE_IN_SCAN = 4 * PAGE_IN_BATCH
 #: The range of consumer priorities (x-priority): what a signed 64-bit
 #: table integer holds.
 _CONSUMER_PRIORITY_RANGE = (-(2**63), 2**63 - 1)
+
+
+class QueueHost(Protocol):
+    """A virtual host as its queues see it (a :class:`~.vhost.VirtualHost`,
+    which stands above this module and makes the queues)."""
+
+    @property
+    def name(self) -> str:
+        """Its name."""
+
+    @property
+    def clock(self) -> Optional[Clock]:
+        """Its time source (TTLs, x-expires and streams need one)."""
+
+    @property
+    def persistence(self) -> Optional[Persistence]:
+        """What keeps durable queues and persistent messages, or None."""
+
+    @property
+    def exchanges(self) -> Mapping[str, Exchange]:
+        """Its exchanges by name (a dead-letter exchange is looked up there)."""
+
+    def route(self, exchange: Exchange, message: Message) -> Sequence[Queue]:
+        """The queues *message* published to *exchange* reaches."""
+
+    def delete_queue(self, queue: Queue) -> int:
+        """Remove *queue* (it expired, or lost its last consumer)."""
+
+
+class ConsumerSession(Protocol):
+    """A channel's session as its consumers and their queues see it (a
+    :class:`~.session.Session`, which stands above this module and makes
+    the consumers)."""
+
+    @property
+    def sending(self) -> bool:
+        """Deliveries may be sent now."""
+
+    @property
+    def flowing(self) -> bool:
+        """The channel is open with its flow on (see :meth:`Consumer.can_take`)."""
+
+    @property
+    def client(self) -> object:
+        """Its connection (a no-local consumer skips what that published)."""
+
+    def deliver(
+        self, consumer: Consumer, queue: Queue, sequence: int, message: Message, redelivered: bool,
+        deadline: Optional[float] = None,
+    ) -> None:
+        """Send *message* from *queue* to *consumer* under the next delivery tag."""
+
+    def queue_deleted(self, consumer: Consumer) -> None:
+        """*consumer*'s queue was deleted."""
+
+
+class QueueOwner(Protocol):
+    """A connection as a virtual host sees it when it declares, uses and
+    deletes that connection's exclusive queues (a :class:`~.session.Client`)."""
+
+    @property
+    def exclusive_queues(self) -> dict[Queue, None]:
+        """Its exclusive queues (deleted with it)."""
 
 
 class Prefetch:
@@ -189,7 +250,7 @@ class Consumer:
         self,
         tag: str,
         queue: Queue,
-        session: Session,
+        session: ConsumerSession,
         *,
         no_ack: bool = False,
         no_local: bool = False,
@@ -334,7 +395,7 @@ class Queue:
 
     def __init__(
         self,
-        vhost: VirtualHost,
+        vhost: QueueHost,
         name: str,
         *,
         durable: bool = False,
@@ -848,8 +909,27 @@ class Queue:
             if paged:
                 self.read_back(paged)
             self.stats.dead_lettered += len(messages)
-            dead_letter(self, messages, reason, exchange)
+            self._dead_letter(messages, reason, exchange)
         self.discard(messages)
+
+    def _dead_letter(self, messages: list[Message], reason: str, exchange_name: str) -> None:
+        """Republish *messages* (their bodies in memory), which left for
+        *reason*, to the dead-letter exchange *exchange_name*, if it exists,
+        except to the queues they would reach in a cycle."""
+        vhost = self.vhost
+        exchange = vhost.exchanges.get(exchange_name)
+        if exchange is None:
+            return
+        routing_key = self.settings.dead_letter_routing_key
+        now = datetime.fromtimestamp(int(self.clock.seconds()), timezone.utc)
+        persistence = vhost.persistence
+        for message in messages:
+            copy, deaths = dead_letter_copy(message, self.name, reason, now, exchange_name, routing_key)
+            targets = [target for target in vhost.route(exchange, copy) if not is_cycle(target.name, deaths, reason)]
+            if persistence is not None and targets:
+                persistence.publish(copy, targets)
+            for target in targets:
+                target.publish(copy)
 
     # -- storage -------------------------------------------------------------
 
@@ -896,7 +976,7 @@ class Queue:
     def new_consumer(
         self,
         tag: str,
-        session: Session,
+        session: ConsumerSession,
         *,
         no_ack: bool,
         no_local: bool,

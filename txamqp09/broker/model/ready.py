@@ -1,7 +1,7 @@
 """A queue's ready messages in sequence order, kept compactly.
 
 A queue without priorities holds its ready messages as ``(sequence,
-message, redelivered, deadline)`` entries (:data:`~.queue.Entry`). Most of
+message, redelivered, deadline)`` entries (:data:`Entry`). Most of
 them are plain: not redelivered, no deadline, and numbered one after the
 other as they arrived. :class:`ReadyMessages` keeps such a run of plain
 entries as the bare messages and remembers only the sequence number of
@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, SupportsIndex
+from typing import Any, Iterable, Iterator, Optional, SupportsIndex
 
+from txamqp09.broker.model.message import Message
 
-if TYPE_CHECKING:
-    from txamqp09.broker.model.queue import Entry
+__all__ = ["Entry", "ReadyMessages"]
 
-__all__ = ["ReadyMessages"]
+#: A ready message in a queue: (sequence number, message, redelivered,
+#: deadline in clock seconds or None when it does not expire).
+Entry = tuple[int, Message, bool, Optional[float]]
 
 
 _append = deque.append

@@ -29,15 +29,14 @@ virtual host, as in RabbitMQ, where the name leads to the channel's process.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from txamqp09.wire.versions import DIRECT_REPLY_TO
 
 if TYPE_CHECKING:
     from txamqp09.broker.model.message import Message
-    from txamqp09.broker.model.session import Session
 
-__all__ = ["DIRECT_REPLY_TO", "REPLY_NAME_PREFIX", "ReplyConsumer", "Replies", "SendReply"]
+__all__ = ["DIRECT_REPLY_TO", "REPLY_NAME_PREFIX", "ReplyConsumer", "ReplySession", "Replies", "SendReply"]
 
 #: What every reply name starts with.
 REPLY_NAME_PREFIX = DIRECT_REPLY_TO + "."
@@ -46,6 +45,14 @@ REPLY_NAME_PREFIX = DIRECT_REPLY_TO + "."
 #: Sends a reply to the client: (the reply consumer, delivery tag,
 #: redelivered, message); the server channel's basic.deliver.
 SendReply = Callable[["ReplyConsumer", int, bool, "Message"], None]
+
+
+class ReplySession(Protocol):
+    """A channel's session as its reply consumer sees it (a
+    :class:`~.session.Session`)."""
+
+    def deliver_reply(self, consumer: ReplyConsumer, message: Message) -> None:
+        """Deliver a reply to *consumer*, if it still consumes for the channel."""
 
 
 class ReplyConsumer:
@@ -59,7 +66,7 @@ class ReplyConsumer:
 
     __slots__ = ("tag", "name", "session", "send")
 
-    def __init__(self, tag: str, name: str, session: Session, send: SendReply) -> None:
+    def __init__(self, tag: str, name: str, session: ReplySession, send: SendReply) -> None:
         self.tag = tag
         self.name = name
         self.session = session

@@ -9,9 +9,7 @@ talk back to the server layer through an :class:`ISink`.
 
 from __future__ import annotations
 
-import base64
 import enum
-import os
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
@@ -21,6 +19,7 @@ from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.deadletter import REJECTED
 from txamqp09.broker.model.message import EXPIRATION_FLAG, USER_ID_FLAG, Message, message_ttl
 from txamqp09.broker.model.arguments import QUORUM, STREAM
+from txamqp09.broker.model.names import unique_name
 from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
 from txamqp09.broker.model.replies import DIRECT_REPLY_TO, REPLY_NAME_PREFIX, ReplyConsumer, SendReply
 from txamqp09.broker.model.stream import rejection_refused
@@ -30,7 +29,7 @@ from txamqp09.wire.errors import AccessRefused, AMQPNotImplemented, NotAllowed, 
 if TYPE_CHECKING:
     from txamqp09.broker.model.vhost import VirtualHost
 
-__all__ = ["ISink", "Client", "Session", "Transaction", "NO_ROUTE", "NO_CONSUMERS", "unique_name"]
+__all__ = ["ISink", "Client", "Session", "Transaction", "NO_ROUTE", "NO_CONSUMERS"]
 
 #: basic.return reply code and text for a mandatory message no queue took.
 NO_ROUTE = (312, "NO_ROUTE")
@@ -38,11 +37,6 @@ NO_ROUTE = (312, "NO_ROUTE")
 NO_CONSUMERS = (313, "NO_CONSUMERS")
 #: The delivery-mode bit in the first byte of the property flags.
 _DELIVERY_MODE_FLAG = 0x10
-
-
-def unique_name(prefix: str) -> str:
-    """A server-generated name: *prefix* and 22 random URL-safe characters."""
-    return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
 
 
 class ISink(Interface):

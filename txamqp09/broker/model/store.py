@@ -53,9 +53,10 @@ made it ahead of time, while its store followed the database.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
+from txamqp09.broker.model.exchange import Exchange
 from txamqp09.broker.model.message import (
     PAGED_OUT,
     RESIDENT,
@@ -65,8 +66,6 @@ from txamqp09.broker.model.message import (
     delivery_mode,
     origin,
 )
-from txamqp09.broker.model.arguments import STREAM
-from txamqp09.broker.model.queue import Queue
 from txamqp09.wire.versions import AMQP0_9_1
 from txamqp09.store.interface import (
     DurableBinding,
@@ -77,11 +76,10 @@ from txamqp09.store.interface import (
 )
 
 if TYPE_CHECKING:
-    from txamqp09.broker.model.exchange import Binding, Exchange
-    from txamqp09.broker.model.stream import StreamQueue
-    from txamqp09.broker.model.vhost import VirtualHost
+    from txamqp09.broker.model.clock import Clock
+    from txamqp09.broker.model.exchange import Binding
 
-__all__ = ["DEFAULT_MEMORY_BUDGET", "PERSISTENT", "Persistence", "restored_message"]
+__all__ = ["DEFAULT_MEMORY_BUDGET", "PERSISTENT", "KeptQueue", "Persistence", "StoreHome", "restored_message"]
 
 #: The delivery-mode of a persistent message.
 PERSISTENT = 2
@@ -89,6 +87,48 @@ PERSISTENT = 2
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024
 #: The content-property class of recovered messages (basic's, as 0-9-1 has it).
 _PROPERTIES = AMQP0_9_1.properties[60]
+
+
+class StoreHome(Protocol):
+    """A virtual host as its persistence sees it (a
+    :class:`~.vhost.VirtualHost`)."""
+
+    @property
+    def name(self) -> str:
+        """Its name."""
+
+    @property
+    def clock(self) -> Optional[Clock]:
+        """Its time source (publish times are written with a message), if any."""
+
+
+class KeptQueue(Protocol):
+    """A queue as its persistence sees it (a :class:`~.queue.Queue`)."""
+
+    @property
+    def vhost(self) -> StoreHome:
+        """The virtual host it belongs to."""
+
+    @property
+    def name(self) -> str:
+        """Its name."""
+
+    @property
+    def auto_delete(self) -> bool:
+        """Whether it goes with its last consumer."""
+
+    @property
+    def arguments(self) -> Mapping[str, Any]:
+        """Its declared arguments."""
+
+    @property
+    def deleted(self) -> bool:
+        """Whether it was deleted."""
+
+    @property
+    def kept_as(self) -> tuple[tuple[str, str], ...]:
+        """``((vhost name, queue name),)`` when the store keeps its
+        persistent messages one by one, else ``()``."""
 
 
 class Persistence:
@@ -118,13 +158,14 @@ class Persistence:
         #: Messages published above the budget, to page out once durable:
         #: (store sequence number, message), oldest first.
         self._to_page_out: deque[tuple[int, Message]] = deque()
-        #: Streams with appends not on disk yet.
-        self._streams_waiting: dict[StreamQueue, None] = {}
+        #: The :meth:`~.stream.StreamQueue.made_durable` of each stream with
+        #: appends not on disk yet.
+        self._streams_waiting: dict[Callable[[int], bool], None] = {}
         store.add_durable_listener(self._made_durable)
 
     # -- topology ------------------------------------------------------------
 
-    def exchange_added(self, vhost: VirtualHost, exchange: Exchange) -> None:
+    def exchange_added(self, vhost: StoreHome, exchange: Exchange) -> None:
         """A durable exchange was declared."""
         self.store.add_exchange(
             DurableExchange(
@@ -133,31 +174,31 @@ class Persistence:
             )
         )
 
-    def exchange_removed(self, vhost: VirtualHost, exchange: Exchange) -> None:
+    def exchange_removed(self, vhost: StoreHome, exchange: Exchange) -> None:
         """A durable exchange was deleted."""
         self.store.remove_exchange(vhost.name, exchange.name)
 
-    def queue_added(self, queue: Queue) -> None:
+    def queue_added(self, queue: KeptQueue) -> None:
         """A queue that keeps messages was declared."""
         self.store.add_queue(
             DurableQueue(queue.vhost.name, queue.name, queue.auto_delete, dict(queue.arguments))
         )
 
-    def queue_removed(self, queue: Queue) -> None:
+    def queue_removed(self, queue: KeptQueue) -> None:
         """A queue that keeps messages was deleted, with its messages."""
         self.store.remove_queue(queue.vhost.name, queue.name)
 
-    def binding_added(self, vhost: VirtualHost, binding: Binding) -> None:
+    def binding_added(self, vhost: StoreHome, binding: Binding) -> None:
         """A binding between durable entities was made."""
         self.store.add_binding(_binding_record(vhost, binding))
 
-    def binding_removed(self, vhost: VirtualHost, binding: Binding) -> None:
+    def binding_removed(self, vhost: StoreHome, binding: Binding) -> None:
         """A binding between durable entities was removed."""
         self.store.remove_binding(_binding_record(vhost, binding))
 
     # -- messages ------------------------------------------------------------
 
-    def publish(self, message: Message, queues: Sequence[Queue]) -> int:
+    def publish(self, message: Message, queues: Sequence[KeptQueue]) -> int:
         """Write *message* for the *queues* that keep messages, if it is
         persistent, and track it under the memory budget.
 
@@ -188,11 +229,11 @@ class Persistence:
         self._track(message, message_id, len(queues), not sequence or len(kept) < len(queues), sequence)
         return sequence
 
-    def remove(self, queue: Queue, messages: Iterable[Message]) -> None:
+    def remove(self, queue: KeptQueue, messages: Iterable[Message]) -> None:
         """*messages* left *queue* for good (written only while the queue exists)."""
         ids = []
         unspilled = []
-        stored = queue.stored and queue.settings.queue_type != STREAM
+        stored = bool(queue.kept_as)
         for message in messages:
             tracking = message.tracking
             if tracking is None:
@@ -205,15 +246,18 @@ class Persistence:
                     unspilled.append(tracking.store_id)
                 self._untrack(message)
         if ids and not queue.deleted:
-            self.store.remove(queue.vhost.name, queue.name, ids)
+            vhost, name = queue.kept_as[0]
+            self.store.remove(vhost, name, ids)
         if unspilled:
             self.store.unspill(unspilled)
 
     # -- stream logs ---------------------------------------------------------
 
-    def await_durable(self, stream: StreamQueue) -> None:
-        """*stream* appended to its log: tell it when its appends are on disk."""
-        self._streams_waiting[stream] = None
+    def await_durable(self, made_durable: Callable[[int], bool]) -> None:
+        """A stream appended to its log: call *made_durable* with the
+        store's sequence number each time more is on disk, until it says
+        that nothing of the stream waits any more."""
+        self._streams_waiting[made_durable] = None
 
     def stream_cache_changed(self, delta: int) -> None:
         """A stream holds *delta* more bytes of bodies in memory (fewer when negative)."""
@@ -222,9 +266,9 @@ class Persistence:
 
     def _made_durable(self, sequence: int) -> None:
         """The store's operations up to *sequence* are on disk."""
-        for stream in list(self._streams_waiting):
-            if not stream.made_durable(sequence):
-                del self._streams_waiting[stream]
+        for made_durable in list(self._streams_waiting):
+            if not made_durable(sequence):
+                del self._streams_waiting[made_durable]
 
     # -- memory budget -------------------------------------------------------
 
@@ -330,13 +374,13 @@ def restored_message(record: StoredMessage) -> Message:
     return message
 
 
-def _binding_record(vhost: VirtualHost, binding: Binding) -> DurableBinding:
+def _binding_record(vhost: StoreHome, binding: Binding) -> DurableBinding:
     destination = binding.destination
     return DurableBinding(
         vhost.name,
         binding.source.name,
         destination.name,
-        "queue" if isinstance(destination, Queue) else "exchange",
+        "exchange" if isinstance(destination, Exchange) else "queue",
         binding.routing_key,
         dict(binding.arguments),
     )

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, cast
 from txamqp09.broker.model.arguments import STREAM, refused_argument
 from txamqp09.broker.model.policy import queue_arguments
 from txamqp09.broker.model.message import Message, Origin
-from txamqp09.broker.model.queue import Consumer, Delivery, Prefetch, Queue
+from txamqp09.broker.model.queue import Consumer, ConsumerSession, Delivery, Prefetch, Queue, QueueHost
 from txamqp09.store.chunks import CHUNK_BYTES, LogChunk, chunk_holding
 from txamqp09.store.interface import LogSegment
 from txamqp09.wire.errors import AMQPNotImplemented, PreconditionFailed
@@ -49,9 +49,7 @@ from txamqp09.wire.forwarding import LongHeader
 from txamqp09.wire.versions import AMQP0_9_1
 
 if TYPE_CHECKING:
-    from txamqp09.broker.model.session import Session
     from txamqp09.broker.model.store import Persistence
-    from txamqp09.broker.model.vhost import VirtualHost
 
 __all__ = [
     "CACHE_BYTES",
@@ -145,7 +143,7 @@ def is_stream(arguments: Optional[Mapping[str, Any]]) -> bool:
     return arguments is not None and field_text(arguments.get("x-queue-type")) == STREAM
 
 
-def _describe(vhost: VirtualHost, name: str) -> str:
+def _describe(vhost: QueueHost, name: str) -> str:
     return f"queue {name!r} in vhost {vhost.name!r}"
 
 
@@ -162,7 +160,7 @@ def rejection_refused(queue: Queue) -> AMQPNotImplemented:
 
 
 def check_stream_declaration(
-    vhost: VirtualHost, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
+    vhost: QueueHost, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
     arguments: Mapping[str, Any],
 ) -> None:
     """Refuse what a stream cannot be, with RabbitMQ's checks and order.
@@ -280,7 +278,7 @@ class StreamConsumer(Consumer):
     delivery_type = StreamDelivery
 
     def __init__(
-        self, tag: str, queue: StreamQueue, session: Session, *, exclusive: bool,
+        self, tag: str, queue: StreamQueue, session: ConsumerSession, *, exclusive: bool,
         limits: tuple[Prefetch, ...], position: int,
     ) -> None:
         super().__init__(tag, queue, session, exclusive=exclusive, limits=limits)
@@ -303,7 +301,7 @@ class StreamQueue(Queue):
 
     def __init__(
         self,
-        vhost: VirtualHost,
+        vhost: QueueHost,
         name: str,
         *,
         arguments: Optional[Mapping[str, Any]] = None,
@@ -400,7 +398,7 @@ class StreamQueue(Queue):
             if not uncommitted:
                 persistence = self.vhost.persistence
                 assert persistence is not None
-                persistence.await_durable(self)
+                persistence.await_durable(self.made_durable)
                 uncommitted.append([sequence, offset + 1])
             elif uncommitted[-1][0] == sequence:
                 uncommitted[-1][1] = offset + 1
@@ -627,7 +625,7 @@ class StreamQueue(Queue):
     # -- consumers -----------------------------------------------------------
 
     def new_consumer(
-        self, tag: str, session: Session, *, no_ack: bool, no_local: bool, exclusive: bool,
+        self, tag: str, session: ConsumerSession, *, no_ack: bool, no_local: bool, exclusive: bool,
         limits: tuple[Prefetch, ...], arguments: Mapping[str, Any],
     ) -> Consumer:
         """A consumer reading from ``x-stream-offset`` (``next`` by default).

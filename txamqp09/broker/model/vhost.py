@@ -27,10 +27,10 @@ from txamqp09.broker.model.arguments import CLASSIC, STREAM, field_type
 from txamqp09.broker.model.clock import Clock
 from txamqp09.broker.model.message import Message
 from txamqp09.broker.model.policy import PolicySet
-from txamqp09.broker.model.queue import Queue
+from txamqp09.broker.model.names import unique_name
+from txamqp09.broker.model.queue import Queue, QueueOwner
 from txamqp09.broker.model.replies import REPLY_NAME_PREFIX, Replies
 from txamqp09.broker.model.routing import freeze
-from txamqp09.broker.model.session import Client, unique_name
 from txamqp09.broker.model.stats import ChannelCounters, ChurnCounters, QueueCounters
 from txamqp09.broker.model.store import Persistence, restored_message
 from txamqp09.broker.model.stream import (
@@ -421,7 +421,7 @@ class VirtualHost:
 
     # -- queues --------------------------------------------------------------
 
-    def queue(self, name: str, client: Optional[Client]) -> Queue:
+    def queue(self, name: str, client: Optional[QueueOwner]) -> Queue:
         """The queue called *name*, if *client* may use it.
 
         :raises NotFound: there is none (404).
@@ -457,7 +457,7 @@ class VirtualHost:
     def declare_queue(
         self,
         name: str,
-        client: Client,
+        client: QueueOwner,
         *,
         passive: bool = False,
         durable: bool = False,
@@ -553,7 +553,7 @@ class VirtualHost:
         return queue
 
     def bind_queue(
-        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: Client,
+        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: QueueOwner,
         dialect: Dialect = RABBITMQ,
     ) -> None:
         """queue.bind: route messages from *exchange* to *queue*.
@@ -573,7 +573,7 @@ class VirtualHost:
         self._bind(source, target, routing_key, arguments)
 
     def unbind_queue(
-        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: Client,
+        self, queue: str, exchange: str, routing_key: str, arguments: Mapping[str, Any], client: QueueOwner,
         dialect: Dialect = RABBITMQ,
     ) -> None:
         """queue.unbind; a binding that does not exist counts as removed, and
@@ -605,12 +605,12 @@ class VirtualHost:
                 )
         return self._bindable(name)
 
-    def purge_queue(self, name: str, client: Client) -> int:
+    def purge_queue(self, name: str, client: QueueOwner) -> int:
         """queue.purge: drop the ready messages; how many there were."""
         return self.queue(name, client).purge()
 
     def delete_queue_named(
-        self, name: str, client: Client, *, if_unused: bool = False, if_empty: bool = False,
+        self, name: str, client: QueueOwner, *, if_unused: bool = False, if_empty: bool = False,
         dialect: Dialect = RABBITMQ,
     ) -> int:
         """queue.delete: the number of ready messages deleted with the queue.
