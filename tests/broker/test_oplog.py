@@ -180,14 +180,15 @@ class StartupLinesTests(TestCase):
 
     def test_counts_agree_with_their_nouns(self) -> None:
         oplog.restored(1, 2, 1, 0.25, 1)
-        oplog.restored(0, 1, 2, 0.25, 4096)
+        oplog.restored(0, 1, 2, 0.25, 4096, followed=True)
         oplog.accepting(1)
         oplog.accepting(3)
         self.assertEqual(self.log.lines(), [
             "info: message store restored: 1 durable queue, 2 durable exchanges, 1 persistent message "
             "in 0.25 s (1 byte of bodies left on disk)",
             "info: message store restored: 0 durable queues, 1 durable exchange, 2 persistent messages "
-            "in 0.25 s (4096 bytes of bodies left on disk)",
+            "in 0.25 s (4096 bytes of bodies left on disk; read what changed since the copy kept while "
+            "standing by)",
             "info: accepting connections on 1 listener",
             "info: accepting connections on 3 listeners",
         ])

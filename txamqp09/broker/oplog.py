@@ -136,13 +136,15 @@ def known_names(users: Iterable[str], vhosts: Iterable[str]) -> None:
     log.info("users: {users}; vhosts: {vhosts}", users=_names(users), vhosts=_names(vhosts))
 
 
-def restored(queues: int, exchanges: int, messages: int, seconds: float, paged: int) -> None:
-    """What the message store gave back at startup."""
+def restored(queues: int, exchanges: int, messages: int, seconds: float, paged: int, followed: bool = False) -> None:
+    """What the message store gave back at startup (*followed*: as what
+    changed since the copy it kept while the broker stood by)."""
     log.info(
         "message store restored: {queues}, {exchanges}, {messages} in {seconds:.2f} s "
-        "({paged} of bodies left on disk)",
+        "({paged} of bodies left on disk{followed})",
         queues=counted(queues, "durable queue"), exchanges=counted(exchanges, "durable exchange"),
         messages=counted(messages, "persistent message"), seconds=seconds, paged=counted(paged, "byte"),
+        followed="; read what changed since the copy kept while standing by" if followed else "",
     )
 
 

@@ -327,7 +327,7 @@ class BrokerService(MultiService):
         self.factory.broker.restore(recovered)
         oplog.restored(
             len(recovered.queues), len(recovered.exchanges), count, time.monotonic() - started,
-            persistence.paged_bytes,
+            persistence.paged_bytes, recovered.followed,
         )
         return recovered.settings
 

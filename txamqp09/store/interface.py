@@ -173,6 +173,8 @@ class Recovered:
         (an empty list for a stream that has never held a message).
     :ivar settings: the runtime configuration, by kind and key (see
         :meth:`IMessageStore.put_setting`).
+    :ivar followed: read as what changed since the copy of the database
+        the store kept while it followed it (see :class:`Followable`).
     """
 
     exchanges: list[DurableExchange] = field(default_factory=list)
@@ -182,6 +184,7 @@ class Recovered:
     next_message_id: int = 1
     logs: dict[tuple[str, str], list[LogSegment]] = field(default_factory=dict)
     settings: Settings = field(default_factory=dict)
+    followed: bool = False
 
 
 class IMessageStore(Interface):

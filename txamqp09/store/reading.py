@@ -35,10 +35,13 @@ def recover(
     for :func:`forget_leftovers`. Given a *mirror* of the database kept by
     following it, only what changed since its last catch-up is read (and
     its own body budget counts)."""
+    followed = mirror is not None
     if mirror is None:
         mirror = Mirror(body_budget)
     mirror.catch_up(db)
-    return mirror.recovered(numbers)
+    recovered, leftovers, unused = mirror.recovered(numbers)
+    recovered.followed = followed
+    return recovered, leftovers, unused
 
 
 def forget_leftovers(db: Database, message_ids: list[int], numbers: list[int]) -> None:
