@@ -95,8 +95,6 @@ class Mirror:
         self._high = 0
         #: The number of the last row of the removal log read.
         self._logged = 0
-        #: Messages on one queue: their queue's number, by id.
-        self._alone: dict[int, int] = {}
         #: Messages on several queues (stored with queue 0), by id.
         self._shared: dict[int, StoredMessage] = {}
         #: The queues' numbers each of those is on, by id.
@@ -107,7 +105,8 @@ class Mirror:
     @property
     def messages(self) -> int:
         """How many messages the mirror holds."""
-        return len(self._alone) + len(self._shared)
+        held = sum(len(messages) for messages in self._queued.values())
+        return held - sum(len(queues) - 1 for queues in self._links.values())
 
     # -- catching up ---------------------------------------------------------------
 
@@ -158,7 +157,7 @@ class Mirror:
             record = held.pop(message_id, None)
             if record is None:
                 continue
-            if self._alone.pop(message_id, None) is not None:
+            if message_id not in self._shared:
                 self._forget(record)
                 continue
             queues = self._links[message_id]
@@ -207,6 +206,8 @@ class Mirror:
         shared_properties: dict[bytes, bytes] = {}
         queued = self._queued
         prepare = self.prepare
+        body_bytes = 0
+        message_id = self._high
         for message_id, number, exchange, key, properties, body, size, published in rows:
             if len(shared_properties) > _SHARED_PROPERTIES:
                 shared_properties.clear()
@@ -215,22 +216,26 @@ class Mirror:
                 True, published,
             )
             if body is not None:
-                self.body_bytes += size
+                body_bytes += size
             if number:
-                self._alone[message_id] = number
-                numbers = [number]
+                held = queued.get(number)
+                if held is None:
+                    held = queued[number] = {}
+                held[message_id] = record
                 if prepare is not None:
                     record.prepared = prepare(record)
             else:
-                self._shared[message_id] = record
-                numbers = links.get(message_id, [])
-                self._links[message_id] = set(numbers)
-            for queue in numbers:
-                held = queued.get(queue)
-                if held is None:
-                    held = queued[queue] = {}
-                held[message_id] = record
-            self._high = message_id
+                self._share(record, links.get(message_id, []))
+        self.body_bytes += body_bytes
+        self._high = message_id
+
+    def _share(self, record: StoredMessage, numbers: list[int]) -> None:
+        """Hold *record*, a message of several queues, on the queues numbered *numbers*."""
+        message_id = record.message_id
+        self._shared[message_id] = record
+        self._links[message_id] = set(numbers)
+        for number in numbers:
+            self._queued.setdefault(number, {})[message_id] = record
 
     # -- what a store recovers ---------------------------------------------------
 
@@ -251,10 +256,11 @@ class Mirror:
                 recovered.messages[key] = list(held.values())
         leftovers = [
             message_id for number, held in self._queued.items() if number not in used
-            for message_id in held if message_id in self._alone
+            for message_id in held if message_id not in self._shared
         ]
         leftovers += [message_id for message_id, queues in self._links.items() if not queues & used.keys()]
-        recovered.next_message_id = max(max(self._alone, default=0), max(self._shared, default=0)) + 1
+        newest = [next(reversed(held)) for held in self._queued.values() if held]
+        recovered.next_message_id = max(newest + list(self._shared), default=0) + 1
         shared_on = dict.fromkeys(used, 0)
         for queues in self._links.values():
             for number in queues & used.keys():
