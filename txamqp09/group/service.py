@@ -4,11 +4,12 @@
 on what it reports, in the reactor thread:
 
 - Starting, the broker is a **standby**: it serves no AMQP (its broker side
-  keeps the AMQP listeners closed; management and metrics answer with the
-  role).
+  keeps the AMQP listeners closed and a copy of the store's database
+  current; management and metrics answer with the role).
 - When the keeper takes the lease, the broker becomes **active**: it opens
   the serving window until the lease's local deadline and asks the broker
-  side to serve (restore the store, open the listeners).
+  side to serve (restore the store from what changed since its copy, open
+  the listeners).
 - Every renewal moves the deadline: the time the renewal was *sent*, plus
   the lease period, less a margin (:data:`DEADLINE_MARGIN` of the period).
   The database counts the lease from a later instant (its statement

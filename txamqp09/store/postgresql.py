@@ -43,6 +43,13 @@ connections carry an *application_name*, by which another process can end
 them (``pg_terminate_backend`` over ``pg_stat_activity``). A store is
 constructed without connecting; :meth:`~txamqp09.store.writer.SQLStore.open`
 connects, prepares the layout and recovers.
+
+Following: another process may follow the database while a store writes
+it. Each write transaction that takes messages off queues adds a row to
+the removal log (``amqp09_removals``), and before a store opens,
+:meth:`PostgreSQLStore.follow` keeps a copy of the database current in a
+thread of its own (:mod:`~txamqp09.store.following`), so that opening reads
+only what changed since: a standby of a group takes over so.
 """
 
 from __future__ import annotations
