@@ -100,3 +100,23 @@ class BenchTests(TestCase):
         self.assertGreaterEqual(failovers[0]["confirmed"], 2000)
         hang = failovers[1]["notes"]
         self.assertEqual((hang["woken_broker_confirms"], hang["woken_broker_exit_status"]), (0, 75))
+
+    @inlineCallbacks
+    def test_the_takeover_alone_is_timed_as_often_as_asked(self) -> Any:
+        """bench/ha.py --only takeover: the group's kill -9 of the active
+        alone, twice, each with the backlog queued again; no throughput run,
+        nothing confirmed lost, the standby listening before its first
+        confirm and its restore logged."""
+        missing = psycopg_missing()
+        if missing:
+            raise self.skipTest(missing)
+        figures = yield self.bench("ha.py", "--only", "takeover", "--repeat", "2", "--backlog", "2000")
+        self.assertEqual(figures["throughput"], [])
+        failovers = figures["failover"]
+        self.assertEqual([failover["scenario"] for failover in failovers], ["kill -9 of the active, 2,000 queued"] * 2)
+        for failover in failovers:
+            self.assertEqual(failover["lost"], 0, failover)
+            self.assertGreaterEqual(failover["confirmed"], 2000, failover)
+            notes = failover["notes"]
+            self.assertLessEqual(notes["listening_seconds"], failover["seconds"], failover)
+            self.assertIsNotNone(notes["restore_seconds"], failover)

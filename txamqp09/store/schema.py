@@ -29,7 +29,9 @@ The layout:
     a row numbered in order with the queues' numbers and the messages' ids
     (:func:`pack_removals`), so that a reader following the database learns
     what was removed since it last looked without reading every stored id.
-    The writer keeps the last :data:`REMOVALS_KEPT` numbers.
+    The writer keeps the last :data:`REMOVALS_KEPT` numbers. Only backends
+    whose databases other processes follow write it (PostgreSQL's; a
+    SQLite store's stays empty).
 ``write_probe``
     The writer's small write that finds when writing works again.
 

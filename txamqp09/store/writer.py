@@ -180,7 +180,6 @@ class SQLStore(ABC):
     def _close_reader(self) -> None:
         """Close the reader's connection, if open (reactor thread)."""
 
-
     def _idle_seconds(self) -> Optional[float]:
         """Seconds without work after which the writer tidies the database
         (:meth:`_tidy`); None: never."""
