@@ -30,7 +30,7 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
 from txamqp09.client import connect
-from txamqp09.group.lease import Address
+from txamqp09.group.records import Address
 from txamqp09.group.probe import Listening, listening
 from txamqp09.testing.postgresql import PostgreSQL, group_url
 from txamqp09.testing.rabbitmq import free_port

@@ -335,7 +335,8 @@ def makeService(options: Options, clock: Optional[IReactorTime] = None) -> servi
     store = None
     identity = None
     if options.in_group:
-        from txamqp09.group.lease import Identity, guard
+        from txamqp09.group.lease import guard
+        from txamqp09.group.records import Identity
 
         identity = Identity.new(options["node-name"])
         store = store_from_url(

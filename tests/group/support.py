@@ -14,7 +14,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.python.failure import Failure
 
 from tests.broker.process import BrokerProcess
-from txamqp09.group.lease import Address
+from txamqp09.group.records import Address
 from txamqp09.group.probe import Listening, listening
 from txamqp09.testing.postgresql import PostgreSQL, group_url
 from txamqp09.testing.rabbitmq import free_port

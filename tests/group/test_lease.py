@@ -15,7 +15,7 @@ try:
     import psycopg
 
     from txamqp09.group import lease
-    from txamqp09.group.lease import Address, Identity
+    from txamqp09.group.records import Address, Identity
 except ImportError:  # the tests skip, through psycopg_missing()
     pass
 

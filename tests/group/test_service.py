@@ -21,7 +21,7 @@ try:
 
     from txamqp09.group import lease
     from txamqp09.group.keeper import LeaseTiming
-    from txamqp09.group.lease import Identity
+    from txamqp09.group.records import Identity
     from txamqp09.group.service import GroupService, Role
 except ImportError:  # the tests skip, through psycopg_missing()
     pass

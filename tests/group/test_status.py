@@ -15,7 +15,7 @@ from tests.prometheus.support import MetricsBroker, scrape
 
 if requireModule("psycopg") is not None:
     from txamqp09.group.keeper import LeaseTiming
-    from txamqp09.group.lease import Address, Lease, Member
+    from txamqp09.group.records import Address, Lease, Member
     from txamqp09.group.service import GroupStatus, Role
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

@@ -47,7 +47,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 import psycopg
 
 from txamqp09.group import lease
-from txamqp09.group.lease import Address, Identity, Lease, Member
+from txamqp09.group.records import Address, Identity, Lease, Member
 from txamqp09.group.probe import Listening, listening
 
 __all__ = ["Keeper", "KeeperEvents", "LeaseTiming", "PROBE_INTERVAL"]

@@ -16,7 +16,7 @@ import enum
 import socket
 from typing import Iterable
 
-from txamqp09.group.lease import Address
+from txamqp09.group.records import Address
 
 __all__ = ["Listening", "listening"]
 

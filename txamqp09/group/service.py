@@ -46,7 +46,7 @@ from twisted.internet.interfaces import IDelayedCall
 from txamqp09.broker import oplog
 from txamqp09.broker.serving import ServingWindow
 from txamqp09.group.keeper import Keeper, LeaseTiming
-from txamqp09.group.lease import Identity, Lease, Member
+from txamqp09.group.records import Identity, Lease, Member
 
 __all__ = [
     "DEADLINE_MARGIN",

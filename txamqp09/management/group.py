@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from txamqp09.group.lease import Member
+    from txamqp09.group.records import Member
     from txamqp09.group.service import GroupStatus
     from txamqp09.management.node import Node
 
