@@ -13,6 +13,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.layers import ImportGraph, read_layers, read_modules
 
+
 @cache
 def package_graph() -> ImportGraph:
     """The import graph of txamqp09, read once."""
