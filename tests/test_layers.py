@@ -13,10 +13,6 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.layers import ImportGraph, read_layers, read_modules
 
-#: Packages whose modules still import one another; each gets its test
-#: once its ring is untangled.
-TANGLED = frozenset({"txamqp09.management"})
-
 
 @cache
 def package_graph() -> ImportGraph:
@@ -42,7 +38,7 @@ def _circle_test(package: str) -> Callable[[CircleTests], None]:
     return test
 
 
-for _package in sorted({module.package for module in read_modules().values()} - TANGLED):
+for _package in sorted({module.package for module in read_modules().values()}):
     setattr(CircleTests, "test_" + _package.replace(".", "_"), _circle_test(_package))
 
 

@@ -3,12 +3,22 @@
 =============================  ================================================
 module                         what it holds
 =============================  ================================================
-:mod:`.api`                    the framework: errors, requests, routes, lists
-                               (its docstring tells how to add endpoints)
-:mod:`.node`                   the broker facade the endpoints work on
 :mod:`.web`                    HTTP: authentication, dispatch, JSON answers
 :mod:`.endpoints`              one module per topic (queues, exchanges, ...)
+:mod:`.api`                    the framework: requests, routes, lists
+                               (its docstring tells how to add endpoints)
+:mod:`.group`                  the broker's group, as the API shows it
+:mod:`.node`                   the broker facade the endpoints work on
+:mod:`.rows`, :mod:`.views`    kept queue rows; the objects' JSON shapes
+                               (neither imports the other)
+:mod:`.stats`                  rates, totals and histories of the counters
+:mod:`.pages`                  pages of lists
+:mod:`.answers`                errors, replies and encoded JSON
+:mod:`.base`                   the node as the modules below it see it
 =============================  ================================================
+
+The modules stand in that order, each importing only from those below it
+(docs/architecture.rst draws the whole order).
 
 ``twistd amqp09 --management tcp:15672:interface=127.0.0.1`` serves it;
 docs/management.rst describes the API.

@@ -1,4 +1,7 @@
-"""The management HTTP API's framework: requests, errors, routing, lists.
+"""The management HTTP API's framework: requests, routing, lists.
+
+The errors and replies handlers use are :mod:`.answers`' (here too, for
+the endpoints), the pages of lists :mod:`.pages`'.
 
 The API speaks RabbitMQ 3.10's management plugin dialect (paths, verbs,
 JSON field names, status codes, ``{"error": ..., "reason": ...}`` bodies),
@@ -63,13 +66,14 @@ The pieces:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import unquote
 
 from txamqp09.broker.auth.permissions import Permission, checked_name
+from txamqp09.management.answers import ApiError, Encoded, Reply, bad_request, not_authorised, not_found
+from txamqp09.management.pages import page_of, query_int
 from txamqp09.management.stats import RangeError, Ranges
 
 if TYPE_CHECKING:
@@ -88,14 +92,12 @@ __all__ = [
     "has_tag",
     "Basic",
     "Encoded",
-    "filtered_by_name",
+    "bad_request",
     "listing",
-    "page_of",
-    "page_parameters",
+    "not_authorised",
+    "not_found",
     "MAX_NAME_BYTES",
 ]
-
-T = TypeVar("T")
 
 #: The tags that let a user use the management API at all.
 MANAGEMENT_TAGS = frozenset({"management", "policymaker", "monitoring", "administrator"})
@@ -108,71 +110,6 @@ _TAG_RULES: dict[str, tuple[frozenset[str], str]] = {
 }
 #: The longest name (queue, exchange, vhost, user) the API accepts, in UTF-8 bytes.
 MAX_NAME_BYTES = 255
-#: Page sizes RabbitMQ accepts.
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 500
-
-
-class ApiError(Exception):
-    """A refusal the client gets as RabbitMQ's ``{"error": ..., "reason": ...}``.
-
-    :param status: the HTTP status (400, 401, 404, ...).
-    :param error: the short error name, e.g. ``bad_request``.
-    :param reason: what went wrong, for a person.
-    :param headers: extra response headers (e.g. ``WWW-Authenticate``).
-    """
-
-    def __init__(
-        self, status: int, error: str, reason: str, headers: Optional[Mapping[str, str]] = None
-    ) -> None:
-        super().__init__(f"{status} {error}: {reason}")
-        self.status = status
-        self.error = error
-        self.reason = reason
-        self.headers = dict(headers or {})
-
-    def body(self) -> dict[str, str]:
-        """The JSON body of the answer."""
-        return {"error": self.error, "reason": self.reason}
-
-
-def not_found(reason: str = "Not Found") -> ApiError:
-    """RabbitMQ's 404 for an object that does not exist."""
-    return ApiError(404, "Object Not Found", reason)
-
-
-def bad_request(reason: str) -> ApiError:
-    """RabbitMQ's 400 for a request it cannot act on."""
-    return ApiError(400, "bad_request", reason)
-
-
-def not_authorised(reason: str) -> ApiError:
-    """RabbitMQ's 401 for an authenticated user who may not do this."""
-    return ApiError(401, "not_authorised", reason)
-
-
-@dataclass(frozen=True)
-class Encoded:
-    """A JSON answer already encoded, sent with 200 as it is.
-
-    :ivar data: the UTF-8 JSON text.
-    """
-
-    data: bytes
-
-
-@dataclass
-class Reply:
-    """An answer other than ``200`` with a JSON body.
-
-    :ivar status: the HTTP status.
-    :ivar body: JSON-able, or None for no body.
-    :ivar headers: extra response headers.
-    """
-
-    status: int
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 def has_tag(tags: Iterable[str], required: str) -> bool:
@@ -375,16 +312,6 @@ class Router:
 # -- lists ------------------------------------------------------------------
 
 
-def _query_int(query: Mapping[str, str], name: str) -> Optional[int]:
-    value = query.get(name)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise bad_request("Pagination parameters are invalid") from None
-
-
 def _sort_value(value: Any) -> tuple[int, Any]:
     """A sort key that orders mixed values as RabbitMQ does (numbers, then
     atoms such as null and booleans, then strings; missing counts as 0)."""
@@ -456,7 +383,7 @@ def listing(
         page past the end, or a regular expression that does not compile.
     """
     query = request.query
-    page = _query_int(query, "page")
+    page = query_int(query, "page")
     items: list[Any] = list(rows)
     total = len(items)
     sort = query.get("sort")
@@ -493,60 +420,5 @@ def listing(
     }
 
 
-def page_parameters(query: Mapping[str, str]) -> tuple[int, int]:
-    """The page asked for and its size (``page``, ``page_size``: 1-500, 100 by default).
-
-    :raises ApiError: 400 with RabbitMQ's text for bad values.
-    """
-    page = _query_int(query, "page")
-    size = _query_int(query, "page_size")
-    if page is None or page <= 0 or (size is not None and not 0 < size <= MAX_PAGE_SIZE):
-        raise ApiError(
-            400,
-            "invalid_pagination_parameters",
-            f"Invalid pagination parameters: page number {page}, page size "
-            f"{'undefined' if size is None else size}",
-        )
-    return page, size or DEFAULT_PAGE_SIZE
-
-
-def page_of(
-    items: list[T], query: Mapping[str, str], name_of: Callable[[T], Any]
-) -> tuple[int, int, list[T], list[T]]:
-    """The page a list query asks for: (page, page size, the items the
-    ``name`` filter keeps, the page's items).
-
-    :raises ApiError: 400 with RabbitMQ's texts for bad page parameters, a
-        page past the end, or a regular expression that does not compile.
-    """
-    page, size = page_parameters(query)
-    filtered = filtered_by_name(items, query.get("name"), query.get("use_regex") == "true", name_of)
-    start = (page - 1) * size
-    if start > len(filtered):
-        raise ApiError(
-            400, "page_out_of_range", f"Page out of range, page: {page} page size: {size}, len: {len(filtered)}")
-    return page, size, filtered, filtered[start:start + size]
-
-
 def _row_name(row: Mapping[str, Any]) -> Any:
     return row.get("name")
-
-
-def filtered_by_name(
-    items: list[T], name: Optional[str], use_regex: bool, name_of: Callable[[T], Any]
-) -> list[T]:
-    """The items whose name (``name_of(item)``) contains *name*, or matches
-    it as a regular expression with *use_regex*, ignoring case.
-
-    :raises ApiError: 400 when the regular expression does not compile.
-    """
-    if not name:
-        return items
-    if use_regex:
-        try:
-            pattern = re.compile(name, re.IGNORECASE)
-        except re.error:
-            raise bad_request("Pagination parameters are invalid") from None
-        return [item for item in items if isinstance(found := name_of(item), str) and pattern.search(found)]
-    needle = name.lower()
-    return [item for item in items if isinstance(found := name_of(item), str) and needle in found.lower()]

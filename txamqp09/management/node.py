@@ -78,6 +78,11 @@ class Listener:
 class Node:
     """One broker, for the management API.
 
+    It makes the statistics and the kept queue rows and hands itself down
+    to them as what they read of a broker (:class:`~.base.NodeLike`,
+    :class:`~.stats.MeasuredNode`, :class:`~.rows.ListedNode`), with the
+    view that builds a queue's row as a callback: they never import it.
+
     :param factory: the AMQP listeners' factory (its broker model, security
         and open connections).
     :param store: the message store, or None for a broker that keeps nothing.

@@ -14,22 +14,20 @@ many rows must be built, the work is split into slices of
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 from weakref import WeakKeyDictionary
 
 from twisted.internet.defer import Deferred, succeed
 
 from txamqp09.broker.model import Queue, VirtualHost
 from txamqp09.broker.model.stats import QueueCounters
-from txamqp09.management.api import Encoded, page_of
+from txamqp09.management.answers import Encoded, encode
+from txamqp09.management.pages import page_of
+from txamqp09.management.stats import MeasuredNode
 
-if TYPE_CHECKING:
-    from txamqp09.management.node import Node
-
-__all__ = ["QueueRows", "SLICE_SECONDS", "encode", "sort_keys"]
+__all__ = ["ListedNode", "QueueRows", "SLICE_SECONDS", "sort_keys"]
 
 #: The longest the reactor is kept from AMQP by one slice of row building.
 SLICE_SECONDS = 0.02
@@ -39,9 +37,13 @@ ORDERED_KEYS = frozenset({"name", "vhost"})
 DEFAULT_SORT = ("vhost", "name")
 
 
-def encode(value: Any) -> bytes:
-    """*value* as the API writes JSON."""
-    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+class ListedNode(MeasuredNode, Protocol):
+    """A broker whose queues are listed, as the kept rows read it."""
+
+    @property
+    def changes(self) -> int:
+        """How many changes have been made through the API (a list made
+        after one belongs to a new snapshot)."""
 
 
 def sort_keys(query: Mapping[str, str]) -> Optional[tuple[str, ...]]:
@@ -62,7 +64,7 @@ class QueueRows:
         and its unacknowledged messages and bytes.
     """
 
-    def __init__(self, node: Node, build: Callable[[Queue, tuple[int, int]], Mapping[str, Any]]) -> None:
+    def __init__(self, node: ListedNode, build: Callable[[Queue, tuple[int, int]], Mapping[str, Any]]) -> None:
         self.node = node
         self.build = build
         #: Encoded row and its signature, by the queue's counters (which live as long as it).

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 from weakref import WeakKeyDictionary
 
 from twisted.internet.interfaces import IReactorTime
@@ -33,14 +33,13 @@ from twisted.internet.task import LoopingCall
 
 from txamqp09.broker.model import Queue, VirtualHost
 from txamqp09.broker.model.stats import ChannelCounters, Counters, QueueCounters
-
-if TYPE_CHECKING:
-    from txamqp09.management.node import Node
+from txamqp09.management.base import NodeLike
 
 __all__ = [
     "DEFAULT_INTERVAL",
     "HISTORY",
     "LENGTHS",
+    "MeasuredNode",
     "NODE_FIGURES",
     "NO_RANGES",
     "TRAFFIC",
@@ -250,12 +249,12 @@ def _with_deliver_get(fields: tuple[str, ...]) -> tuple[tuple[str, ...], Callabl
 class Statistics:
     """Samples a node's figures and answers with values, rates and histories.
 
-    :param node: the broker facade whose objects are sampled.
+    :param node: the broker whose objects are sampled.
     :param clock: drives the sampling timer; its time stamps the samples.
     :param interval: seconds between samples.
     """
 
-    def __init__(self, node: Node, clock: IReactorTime, interval: float = DEFAULT_INTERVAL) -> None:
+    def __init__(self, node: NodeLike, clock: IReactorTime, interval: float = DEFAULT_INTERVAL) -> None:
         self.node = node
         self.clock = clock
         self.interval = interval
@@ -466,3 +465,11 @@ class Statistics:
             fresh.add(self.vhost(name))
         self._node_totals.replace(fresh)
         return self._node_totals
+
+
+class MeasuredNode(NodeLike, Protocol):
+    """A broker with its statistics, as the views of its objects read it."""
+
+    @property
+    def stats(self) -> Statistics:
+        """Its sampled figures."""

@@ -19,12 +19,11 @@ from txamqp09.broker.model.arguments import STREAM
 from txamqp09.broker.model.stats import Counters
 from txamqp09.broker.runtime import jsonable, queue_policy_fields
 from txamqp09.management.erlang import amqp_table_term, phash2
-from txamqp09.management.stats import NO_RANGES, Ranges
+from txamqp09.management.stats import NO_RANGES, MeasuredNode, Ranges
 
 if TYPE_CHECKING:
     from txamqp09.broker.channel import ServerChannel
     from txamqp09.broker.server import ServerConnection
-    from txamqp09.management.node import Node
 
 __all__ = [
     "binding_view",
@@ -46,7 +45,7 @@ def _iso(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds * 1000) % 1000:03d}+00:00"
 
 
-def _last_change(node: Node, counters: Counters) -> float:
+def _last_change(node: MeasuredNode, counters: Counters) -> float:
     """When *counters* last changed, as far as the samples tell (now before the first)."""
     changed = node.stats.last_change(counters)
     return changed if changed is not None else node.clock.seconds()
@@ -56,12 +55,13 @@ def _last_change(node: Node, counters: Counters) -> float:
 
 
 def queue_view(
-    node: Node, queue: Queue, unacked: tuple[int, int], *, details: bool = False, ranges: Ranges = NO_RANGES
+    node: MeasuredNode, queue: Queue, unacked: tuple[int, int], *, details: bool = False, ranges: Ranges = NO_RANGES
 ) -> dict[str, Any]:
     """A queue as ``/api/queues`` shows it.
 
     :param unacked: its delivered, unacknowledged messages and their bytes
-        (from :meth:`Node.unacked`, computed once per request).
+        (from :meth:`NodeLike.unacked <txamqp09.management.base.NodeLike.unacked>`,
+        computed once per request).
     :param details: add ``consumer_details`` (the single-queue answer).
     :param ranges: the histories asked for (lengths and message rates).
     """
@@ -125,7 +125,9 @@ def consumer_utilisation(queue: Queue, consumers: list[Consumer]) -> Optional[fl
 # -- exchanges and bindings ----------------------------------------------------
 
 
-def exchange_view(node: Node, exchange: Exchange, vhost: str, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
+def exchange_view(
+    node: MeasuredNode, exchange: Exchange, vhost: str, ranges: Ranges = NO_RANGES
+) -> dict[str, Any]:
     """An exchange as ``/api/exchanges`` shows it (the default one is named ``""``),
     with the message rates' history *ranges* ask for."""
     return {
@@ -233,7 +235,9 @@ def channel_name(channel: ServerChannel) -> str:
     return f"{connection_name(_connection_of(channel))} ({channel.number})"
 
 
-def connection_view(node: Node, connection: ServerConnection, ranges: Ranges = NO_RANGES) -> dict[str, Any]:
+def connection_view(
+    node: MeasuredNode, connection: ServerConnection, ranges: Ranges = NO_RANGES
+) -> dict[str, Any]:
     """A connection as ``/api/connections`` shows it, with the data rates'
     history *ranges* ask for."""
     transport = connection.transport
@@ -274,7 +278,7 @@ def connection_view(node: Node, connection: ServerConnection, ranges: Ranges = N
 
 
 def channel_view(
-    node: Node, channel: ServerChannel, *, details: bool = False, ranges: Ranges = NO_RANGES
+    node: MeasuredNode, channel: ServerChannel, *, details: bool = False, ranges: Ranges = NO_RANGES
 ) -> dict[str, Any]:
     """A channel as ``/api/channels`` shows it, with the message rates'
     history *ranges* ask for."""
@@ -312,7 +316,7 @@ def channel_view(
     return view
 
 
-def consumer_view(node: Node, consumer: Consumer) -> dict[str, Any]:
+def consumer_view(node: MeasuredNode, consumer: Consumer) -> dict[str, Any]:
     """A consumer as ``/api/consumers`` shows it."""
     session = cast(Session, consumer.session)  # the model's consumers belong to sessions
     channel: Any = getattr(session.sink, "channel", None)

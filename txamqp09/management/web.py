@@ -32,18 +32,13 @@ from txamqp09 import __version__
 from txamqp09.broker import oplog
 from txamqp09.broker.auth.cred import IAMQPUser, LoopbackOnly
 from txamqp09.broker.auth.sasl import PasswordCredentials, PeerInfo
-from txamqp09.management.api import (
-    ApiError,
-    ApiRequest,
-    Encoded,
-    Reply,
-    Router,
-    not_authorised,
-    split_path,
-)
+from txamqp09.management.answers import ApiError, Encoded, Reply, encode, not_authorised
+from txamqp09.management.api import ApiRequest, Router, split_path
+from txamqp09.management.endpoints import MODULES
+from txamqp09.management.endpoints.nodes import entries, entry
+from txamqp09.management.endpoints.overview import group_status, listeners
 from txamqp09.management.group import active_member
 from txamqp09.management.node import Node
-from txamqp09.management.rows import encode
 from txamqp09.management.ui import UiFiles
 from txamqp09.wire.errors import AMQPError
 
@@ -62,8 +57,6 @@ _MALFORMED = Reply(400)
 
 def make_router() -> Router:
     """A router with every endpoint module's routes."""
-    from txamqp09.management.endpoints import MODULES
-
     router = Router()
     for module in MODULES:
         module.register(router)
@@ -202,13 +195,9 @@ def _not_serving(node: Node, segments: list[str]) -> Optional[Reply]:
     group = node.group
     if group is None or group.serving:
         return None
-    from txamqp09.management.endpoints.overview import group_status, listeners
-
     status = group.status()
     reason = f"this broker is a {status.role.value} member of its group and serves no AMQP; {active_member(status)}"
     if segments[:2] == ["api", "nodes"] and len(segments) <= 3:
-        from txamqp09.management.endpoints.nodes import entries, entry
-
         try:
             return Reply(200, entry(node, segments[2]) if len(segments) == 3 else entries(node))
         except ApiError as error:

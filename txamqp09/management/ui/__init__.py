@@ -17,7 +17,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import Request
 from twisted.web.static import File
 
-from txamqp09.management.api import not_found
+from txamqp09.management.answers import not_found
 
 __all__ = ["STATIC_DIR", "UiFiles"]
 
