@@ -151,9 +151,9 @@ class ReconnectingClient(Service):
         self._channels: list[RecoveringChannel] = []
         self._listeners: list[Callable[[RecoveryEvent], object]] = []
         self._connection: Optional[ClientConnection] = None
-        self._address: Optional[Address] = None
         self._connected: Outcome[ClientConnection] = Outcome()
-        #: The index of the address each round starts with.
+        #: The index of the address each round starts with (while
+        #: connected, the index of the current connection's address).
         self._next = 0
         self._failed_rounds = 0
         self._round: Optional[Deferred[None]] = None
@@ -195,7 +195,7 @@ class ReconnectingClient(Service):
     @property
     def address(self) -> Optional[str]:
         """``host:port`` of the current connection's broker, or None."""
-        return self._address.name if self._address is not None else None
+        return self.addresses[self._next].name if self._connection is not None else None
 
     def whenConnected(self) -> Deferred[ClientConnection]:
         """The open connection, once the topology, channels and consumers are
@@ -372,29 +372,26 @@ class ReconnectingClient(Service):
             await waiting[0].restore(connection)
 
     def _connectedTo(self, index: int, connection: ClientConnection) -> None:
-        address = self.addresses[index]
         self._next = index
         self._failed_rounds = 0
         self._connection = connection
-        self._address = address
         self.state = LinkState.CONNECTED
         recovered = self.connections_made > 0
         self.connections_made += 1
-        self.report(Connected(address.name, connection, recovered))
-        connection.whenClosed().addCallback(self._lost, connection, index)
+        self.report(Connected(self.addresses[index].name, connection, recovered))
+        connection.whenClosed().addCallback(self._lost, connection)
         if self._connection is connection:
             self._connected.succeed(connection)
 
-    def _lost(self, reason: ConnectionClosed, connection: ClientConnection, index: int) -> None:
+    def _lost(self, reason: ConnectionClosed, connection: ClientConnection) -> None:
         if connection is not self._connection:
             return
         self._connection = None
-        self._address = None
         self._connected = Outcome()
         if not self.running:
             return
-        self.report(ConnectionLost(self.addresses[index].name, reason))
-        self._next = (index + 1) % len(self.addresses)
+        self.report(ConnectionLost(self.addresses[self._next].name, reason))
+        self._next = (self._next + 1) % len(self.addresses)
         self._startRound()
 
     # -- service -----------------------------------------------------------------
@@ -418,7 +415,6 @@ class ReconnectingClient(Service):
         if self._round is not None and not self._round.called:
             self._round.cancel()
         connection, self._connection = self._connection, None
-        self._address = None
         if connection is not None:
             await connection.disconnect()
         self.state = LinkState.STOPPED
