@@ -28,7 +28,7 @@ wait for the next one.
 from __future__ import annotations
 
 from itertools import count
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar
 
 from twisted.internet.defer import Deferred, ensureDeferred, fail, maybeDeferred, succeed
 from twisted.logger import Logger
@@ -41,7 +41,7 @@ from txamqp09.client.errors import ChannelClosed, ChannelEnding, ClientError, Co
 from txamqp09.client.events import RecoveryEvent, RecoveryFailed
 from txamqp09.client.message import Message
 from txamqp09.client.outcome import Outcome
-from txamqp09.client.topology import BindingRecord, ExchangeRecord, QueueRecord, Record, Topology
+from txamqp09.client.topology import BindingRecord, ExchangeRecord, QueueRecord, Topology
 
 if TYPE_CHECKING:
     from txamqp09.client.connection import ClientConnection
@@ -49,6 +49,13 @@ if TYPE_CHECKING:
 __all__ = ["Link", "RecoveringChannel", "RecoveringConsumer"]
 
 _log = Logger()
+_T = TypeVar("_T")
+
+
+def _passing(result: _T, action: Callable[..., object], *args: Any) -> _T:
+    """A callback that runs *action* with *args* and passes *result* on unchanged."""
+    action(*args)
+    return result
 
 
 class Link(Protocol):
@@ -441,10 +448,6 @@ class RecoveringChannel:
         self._ended(channel)
         return True
 
-    def _recorded(self, result: Any, record: Record) -> Any:
-        self._topology.add(record)
-        return result
-
     # -- publishing --------------------------------------------------------------
 
     def basic_publish(
@@ -577,7 +580,7 @@ class RecoveringChannel:
             retry=True,
         )
         if not passive:
-            declared.addCallback(self._recorded, ExchangeRecord(exchange, type, options))
+            declared.addCallback(_passing, self._topology.add, ExchangeRecord(exchange, type, options))
         return declared
 
     def queue_declare(
@@ -634,7 +637,7 @@ class RecoveringChannel:
             lambda channel: channel.request(f"{binding.kind}.bind", nowait=nowait, **binding.fields(self._topology)),
             retry=True,
         )
-        return bound.addCallback(self._recorded, binding)
+        return bound.addCallback(_passing, self._topology.add, binding)
 
     def queue_unbind(
         self, queue: str, exchange: str, routing_key: str = "", *, arguments: Optional[dict[str, Any]] = None
@@ -652,25 +655,16 @@ class RecoveringChannel:
         )
 
     def _unbind(self, binding: BindingRecord, extra: dict[str, Any]) -> Deferred[Any]:
-        def forget(result: Any) -> Any:
-            self._topology.forget_binding(binding)
-            return result
-
         unbound = self.perform(
             lambda channel: channel.request(f"{binding.kind}.unbind", **extra, **binding.fields(self._topology)),
             retry=True,
         )
-        return unbound.addCallback(forget)
+        return unbound.addCallback(_passing, self._topology.forget_binding, binding)
 
     def queue_delete(
         self, queue: str, *, if_unused: bool = False, if_empty: bool = False, nowait: bool = False
     ) -> Deferred[Any]:
         """Delete *queue*, and forget it and its bindings."""
-
-        def forget(result: Any) -> Any:
-            self._topology.forget_queue(queue)
-            return result
-
         deleted = self.perform(
             lambda channel: channel.request(
                 "queue.delete", queue=self._topology.name(queue), if_unused=if_unused, if_empty=if_empty,
@@ -678,20 +672,15 @@ class RecoveringChannel:
             ),
             retry=True,
         )
-        return deleted.addCallback(forget)
+        return deleted.addCallback(_passing, self._topology.forget_queue, queue)
 
     def exchange_delete(self, exchange: str, *, if_unused: bool = False, nowait: bool = False) -> Deferred[Any]:
         """Delete *exchange*, and forget it and the bindings from or to it."""
-
-        def forget(result: Any) -> Any:
-            self._topology.forget_exchange(exchange)
-            return result
-
         deleted = self.perform(
             lambda channel: channel.request("exchange.delete", exchange=exchange, if_unused=if_unused, nowait=nowait),
             retry=True,
         )
-        return deleted.addCallback(forget)
+        return deleted.addCallback(_passing, self._topology.forget_exchange, exchange)
 
     def queue_purge(self, queue: str, *, nowait: bool = False) -> Deferred[Any]:
         """Purge *queue* (on the current connection only)."""
