@@ -295,13 +295,13 @@ class ReconnectingClient(Service):
         :param options: options of :meth:`RecoveringChannel.basic_consume`.
         """
 
-        async def start(_: None) -> RecoveringConsumer:
+        async def start() -> RecoveringConsumer:
             channel = await self.channel()
             if prefetch_count:
                 await channel.basic_qos(prefetch_count)
             return await channel.basic_consume(queue, callback, **options)
 
-        return self._declared.when().addCallback(lambda _: ensureDeferred(start(None)))
+        return self._declared.when().addCallback(lambda _: ensureDeferred(start()))
 
     def publish(
         self,
