@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Optional
 
-__all__ = ["Address", "Identity", "Lease", "Member"]
+__all__ = ["Address", "Identity", "Lease", "Member", "iso_moment"]
 
 #: PostgreSQL keeps this many bytes of an application_name.
 _APPLICATION_NAME_BYTES = 63
@@ -99,3 +99,8 @@ class Member:
     def amqp_addresses(self) -> list[Address]:
         """Its AMQP listeners (plain and TLS)."""
         return [address for address in self.addresses if address.protocol.startswith("amqp")]
+
+
+def iso_moment(moment: Optional[datetime]) -> Optional[str]:
+    """*moment* in ISO 8601, as the group's JSON shows times (None stays None)."""
+    return moment.isoformat() if moment is not None else None
