@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Optional
+from typing import Iterable, Optional
 
-__all__ = ["Address", "Identity", "Lease", "Member", "iso_moment"]
+__all__ = ["Address", "Identity", "Lease", "Member", "iso_moment", "member_named"]
 
 #: PostgreSQL keeps this many bytes of an application_name.
 _APPLICATION_NAME_BYTES = 63
@@ -104,3 +104,8 @@ class Member:
 def iso_moment(moment: Optional[datetime]) -> Optional[str]:
     """*moment* in ISO 8601, as the group's JSON shows times (None stays None)."""
     return moment.isoformat() if moment is not None else None
+
+
+def member_named(members: Iterable[Member], node: Optional[str]) -> Optional[Member]:
+    """The row of *node* among *members* (None: it has none)."""
+    return next((member for member in members if member.node == node), None)

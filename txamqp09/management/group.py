@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from txamqp09.group.records import iso_moment
+from txamqp09.group.records import iso_moment, member_named
 
 if TYPE_CHECKING:
     from txamqp09.group.records import Member
@@ -69,7 +69,7 @@ def active_member(status: GroupStatus) -> str:
     lease = status.lease
     if lease is None or lease.free:
         return "no broker is active at the moment"
-    holder = next((member for member in status.members if member.node == lease.holder), None)
+    holder = member_named(status.members, lease.holder)
     listeners = ", ".join(f"{address.host}:{address.port}" for address in holder.amqp_addresses()) if holder else ""
     return f"the active broker is {lease.holder}" + (f" (AMQP on {listeners})" if listeners else "")
 
