@@ -47,7 +47,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 import psycopg
 
 from txamqp09.group import lease
-from txamqp09.group.records import Address, Identity, Lease, Member
+from txamqp09.group.records import Address, Identity, Lease, Member, member_named
 from txamqp09.group.probe import Listening, listening
 
 __all__ = ["Keeper", "KeeperEvents", "LeaseTiming", "PROBE_INTERVAL"]
@@ -365,7 +365,7 @@ class Keeper:
         if gone_pid is None or gone_pid != current.holder_pid:
             lease.drop_presence(connection)
             return False
-        holder = next((member for member in members if member.node == current.holder), None)
+        holder = member_named(members, current.holder)
         addresses = holder.amqp_addresses() if holder is not None and holder.session == current.holder_session else []
         if listening(addresses, PROBE_TIMEOUT) is Listening.NO:
             return self._take(connection, current, holder_gone=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Optional
+from typing import Iterable, Optional
 
-__all__ = ["Address", "Identity", "Lease", "Member"]
+__all__ = ["Address", "Identity", "Lease", "Member", "iso_moment", "member_named"]
 
 #: PostgreSQL keeps this many bytes of an application_name.
 _APPLICATION_NAME_BYTES = 63
@@ -99,3 +99,13 @@ class Member:
     def amqp_addresses(self) -> list[Address]:
         """Its AMQP listeners (plain and TLS)."""
         return [address for address in self.addresses if address.protocol.startswith("amqp")]
+
+
+def iso_moment(moment: Optional[datetime]) -> Optional[str]:
+    """*moment* in ISO 8601, as the group's JSON shows times (None stays None)."""
+    return moment.isoformat() if moment is not None else None
+
+
+def member_named(members: Iterable[Member], node: Optional[str]) -> Optional[Member]:
+    """The row of *node* among *members* (None: it has none)."""
+    return next((member for member in members if member.node == node), None)

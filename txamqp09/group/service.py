@@ -37,7 +37,6 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from twisted.application.service import Service
@@ -47,7 +46,7 @@ from twisted.internet.interfaces import IDelayedCall
 from txamqp09.broker import oplog
 from txamqp09.broker.serving import ServingWindow
 from txamqp09.group.keeper import Keeper, LeaseTiming
-from txamqp09.group.records import Identity, Lease, Member
+from txamqp09.group.records import Identity, Lease, Member, iso_moment
 
 __all__ = [
     "DEADLINE_MARGIN",
@@ -141,7 +140,7 @@ class GroupStatus:
             "lease": None if current is None else {
                 "holder": current.holder,
                 "epoch": current.epoch,
-                "expires": _iso(current.expires),
+                "expires": iso_moment(current.expires),
                 "expired": current.lapsed,
             },
             "members": [
@@ -149,7 +148,7 @@ class GroupStatus:
                     "node": member.node,
                     "role": member.role,
                     "addresses": [vars(address) for address in member.addresses],
-                    "last_seen": _iso(member.last_seen),
+                    "last_seen": iso_moment(member.last_seen),
                     "round_trip": member.round_trip,
                 }
                 for member in self.members
@@ -157,11 +156,6 @@ class GroupStatus:
             "lease_session_error": self.session_error,
             "serving_deadline": self.deadline,
         }
-
-
-def _iso(moment: Optional[datetime]) -> Optional[str]:
-    """*moment* in ISO 8601 (None stays None)."""
-    return moment.isoformat() if moment is not None else None
 
 
 def exit_fenced() -> None:

@@ -12,14 +12,15 @@ this member serves; :func:`member_running`, whether a member takes part.
 
 A broker alone (SQLite, or nothing kept) has no view: it serves, and
 ``/api/nodes`` lists it alone, as before. This module reads the group's
-status only; it never imports :mod:`txamqp09.group` (and so psycopg) at
-run time.
+status only; at run time it imports nothing of :mod:`txamqp09.group`
+but its records (:mod:`txamqp09.group.records`), and so not psycopg.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional
+
+from txamqp09.group.records import iso_moment, member_named
 
 if TYPE_CHECKING:
     from txamqp09.group.records import Member
@@ -68,13 +69,9 @@ def active_member(status: GroupStatus) -> str:
     lease = status.lease
     if lease is None or lease.free:
         return "no broker is active at the moment"
-    holder = next((member for member in status.members if member.node == lease.holder), None)
+    holder = member_named(status.members, lease.holder)
     listeners = ", ".join(f"{address.host}:{address.port}" for address in holder.amqp_addresses()) if holder else ""
     return f"the active broker is {lease.holder}" + (f" (AMQP on {listeners})" if listeners else "")
-
-
-def _iso(moment: Optional[datetime]) -> Optional[str]:
-    return moment.isoformat() if moment is not None else None
 
 
 def _group_keys(status: GroupStatus, name: str, row_role: str, member: Optional[Member]) -> dict[str, Any]:
@@ -86,8 +83,8 @@ def _group_keys(status: GroupStatus, name: str, row_role: str, member: Optional[
     return {
         "role": "active" if holds else row_role,
         "lease_epoch": lease.epoch if holds and lease is not None else None,
-        "lease_expires": _iso(lease.expires) if holds and lease is not None else None,
-        "last_seen": _iso(member.last_seen) if member is not None else None,
+        "lease_expires": iso_moment(lease.expires) if holds and lease is not None else None,
+        "last_seen": iso_moment(member.last_seen) if member is not None else None,
         "store_round_trip": member.round_trip if member is not None else None,
         "group_listeners": [
             {"protocol": address.protocol, "ip_address": address.host, "port": address.port}

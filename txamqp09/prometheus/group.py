@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric as Family
 
+from txamqp09.group.records import member_named
 from txamqp09.management.group import member_running
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def group_families(node: Node) -> list[Family]:
             "txamqp09_group_serving_seconds_left",
             "Seconds until this active broker stops serving unless it renews its lease", value=status.deadline,
         ))
-    own = next((member for member in status.members if member.node == status.node), None)
+    own = member_named(status.members, status.node)
     if own is not None and own.round_trip is not None:
         families.append(GaugeMetricFamily(
             "txamqp09_group_store_round_trip_seconds",
