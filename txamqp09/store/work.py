@@ -18,7 +18,7 @@ from txamqp09.store.interface import StoredMessage
 if TYPE_CHECKING:
     from txamqp09.store.sql import Database
 
-__all__ = ["Append", "Batch", "Operation", "Publish", "Spill", "Work"]
+__all__ = ["Append", "Batch", "Operation", "Publish", "Removals", "Spill", "Work"]
 
 
 class Operation:
@@ -100,6 +100,8 @@ class Append:
 
 #: What the writer applies, in order.
 Work = Union[Publish, Append, Spill, Operation]
+#: A queue (vhost, name) and the ids of messages to delete from it.
+Removals = tuple[tuple[str, str], list[int]]
 
 
 @dataclass
@@ -107,7 +109,7 @@ class Batch:
     """Work taken by the writer in one go.
 
     :ivar operations: topology changes and publishes, in order.
-    :ivar removals: (vhost, queue, message id) to delete, applied after the
+    :ivar removals: the messages to delete from each queue, applied after the
         operations (every publish precedes its removal, and removing a row
         that an operation deleted already changes nothing).
     :ivar last_sequence: the operations up to this one are settled once the
@@ -117,7 +119,7 @@ class Batch:
     """
 
     operations: list[Work]
-    removals: list[tuple[str, str, int]]
+    removals: list[Removals]
     last_sequence: int
     settled: int = 0
 

@@ -76,7 +76,7 @@ from txamqp09.store.interface import (
 from txamqp09.store.mirror import Mirror
 from txamqp09.store.numbers import QueueNumbers
 from txamqp09.store.sql import Database, Migration, prepare
-from txamqp09.store.work import Append, Batch, Operation, Publish, Spill, Work
+from txamqp09.store.work import Append, Batch, Operation, Publish, Removals, Spill, Work
 
 __all__ = ["BATCH_BYTES", "REMOVALS_PER_BATCH", "RETRY_SECONDS", "SQLStore"]
 
@@ -122,9 +122,9 @@ class SQLStore(ABC):
         self._pending: list[Work] = []
         #: Bytes of bodies in :attr:`_pending`.
         self._pending_bytes = 0
-        #: Removals not taken yet: (sequence, rows) for each call of
-        #: :meth:`remove`, in order; a call's rows are settled with its sequence.
-        self._removals: deque[tuple[int, list[tuple[str, str, int]]]] = deque()
+        #: Removals not taken yet: (sequence, queue, message ids) for each
+        #: call of :meth:`remove`, in order; a call's ids are settled with its sequence.
+        self._removals: deque[tuple[int, tuple[str, str], list[int]]] = deque()
         #: Operations of a failed batch wait in :attr:`_pending` to be written again.
         self._carried = False
         #: Publishes not taken by the writer yet, by message id.
@@ -304,7 +304,7 @@ class SQLStore(ABC):
 
     def remove(self, vhost: str, queue: str, message_ids: Sequence[int]) -> int:
         key = (vhost, queue)
-        rows = []
+        ids = []
         with self._mutex:
             self._check_open()
             unwritten = self._unwritten
@@ -316,10 +316,10 @@ class SQLStore(ABC):
                         del unwritten[message_id]
                         self.cancelled += 1
                 else:
-                    rows.append((vhost, queue, message_id))
+                    ids.append(message_id)
             sequence = self._next_sequence()
-            if rows:
-                self._removals.append((sequence, rows))
+            if ids:
+                self._removals.append((sequence, key, ids))
             return sequence
 
     def spill(self, message_id: int, body: bytes) -> int:
@@ -453,20 +453,25 @@ class SQLStore(ABC):
         self._taken = batch.last_sequence
         return batch
 
-    def _take_removals(self) -> tuple[list[tuple[str, str, int]], int]:
-        """Up to :data:`REMOVALS_PER_BATCH` queued removals, and the last
-        sequence number they settle with what precedes them (lock held)."""
+    def _take_removals(self) -> tuple[list[Removals], int]:
+        """Up to :data:`REMOVALS_PER_BATCH` queued removals, those of
+        consecutive calls on the same queue together, and the last sequence
+        number they settle with what precedes them (lock held)."""
         queued = self._removals
-        taken: list[tuple[str, str, int]] = []
-        while queued and len(taken) < REMOVALS_PER_BATCH:
-            sequence, rows = queued[0]
-            room = REMOVALS_PER_BATCH - len(taken)
-            if len(rows) > room:
-                taken.extend(rows[:room])
-                queued[0] = (sequence, rows[room:])
+        taken: list[Removals] = []
+        room = REMOVALS_PER_BATCH
+        while queued and room:
+            sequence, key, ids = queued[0]
+            if len(ids) > room:
+                queued[0] = (sequence, key, ids[room:])
+                ids = ids[:room]
             else:
-                taken.extend(rows)
                 queued.popleft()
+            room -= len(ids)
+            if taken and taken[-1][0] == key:
+                taken[-1][1].extend(ids)
+            else:
+                taken.append((key, ids))
         return taken, queued[0][0] - 1 if queued else self._sequence
 
     def _write_loop(self) -> None:
@@ -577,8 +582,7 @@ class SQLStore(ABC):
         with self._mutex:
             self._pending[:0] = kept
             self._pending_bytes += sum(operation.size for operation in kept)
-            if work.removals:
-                self._removals.appendleft((work.last_sequence, work.removals))
+            self._removals.extendleft((work.last_sequence, key, ids) for key, ids in reversed(work.removals))
             carried = self._carried = bool(kept or work.removals)
         settled = 0 if carried else work.last_sequence
         self._failing = True

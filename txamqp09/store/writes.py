@@ -19,7 +19,6 @@ applies the removals, all in one transaction.
 
 from __future__ import annotations
 
-from itertools import groupby
 from typing import Any, Optional
 
 from txamqp09.store.interface import DurableBinding, DurableExchange, DurableQueue
@@ -40,7 +39,7 @@ from txamqp09.store.schema import (
     pack_removals,
 )
 from txamqp09.store.sql import Database
-from txamqp09.store.work import Append, Batch, Publish, Spill
+from txamqp09.store.work import Append, Batch, Publish, Removals, Spill
 from txamqp09.wire.fields import RABBITMQ
 
 __all__ = [
@@ -228,22 +227,20 @@ _DELETE_ORPHANS = (
 )
 
 
-def _remove(db: Database, removals: list[tuple[str, str, int]], numbers: QueueNumbers) -> None:
-    """Delete the messages of *removals* (vhost, queue, message id) from
-    their queues: the rows of those on one queue, many in each statement;
-    from a queue that may hold messages of several queues, also their
-    links, and the rows that lose their last link; and log them, in a
-    database other processes follow (see :func:`_log_removals`). A removal
-    for a queue without a number holds nothing stored. Nothing waits for an
-    answer of the database (the rows deleted are counted once the batch
-    commits) but the removal log's trimming, once in :data:`_TRIM_EVERY`
-    batches."""
+def _remove(db: Database, removals: list[Removals], numbers: QueueNumbers) -> None:
+    """Delete the messages of *removals* from their queues: the rows of
+    those on one queue, many in each statement; from a queue that may hold
+    messages of several queues, also their links, and the rows that lose
+    their last link; and log them, in a database other processes follow
+    (see :func:`_log_removals`). A removal for a queue without a number
+    holds nothing stored. Nothing waits for an answer of the database (the
+    rows deleted are counted once the batch commits) but the removal log's
+    trimming, once in :data:`_TRIM_EVERY` batches."""
     known, linked = numbers.numbers, numbers.linked
     logged: list[tuple[int, list[int]]] = []
-    for key, rows in groupby(removals, _queue_of):
+    for key, message_ids in removals:
         number = known.get(key)
         if number is not None:
-            message_ids = [row[2] for row in rows]
             numbers.deleted(
                 number, db.change_by_ids("DELETE FROM {messages} WHERE queue = ? AND id {ids}", (number,), message_ids)
             )
@@ -263,10 +260,6 @@ def _log_removals(db: Database, numbers: QueueNumbers, logged: list[tuple[int, l
     db.insert(REMOVALS, [sequence, pack_removals(logged)])
     if sequence % _TRIM_EVERY == 0:
         db.execute("DELETE FROM {removals} WHERE sequence <= ?", (sequence - REMOVALS_KEPT,))
-
-
-def _queue_of(removal: tuple[str, str, int]) -> tuple[str, str]:
-    return removal[0], removal[1]
 
 
 def _purge(db: Database, number: int, alone: int) -> None:
