@@ -396,7 +396,7 @@ class ServerChannel:
         else:
             queue = self.vhost.queue(self.queue_name(method.queue), self.client)
             consumer = self.session.consume(
-                queue, method.consumer_tag or unique_name("amq.ctag-"), no_ack=method.no_ack,
+                queue, method.consumer_tag, no_ack=method.no_ack,
                 no_local=method.no_local, exclusive=method.exclusive, arguments=getattr(method, "arguments", None),
             )
             tag = consumer.tag
