@@ -28,14 +28,17 @@ class Listening(enum.Enum):
     NO = "no"
     #: One accepted a connection: it still serves.
     YES = "yes"
-    #: Some did not answer in time: unknown.
+    #: Some did not answer in time, or there was nothing to probe: unknown.
     UNKNOWN = "unknown"
 
 
 def listening(addresses: Iterable[Address], timeout: float) -> Listening:
     """Connect to each of *addresses* (giving up after *timeout* seconds
-    each) and close again; what they said together."""
-    answer = Listening.NO
+    each) and close again; what they said together. No address to probe
+    (a member that has not recorded its listeners yet) tells nothing:
+    :attr:`Listening.UNKNOWN`."""
+    addresses = list(addresses)
+    answer = Listening.NO if addresses else Listening.UNKNOWN
     for address in addresses:
         try:
             with socket.create_connection((address.host, address.port), timeout=timeout):
