@@ -256,6 +256,11 @@ class BrokerService(MultiService):
         self._restore_and_configure()
         super().startService()
 
+    def _start_serving_children(self) -> None:
+        """Start the children that run only while this broker serves."""
+        for child in self._serving:
+            child.startService()
+
     def serve(self) -> None:
         """Restore from the store and open the serving children (the group
         made this broker active).
@@ -263,7 +268,7 @@ class BrokerService(MultiService):
         :raises StartupError: it cannot (the store or a port failed).
         """
         _as_startup_error(self._restore_and_configure)
-        _as_startup_error(lambda: [child.startService() for child in self._serving])
+        _as_startup_error(self._start_serving_children)
         oplog.accepting(self._amqp_listeners())
 
     def stop_serving(self, reason: str) -> None:
